@@ -1,0 +1,172 @@
+"""The credit pool: a monthly pool (UTC calendar month) and a daily burst cap (UTC day).
+
+A call must fit within what remains of both. Check and debit are one atomic step in the
+ledger adapter; the decision itself is the pure function `check_fits` below.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Protocol
+
+import attrs
+
+from cleanair_core.errors import CreditsExhausted
+
+
+class Billable(StrEnum):
+    """What draws credits; the value is also the endpoint's own attribution label."""
+
+    SCORE = "score"
+    FORECAST = "forecast"
+    ROUTE_ENRICHMENT = "route_enrichment"
+    ROUTE_PLAN = "route_plan"
+
+
+#: Contract section 8. Route enrichment is per waypoint.
+COSTS: dict[Billable, int] = {
+    Billable.SCORE: 1,
+    Billable.FORECAST: 2,
+    Billable.ROUTE_ENRICHMENT: 1,
+    Billable.ROUTE_PLAN: 25,
+}
+
+
+def cost_of(billable: Billable, units: int = 1) -> int:
+    """Credits for `units` of `billable` (units are waypoints for enrichment, else 1)."""
+    if units < 1:
+        raise ValueError("units must be at least 1")
+    return COSTS[billable] * units
+
+
+@attrs.frozen
+class CreditLimits:
+    monthly: int = 1000
+    daily: int = 100
+
+    def __attrs_post_init__(self) -> None:
+        if self.monthly < 0 or self.daily < 0:
+            raise ValueError("credit limits must not be negative")
+
+
+def month_key(at: datetime) -> str:
+    at = at.astimezone(UTC)
+    return f"{at.year:04d}-{at.month:02d}"
+
+
+def day_key(at: datetime) -> str:
+    return at.astimezone(UTC).date().isoformat()
+
+
+def next_month_start(at: datetime) -> datetime:
+    at = at.astimezone(UTC)
+    year, month = (at.year + 1, 1) if at.month == 12 else (at.year, at.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def next_day_start(at: datetime) -> datetime:
+    at = at.astimezone(UTC)
+    return datetime(at.year, at.month, at.day, tzinfo=UTC) + timedelta(days=1)
+
+
+def seconds_until(at: datetime, reset: datetime) -> int:
+    """Whole seconds from `at` until `reset`, rounded up, at least 1."""
+    return max(1, math.ceil((reset - at).total_seconds()))
+
+
+@attrs.frozen
+class Usage:
+    """Credits used in the windows containing some instant."""
+
+    month: int
+    day: int
+
+
+@attrs.frozen
+class Quota:
+    used: int
+    limit: int
+    remaining: int
+    daily_used: int
+    daily_limit: int
+    daily_remaining: int
+
+
+def quota_of(usage: Usage, limits: CreditLimits) -> Quota:
+    return Quota(
+        used=usage.month,
+        limit=limits.monthly,
+        remaining=max(0, limits.monthly - usage.month),
+        daily_used=usage.day,
+        daily_limit=limits.daily,
+        daily_remaining=max(0, limits.daily - usage.day),
+    )
+
+
+def check_fits(usage: Usage, amount: int, limits: CreditLimits, at: datetime) -> None:
+    """Raise CreditsExhausted unless `amount` fits in what remains of both windows.
+
+    Retry-After names the window that blocks the call; when both block, the later reset.
+    """
+    if amount < 1:
+        raise ValueError("a debit is at least one credit")
+    month_blocks = usage.month + amount > limits.monthly
+    day_blocks = usage.day + amount > limits.daily
+    # The month always resets no earlier than the day, so when it blocks it is the answer.
+    if month_blocks:
+        raise CreditsExhausted(
+            seconds_until(at, next_month_start(at)), "Monthly credit pool exhausted"
+        )
+    if day_blocks:
+        raise CreditsExhausted(seconds_until(at, next_day_start(at)), "Daily burst cap exhausted")
+
+
+@attrs.frozen
+class LedgerEntry:
+    """One append-only ledger row. A refund is a negative entry that `reverses` a debit.
+
+    `month` and `day` are the window keys the entry counts in: a refund counts in the
+    windows of the debit it reverses, so it restores exactly what was taken.
+    """
+
+    id: int
+    pool: str
+    connection_id: str
+    label: str
+    amount: int
+    at: datetime
+    month: str
+    day: str
+    reverses: int | None = None
+
+
+@attrs.frozen
+class Debit:
+    """A request to take credits from a pool."""
+
+    pool: str
+    connection_id: str
+    label: str
+    amount: int
+    at: datetime
+
+
+class CreditLedger(Protocol):
+    """Storage port for the append-only credit ledger."""
+
+    def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
+        """Atomically check with `check_fits` and append; raises CreditsExhausted."""
+
+    def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
+        """Append the reversing entry of debit `entry_id`; None when already refunded."""
+
+    def usage(self, pool: str, at: datetime) -> Usage:
+        """Credits used in the month and the day that contain `at`."""
+
+    def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
+        """Net credits per attribution label in `month` (labels netting to 0 included)."""
+
+    def entries(self, pool: str) -> list[LedgerEntry]:
+        """Every entry of `pool`, in order."""

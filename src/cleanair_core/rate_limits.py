@@ -1,0 +1,67 @@
+"""Fixed-window rate limits keyed on a subject (a connection, a client address, or global).
+
+Windows are aligned to the epoch (a one-minute window starts on the minute), so Retry-After is
+exactly the seconds until the window resets, as the contract words it. A client may spend a
+whole window's allowance in one burst. Counters live behind a storage port so that every
+process sharing one database enforces one limit.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+
+from cleanair_core.errors import RateLimited
+
+
+@attrs.frozen
+class RateLimit:
+    name: str
+    limit: int
+    window_seconds: int = 60
+
+    def __attrs_post_init__(self) -> None:
+        if self.limit < 1 or self.window_seconds < 1:
+            raise ValueError("a rate limit needs a positive limit and window")
+
+    def window_start(self, at: datetime) -> int:
+        return int(at.timestamp()) // self.window_seconds * self.window_seconds
+
+    def retry_after(self, at: datetime) -> int:
+        reset = self.window_start(at) + self.window_seconds
+        return max(1, math.ceil(reset - at.timestamp()))
+
+
+#: Contract 8: plan polling, 60 requests per minute per connection.
+PLAN_POLLING = RateLimit("plan-poll", 60)
+
+
+class RateLimitStore(Protocol):
+    """Storage port for rate-limit counters."""
+
+    def hit(self, key: str, window_start: int) -> int:
+        """Count one event for `key` in the window starting at `window_start` and return the
+        window's count so far; a counter from an older window starts again at zero."""
+
+    def peek(self, key: str, window_start: int) -> int:
+        """The count for `key` in the window starting at `window_start`, without counting."""
+
+
+def enforce(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
+    """Count this request and raise RateLimited when it is over the rule's limit."""
+    if store.hit(f"{rule.name}:{subject}", rule.window_start(at)) > rule.limit:
+        raise RateLimited(rule.retry_after(at))
+
+
+def ensure_budget(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
+    """Raise RateLimited when the budget (counted by `spend_budget`) is used up."""
+    if store.peek(f"{rule.name}:{subject}", rule.window_start(at)) >= rule.limit:
+        raise RateLimited(rule.retry_after(at))
+
+
+def spend_budget(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
+    """Count one event against a budget that `ensure_budget` checks."""
+    store.hit(f"{rule.name}:{subject}", rule.window_start(at))

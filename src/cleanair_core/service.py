@@ -1,0 +1,221 @@
+"""`CleanAir`: the core's use cases behind one object, for the HTTP app and embedders alike."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from cleanair_core import rate_limits
+from cleanair_core.accounts import Owner, OwnerKind, Partner, User, validate_account_name
+from cleanair_core.attribution import attribution_label, validate_client_label
+from cleanair_core.charging import Charge
+from cleanair_core.clock import Clock, SystemClock
+from cleanair_core.connections import (
+    Caller,
+    Connection,
+    IssuedConnection,
+    authenticate,
+    require_premium,
+)
+from cleanair_core.credits import Billable, CreditLimits, Debit, Quota, cost_of, month_key, quota_of
+from cleanair_core.errors import InvalidPairingCode, OperatorError
+from cleanair_core.pairing import PAIRING_CODE_TTL, PairingCode, new_code
+from cleanair_core.ports import Store
+from cleanair_core.rate_limits import RateLimit
+from cleanair_core.scopes import USER_SCOPES, Scope
+from cleanair_core.tokens import Environment, TokenKeys, issue_token
+
+_GLOBAL = "global"
+
+
+@attrs.frozen
+class Policy:
+    """The tunable limits of one deployment."""
+
+    environment: Environment = Environment.TEST
+    credits: CreditLimits = CreditLimits()
+    #: Requests per minute per connection on every authenticated endpoint but plan polling.
+    requests_per_minute: int = 600
+    #: Redemption attempts per minute per client address.
+    pairing_attempts_per_minute: int = 10
+    #: Failed redemptions allowed in `pairing_failure_window` seconds, across all clients.
+    pairing_failure_budget: int = 100
+    pairing_failure_window: int = 600
+
+    @property
+    def requests(self) -> RateLimit:
+        return RateLimit("requests", self.requests_per_minute)
+
+    @property
+    def pairing_attempts(self) -> RateLimit:
+        return RateLimit("pairing-attempts", self.pairing_attempts_per_minute)
+
+    @property
+    def pairing_failures(self) -> RateLimit:
+        return RateLimit(
+            "pairing-failures", self.pairing_failure_budget, self.pairing_failure_window
+        )
+
+
+class CleanAir:
+    """Use cases of the service over a `Store`, a clock and the server's token keys."""
+
+    def __init__(
+        self,
+        store: Store,
+        keys: TokenKeys,
+        policy: Policy | None = None,
+        clock: Clock | None = None,
+        randbelow: Callable[[int], int] = secrets.randbelow,
+    ) -> None:
+        self.store = store
+        self.keys = keys
+        self.policy = policy or Policy()
+        self.clock: Clock = clock or SystemClock()
+        self._randbelow = randbelow
+
+    # -- operator use cases (the CLI stands in for the companion app and partner agreements) --
+
+    def add_user(self, name: str, *, premium: bool = True) -> User:
+        user = User(validate_account_name(name), premium, self.clock.now())
+        if not self.store.add_user(user):
+            raise OperatorError(f"user {name} already exists")
+        return user
+
+    def set_premium(self, name: str, premium: bool) -> None:
+        if not self.store.set_premium(name, premium):
+            raise OperatorError(f"no user {name}")
+
+    def create_pairing_code(self, user_name: str) -> str:
+        """A fresh code for a premium user, as the companion app would show it."""
+        user = self.store.get_user(user_name)
+        if user is None:
+            raise OperatorError(f"no user {user_name}")
+        if not user.premium:
+            raise OperatorError(f"user {user_name} has no premium plan; pairing needs one")
+        now = self.clock.now()
+        while True:  # a live code with the same digits is astronomically rare; draw again
+            code = new_code(self._randbelow)
+            stored = PairingCode(
+                self.keys.hash_pairing_code(code), user.name, now, now + PAIRING_CODE_TTL
+            )
+            if self.store.add_pairing_code(stored, now):
+                return code
+
+    def add_partner(self, name: str) -> Partner:
+        partner = Partner(validate_account_name(name), True, self.clock.now())
+        if not self.store.add_partner(partner):
+            raise OperatorError(f"partner {name} already exists")
+        return partner
+
+    def deactivate_partner(self, name: str) -> None:
+        if not self.store.set_partner_active(name, False):
+            raise OperatorError(f"no partner {name}")
+
+    def issue_partner_token(
+        self, partner_name: str, connection_name: str, scopes: Iterable[Scope]
+    ) -> IssuedConnection:
+        partner = self.store.get_partner(partner_name)
+        if partner is None:
+            raise OperatorError(f"no partner {partner_name}")
+        if not partner.active:
+            raise OperatorError(f"partner {partner_name} is deactivated")
+        owner = Owner(OwnerKind.PARTNER, partner.name)
+        return self._new_connection(owner, connection_name, frozenset(scopes))
+
+    def connections_of_user(self, name: str) -> list[Connection]:
+        if self.store.get_user(name) is None:
+            raise OperatorError(f"no user {name}")
+        return self.store.connections_of(Owner(OwnerKind.USER, name))
+
+    def revoke_connection(self, connection_id: uuid.UUID) -> None:
+        if not self.store.revoke_connection(connection_id, self.clock.now()):
+            raise OperatorError(f"no active connection {connection_id}")
+
+    def add_client_label(self, label: str) -> None:
+        if not self.store.add_client_label(validate_client_label(label), self.clock.now()):
+            raise OperatorError(f"client label {label} already exists")
+
+    def usage_by_label(self, user_name: str) -> dict[str, int]:
+        """This month's net credits per attribution label for a user."""
+        if self.store.get_user(user_name) is None:
+            raise OperatorError(f"no user {user_name}")
+        pool = Owner(OwnerKind.USER, user_name).key
+        return self.store.usage_by_label(pool, month_key(self.clock.now()))
+
+    # -- API use cases -----------------------------------------------------------------------
+
+    def redeem_pairing_code(self, code: str, name: str, client_address: str) -> IssuedConnection:
+        """Exchange a pairing code for a user connection with the pairing scopes.
+
+        Raises RateLimited when the address or the global failure budget is spent, and
+        InvalidPairingCode (one error for every cause) when the code cannot be redeemed.
+        """
+        now = self.clock.now()
+        limits = self.store
+        rate_limits.enforce(limits, self.policy.pairing_attempts, client_address, now)
+        rate_limits.ensure_budget(limits, self.policy.pairing_failures, _GLOBAL, now)
+        user_name = None
+        if len(code) == 6 and code.isascii() and code.isdigit():
+            user_name = self.store.redeem_pairing_code(self.keys.hash_pairing_code(code), now)
+        user = self.store.get_user(user_name) if user_name is not None else None
+        if user is None or not user.premium:
+            rate_limits.spend_budget(limits, self.policy.pairing_failures, _GLOBAL, now)
+            raise InvalidPairingCode()
+        return self._new_connection(Owner(OwnerKind.USER, user.name), name, USER_SCOPES)
+
+    def authenticate(self, token: str) -> Caller:
+        """The caller behind a raw bearer token; raises NotAuthenticated."""
+        return authenticate(
+            token,
+            environment=self.policy.environment,
+            keys=self.keys,
+            connections=self.store,
+            accounts=self.store,
+        )
+
+    def require_premium(self, caller: Caller) -> None:
+        """Raise NotPremium unless the caller's owner (still) has a premium plan."""
+        require_premium(caller, self.store)
+
+    def enforce_rate_limit(self, caller: Caller, rule: RateLimit | None = None) -> None:
+        """Count a request of `caller` against `rule` (default: the general request limit)."""
+        rule = rule or self.policy.requests
+        rate_limits.enforce(self.store, rule, str(caller.connection_id), self.clock.now())
+
+    def quota(self, caller: Caller) -> Quota:
+        usage = self.store.usage(caller.owner.key, self.clock.now())
+        return quota_of(usage, self.policy.credits)
+
+    def charge(
+        self, caller: Caller, billable: Billable, units: int = 1, client: str | None = None
+    ) -> Charge:
+        """A reservation of the call's cost, to use as a (sync or async) context manager."""
+        debit = Debit(
+            pool=caller.owner.key,
+            connection_id=str(caller.connection_id),
+            label=attribution_label(client, billable, self.store),
+            amount=cost_of(billable, units),
+            at=self.clock.now(),
+        )
+        return Charge(self.store, debit, self.policy.credits, self.clock)
+
+    def _new_connection(
+        self, owner: Owner, name: str, scopes: frozenset[Scope]
+    ) -> IssuedConnection:
+        if not 1 <= len(name) <= 100:
+            raise ValueError("a connection name is 1 to 100 characters")
+        token = issue_token(self.policy.environment)
+        connection = Connection(
+            id=uuid.uuid4(),
+            owner=owner,
+            name=name,
+            scopes=scopes,
+            token_hash=self.keys.hash_token(token),
+            created_at=self.clock.now(),
+        )
+        self.store.add_connection(connection)
+        return IssuedConnection(connection, token)

@@ -1,0 +1,1 @@
+"""HTTP service, operator CLI and composition root."""

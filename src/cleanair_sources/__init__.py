@@ -1,0 +1,1 @@
+"""Adapters for outside data: air quality, geolocation, street networks."""

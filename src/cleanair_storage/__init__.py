@@ -1,0 +1,1 @@
+"""Storage adapters (in-memory and SQLite) for the core ports."""

@@ -1,0 +1,208 @@
+"""In-memory adapter for every storage port: first-class, for embedding and tests.
+
+One lock makes each operation atomic, matching what the SQLite adapter guarantees.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import defaultdict
+from datetime import datetime
+
+import attrs
+
+from cleanair_core.accounts import Owner, Partner, User
+from cleanair_core.connections import Connection
+from cleanair_core.credits import (
+    CreditLimits,
+    Debit,
+    LedgerEntry,
+    Usage,
+    check_fits,
+    day_key,
+    month_key,
+)
+from cleanair_core.pairing import PairingCode
+
+
+class MemoryStore:
+    """Implements `cleanair_core.ports.Store` in process memory."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._users: dict[str, User] = {}
+        self._partners: dict[str, Partner] = {}
+        self._connections: dict[uuid.UUID, Connection] = {}
+        self._by_hash: dict[str, uuid.UUID] = {}
+        self._codes: dict[str, tuple[PairingCode, bool]] = {}
+        self._entries: list[LedgerEntry] = []
+        self._refunded: set[int] = set()
+        self._windows: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self._counters: dict[str, tuple[int, int]] = {}
+        self._labels: set[str] = set()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # accounts
+    def add_user(self, user: User) -> bool:
+        with self._lock:
+            if user.name in self._users:
+                return False
+            self._users[user.name] = user
+            return True
+
+    def get_user(self, name: str) -> User | None:
+        with self._lock:
+            return self._users.get(name)
+
+    def set_premium(self, name: str, premium: bool) -> bool:
+        with self._lock:
+            user = self._users.get(name)
+            if user is None:
+                return False
+            self._users[name] = attrs.evolve(user, premium=premium)
+            return True
+
+    def add_partner(self, partner: Partner) -> bool:
+        with self._lock:
+            if partner.name in self._partners:
+                return False
+            self._partners[partner.name] = partner
+            return True
+
+    def get_partner(self, name: str) -> Partner | None:
+        with self._lock:
+            return self._partners.get(name)
+
+    def set_partner_active(self, name: str, active: bool) -> bool:
+        with self._lock:
+            partner = self._partners.get(name)
+            if partner is None:
+                return False
+            self._partners[name] = attrs.evolve(partner, active=active)
+            return True
+
+    # connections
+    def add_connection(self, connection: Connection) -> None:
+        with self._lock:
+            if connection.id in self._connections or connection.token_hash in self._by_hash:
+                raise ValueError("duplicate connection")
+            self._connections[connection.id] = connection
+            self._by_hash[connection.token_hash] = connection.id
+
+    def connection_by_token_hash(self, token_hash: str) -> Connection | None:
+        with self._lock:
+            connection_id = self._by_hash.get(token_hash)
+            return None if connection_id is None else self._connections[connection_id]
+
+    def connections_of(self, owner: Owner) -> list[Connection]:
+        with self._lock:
+            found = [c for c in self._connections.values() if c.owner == owner]
+        return sorted(found, key=lambda c: c.created_at)
+
+    def revoke_connection(self, connection_id: uuid.UUID, at: datetime) -> bool:
+        with self._lock:
+            connection = self._connections.get(connection_id)
+            if connection is None or connection.revoked:
+                return False
+            self._connections[connection_id] = attrs.evolve(connection, revoked_at=at)
+            return True
+
+    # pairing codes
+    def add_pairing_code(self, code: PairingCode, now: datetime) -> bool:
+        with self._lock:
+            existing = self._codes.get(code.code_hash)
+            if existing is not None and not existing[1] and now < existing[0].expires_at:
+                return False
+            for code_hash in [h for h, (c, _) in self._codes.items() if c.expires_at <= now]:
+                del self._codes[code_hash]
+            self._codes[code.code_hash] = (code, False)
+            return True
+
+    def redeem_pairing_code(self, code_hash: str, now: datetime) -> str | None:
+        with self._lock:
+            existing = self._codes.get(code_hash)
+            if existing is None or existing[1] or now >= existing[0].expires_at:
+                return None
+            self._codes[code_hash] = (existing[0], True)
+            return existing[0].user
+
+    # credit ledger
+    def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
+        with self._lock:
+            check_fits(self.usage(debit.pool, debit.at), debit.amount, limits, debit.at)
+            return self._append(
+                debit.pool, debit.connection_id, debit.label, debit.amount, debit.at,
+                month_key(debit.at), day_key(debit.at), None,
+            )
+
+    def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
+        with self._lock:
+            if entry_id in self._refunded:
+                return None
+            original = next((e for e in self._entries if e.id == entry_id), None)
+            if original is None or original.reverses is not None:
+                return None
+            self._refunded.add(entry_id)
+            return self._append(
+                original.pool, original.connection_id, original.label, -original.amount, at,
+                original.month, original.day, original.id,
+            )
+
+    def _append(
+        self, pool: str, connection_id: str, label: str, amount: int, at: datetime,
+        month: str, day: str, reverses: int | None,
+    ) -> LedgerEntry:
+        entry = LedgerEntry(
+            len(self._entries) + 1, pool, connection_id, label, amount, at, month, day, reverses
+        )
+        self._entries.append(entry)
+        self._windows[(pool, "m" + month)] += amount
+        self._windows[(pool, "d" + day)] += amount
+        return entry
+
+    def usage(self, pool: str, at: datetime) -> Usage:
+        with self._lock:
+            return Usage(
+                month=self._windows.get((pool, "m" + month_key(at)), 0),
+                day=self._windows.get((pool, "d" + day_key(at)), 0),
+            )
+
+    def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
+        totals: defaultdict[str, int] = defaultdict(int)
+        with self._lock:
+            for entry in self._entries:
+                if entry.pool == pool and entry.month == month:
+                    totals[entry.label] += entry.amount
+        return dict(totals)
+
+    def entries(self, pool: str) -> list[LedgerEntry]:
+        with self._lock:
+            return [e for e in self._entries if e.pool == pool]
+
+    # rate-limit counters
+    def hit(self, key: str, window_start: int) -> int:
+        with self._lock:
+            start, count = self._counters.get(key, (window_start, 0))
+            count = count + 1 if start == window_start else 1
+            self._counters[key] = (window_start, count)
+            return count
+
+    def peek(self, key: str, window_start: int) -> int:
+        with self._lock:
+            start, count = self._counters.get(key, (window_start, 0))
+            return count if start == window_start else 0
+
+    # client labels
+    def add_client_label(self, label: str, at: datetime) -> bool:
+        with self._lock:
+            if label in self._labels:
+                return False
+            self._labels.add(label)
+            return True
+
+    def is_client_label(self, label: str) -> bool:
+        with self._lock:
+            return label in self._labels

@@ -1,0 +1,94 @@
+"""Schema history of the SQLite store (sqlite-utils migrations; applied in order, once)."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+migrations = Migrations("cleanair")
+
+
+@migrations()
+def m001_accounts_connections_credits(db: Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE users (
+            name TEXT PRIMARY KEY,
+            premium INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE partners (
+            name TEXT PRIMARY KEY,
+            active INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE connections (
+            id TEXT PRIMARY KEY,
+            owner_kind TEXT NOT NULL,
+            owner_name TEXT NOT NULL,
+            name TEXT NOT NULL,
+            scopes TEXT NOT NULL,
+            token_hash TEXT NOT NULL UNIQUE,
+            created_at REAL NOT NULL,
+            revoked_at REAL
+        )"""
+    )
+    db.execute("CREATE INDEX connections_owner ON connections (owner_kind, owner_name)")
+    db.execute(
+        """
+        CREATE TABLE pairing_codes (
+            code_hash TEXT PRIMARY KEY,
+            user TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            used INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    # Append-only: a refund is a new negative row that reverses a debit, at most once.
+    db.execute(
+        """
+        CREATE TABLE ledger (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            pool TEXT NOT NULL,
+            connection_id TEXT NOT NULL,
+            label TEXT NOT NULL,
+            amount INTEGER NOT NULL,
+            at REAL NOT NULL,
+            month TEXT NOT NULL,
+            day TEXT NOT NULL,
+            reverses INTEGER UNIQUE REFERENCES ledger (id)
+        )"""
+    )
+    db.execute("CREATE INDEX ledger_pool_month ON ledger (pool, month)")
+    # Running totals per pool and window, updated in the same transaction as the ledger, so a
+    # quota read or a debit check is two primary-key lookups however long the ledger grows.
+    db.execute(
+        """
+        CREATE TABLE credit_windows (
+            pool TEXT NOT NULL,
+            window TEXT NOT NULL,
+            used INTEGER NOT NULL,
+            PRIMARY KEY (pool, window)
+        ) WITHOUT ROWID"""
+    )
+    db.execute(
+        """
+        CREATE TABLE rate_limits (
+            key TEXT PRIMARY KEY,
+            window_start INTEGER NOT NULL,
+            count INTEGER NOT NULL
+        ) WITHOUT ROWID"""
+    )
+    db.execute(
+        """
+        CREATE TABLE client_labels (
+            label TEXT PRIMARY KEY,
+            created_at REAL NOT NULL
+        )"""
+    )

@@ -1,0 +1,338 @@
+"""SQLite adapter for every storage port, safe across threads and processes on one file.
+
+- WAL journal, so readers never wait for the writer; `synchronous=NORMAL`, so a committed
+  transaction survives the process being killed (it is in the WAL before COMMIT returns).
+- One writer connection per process behind a lock; every read-then-write runs inside
+  `BEGIN IMMEDIATE`, which takes the database write lock up front, so two processes cannot
+  both read the same balance and both spend it. A busy timeout waits for the other process.
+- Readers use one connection per thread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from cleanair_core.accounts import Owner, OwnerKind, Partner, User
+from cleanair_core.connections import Connection
+from cleanair_core.credits import (
+    CreditLimits,
+    Debit,
+    LedgerEntry,
+    Usage,
+    check_fits,
+    day_key,
+    month_key,
+)
+from cleanair_core.pairing import PairingCode
+from cleanair_core.scopes import format_scopes, parse_scopes
+from cleanair_storage.migrations import migrations
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def _ts(at: datetime) -> float:
+    return at.timestamp()
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def _open(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class SqliteStore:
+    """Implements `cleanair_core.ports.Store` over one SQLite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._writer = _open(self.path)
+        self._writer.execute("PRAGMA journal_mode = WAL")
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._migrate()
+
+    def _migrate(self) -> None:
+        # Several processes may start at once: the write lock makes one of them migrate.
+        with self._write() as conn:
+            migrations.apply(Database(conn))
+
+    def close(self) -> None:
+        with self._readers_lock:
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
+        with self._write_lock:
+            self._writer.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _read(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _open(self.path)
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    # accounts -----------------------------------------------------------------------------
+    def add_user(self, user: User) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO users (name, premium, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (user.name, int(user.premium), _ts(user.created_at)),
+            )
+            return cur.rowcount == 1
+
+    def get_user(self, name: str) -> User | None:
+        row = self._read().execute(
+            "SELECT name, premium, created_at FROM users WHERE name = ?", (name,)
+        ).fetchone()
+        return None if row is None else User(row[0], bool(row[1]), _dt(row[2]))  # type: ignore[arg-type]
+
+    def set_premium(self, name: str, premium: bool) -> bool:
+        with self._write() as conn:
+            cur = conn.execute("UPDATE users SET premium = ? WHERE name = ?", (int(premium), name))
+            return cur.rowcount == 1
+
+    def add_partner(self, partner: Partner) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO partners (name, active, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (partner.name, int(partner.active), _ts(partner.created_at)),
+            )
+            return cur.rowcount == 1
+
+    def get_partner(self, name: str) -> Partner | None:
+        row = self._read().execute(
+            "SELECT name, active, created_at FROM partners WHERE name = ?", (name,)
+        ).fetchone()
+        return None if row is None else Partner(row[0], bool(row[1]), _dt(row[2]))  # type: ignore[arg-type]
+
+    def set_partner_active(self, name: str, active: bool) -> bool:
+        with self._write() as conn:
+            cur = conn.execute("UPDATE partners SET active = ? WHERE name = ?", (int(active), name))
+            return cur.rowcount == 1
+
+    # connections --------------------------------------------------------------------------
+    _CONNECTION_COLUMNS = (
+        "id, owner_kind, owner_name, name, scopes, token_hash, created_at, revoked_at"
+    )
+
+    @staticmethod
+    def _connection(row: tuple[object, ...]) -> Connection:
+        return Connection(
+            id=uuid.UUID(str(row[0])),
+            owner=Owner(OwnerKind(row[1]), str(row[2])),
+            name=str(row[3]),
+            scopes=parse_scopes(str(row[4])),
+            token_hash=str(row[5]),
+            created_at=_dt(row[6]),  # type: ignore[arg-type]
+            revoked_at=_dt(row[7]),  # type: ignore[arg-type]
+        )
+
+    def add_connection(self, connection: Connection) -> None:
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT INTO connections ({self._CONNECTION_COLUMNS}) "  # noqa: S608
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    str(connection.id),
+                    connection.owner.kind.value,
+                    connection.owner.name,
+                    connection.name,
+                    " ".join(format_scopes(connection.scopes)),
+                    connection.token_hash,
+                    _ts(connection.created_at),
+                    None if connection.revoked_at is None else _ts(connection.revoked_at),
+                ),
+            )
+
+    def connection_by_token_hash(self, token_hash: str) -> Connection | None:
+        row = self._read().execute(
+            f"SELECT {self._CONNECTION_COLUMNS} FROM connections WHERE token_hash = ?",  # noqa: S608
+            (token_hash,),
+        ).fetchone()
+        return None if row is None else self._connection(row)
+
+    def connections_of(self, owner: Owner) -> list[Connection]:
+        rows = self._read().execute(
+            f"SELECT {self._CONNECTION_COLUMNS} FROM connections "  # noqa: S608
+            "WHERE owner_kind = ? AND owner_name = ? ORDER BY created_at, rowid",
+            (owner.kind.value, owner.name),
+        ).fetchall()
+        return [self._connection(row) for row in rows]
+
+    def revoke_connection(self, connection_id: uuid.UUID, at: datetime) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE connections SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (_ts(at), str(connection_id)),
+            )
+            return cur.rowcount == 1
+
+    # pairing codes ------------------------------------------------------------------------
+    def add_pairing_code(self, code: PairingCode, now: datetime) -> bool:
+        with self._write() as conn:
+            conn.execute("DELETE FROM pairing_codes WHERE expires_at <= ?", (_ts(now),))
+            live = conn.execute(
+                "SELECT 1 FROM pairing_codes WHERE code_hash = ? AND used = 0", (code.code_hash,)
+            ).fetchone()
+            if live is not None:
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO pairing_codes "
+                "(code_hash, user, created_at, expires_at, used) VALUES (?, ?, ?, ?, 0)",
+                (code.code_hash, code.user, _ts(code.created_at), _ts(code.expires_at)),
+            )
+            return True
+
+    def redeem_pairing_code(self, code_hash: str, now: datetime) -> str | None:
+        with self._write() as conn:
+            row = conn.execute(
+                "UPDATE pairing_codes SET used = 1 "
+                "WHERE code_hash = ? AND used = 0 AND expires_at > ? RETURNING user",
+                (code_hash, _ts(now)),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+    # credit ledger ------------------------------------------------------------------------
+    @staticmethod
+    def _usage(conn: sqlite3.Connection, pool: str, at: datetime) -> Usage:
+        month, day = "m" + month_key(at), "d" + day_key(at)
+        used = dict(
+            conn.execute(
+                "SELECT window, used FROM credit_windows WHERE pool = ? AND window IN (?, ?)",
+                (pool, month, day),
+            ).fetchall()
+        )
+        return Usage(month=used.get(month, 0), day=used.get(day, 0))
+
+    @staticmethod
+    def _append(
+        conn: sqlite3.Connection, pool: str, connection_id: str, label: str, amount: int,
+        at: datetime, month: str, day: str, reverses: int | None,
+    ) -> LedgerEntry:
+        row = conn.execute(
+            "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, reverses) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (pool, connection_id, label, amount, _ts(at), month, day, reverses),
+        ).fetchone()
+        conn.executemany(
+            "INSERT INTO credit_windows (pool, window, used) VALUES (?, ?, ?) "
+            "ON CONFLICT (pool, window) DO UPDATE SET used = used + excluded.used",
+            [(pool, "m" + month, amount), (pool, "d" + day, amount)],
+        )
+        return LedgerEntry(row[0], pool, connection_id, label, amount, at, month, day, reverses)
+
+    def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
+        with self._write() as conn:
+            check_fits(self._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
+            return self._append(
+                conn, debit.pool, debit.connection_id, debit.label, debit.amount, debit.at,
+                month_key(debit.at), day_key(debit.at), None,
+            )
+
+    def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
+        with self._write() as conn:
+            original = conn.execute(
+                "SELECT pool, connection_id, label, amount, month, day FROM ledger "
+                "WHERE id = ? AND reverses IS NULL "
+                "AND NOT EXISTS (SELECT 1 FROM ledger r WHERE r.reverses = ledger.id)",
+                (entry_id,),
+            ).fetchone()
+            if original is None:
+                return None
+            pool, connection_id, label, amount, month, day = original
+            return self._append(
+                conn, pool, connection_id, label, -amount, at, month, day, entry_id
+            )
+
+    def usage(self, pool: str, at: datetime) -> Usage:
+        return self._usage(self._read(), pool, at)
+
+    def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
+        rows = self._read().execute(
+            "SELECT label, SUM(amount) FROM ledger WHERE pool = ? AND month = ? GROUP BY label",
+            (pool, month),
+        ).fetchall()
+        return {str(label): int(total) for label, total in rows}
+
+    def entries(self, pool: str) -> list[LedgerEntry]:
+        rows = self._read().execute(
+            "SELECT id, pool, connection_id, label, amount, at, month, day, reverses "
+            "FROM ledger WHERE pool = ? ORDER BY id",
+            (pool,),
+        ).fetchall()
+        return [
+            LedgerEntry(r[0], r[1], r[2], r[3], r[4], _dt(r[5]), r[6], r[7], r[8])  # type: ignore[arg-type]
+            for r in rows
+        ]
+
+    # rate-limit counters ------------------------------------------------------------------
+    def hit(self, key: str, window_start: int) -> int:
+        # One statement, so atomic without an explicit transaction; the lock keeps this
+        # process's writer connection to one statement at a time.
+        with self._write_lock:
+            row = self._writer.execute(
+                "INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 1) "
+                "ON CONFLICT (key) DO UPDATE SET "
+                "count = CASE WHEN window_start = excluded.window_start THEN count + 1 ELSE 1 END, "
+                "window_start = excluded.window_start "
+                "RETURNING count",
+                (key, window_start),
+            ).fetchone()
+            return int(row[0])
+
+    def peek(self, key: str, window_start: int) -> int:
+        row = self._read().execute(
+            "SELECT count FROM rate_limits WHERE key = ? AND window_start = ?", (key, window_start)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    # client labels ------------------------------------------------------------------------
+    def add_client_label(self, label: str, at: datetime) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO client_labels (label, created_at) VALUES (?, ?) "
+                "ON CONFLICT (label) DO NOTHING",
+                (label, _ts(at)),
+            )
+            return cur.rowcount == 1
+
+    def is_client_label(self, label: str) -> bool:
+        row = self._read().execute(
+            "SELECT 1 FROM client_labels WHERE label = ?", (label,)
+        ).fetchone()
+        return row is not None
