@@ -1,0 +1,74 @@
+"""One structured access-log line per request: never the Authorization header or a body."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("cleanair.access")
+
+
+class AccessLog:
+    """ASGI wrapper around the whole app, so 404s and 405s are logged too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not log.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_and_record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            caller = scope.get("user")
+            log.info(
+                "request",
+                extra={
+                    "method": scope["method"],
+                    "path": scope["path"],  # no query string: it could carry anything
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                    "connection": str(caller.connection_id) if caller is not None else None,
+                },
+            )
+
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
+
+
+class JsonFormatter(logging.Formatter):
+    """Log records as one JSON object per line, extra fields included."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

@@ -1,0 +1,47 @@
+"""The Litestar application factory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.middleware import DefineMiddleware
+from litestar.types import ASGIApp, ControllerRouterHandler
+
+from cleanair_core.service import CleanAir
+from cleanair_http.access_log import AccessLog
+from cleanair_http.auth import BearerAuthMiddleware
+from cleanair_http.controllers.connections import redeem_pairing_code
+from cleanair_http.controllers.quota import read_quota
+from cleanair_http.errors import EXCEPTION_HANDLERS
+from cleanair_http.openapi import drop_framework_400s, openapi_config
+from cleanair_http.settings import Settings
+
+
+def create_app(
+    core: CleanAir,
+    settings: Settings | None = None,
+    extra_route_handlers: Sequence[ControllerRouterHandler] = (),
+) -> Litestar:
+    """A Litestar app over a wired core; the caller owns the core's lifetime.
+
+    `extra_route_handlers` lets an embedder (or a test) mount more endpoints that reuse the
+    bearer middleware, guards and error mapping.
+    """
+    app = Litestar(
+        route_handlers=[redeem_pairing_code, read_quota, *extra_route_handlers],
+        middleware=[DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"])],
+        exception_handlers=EXCEPTION_HANDLERS,
+        openapi_config=openapi_config(),
+        state=State({"core": core, "settings": settings or Settings()}),
+        logging_config=None,
+        debug=False,
+    )
+    drop_framework_400s(app)
+    return app
+
+
+def with_access_log(app: Litestar) -> ASGIApp:
+    """The app as served: wrapped so that every request, routed or not, is logged once."""
+    return AccessLog(app)

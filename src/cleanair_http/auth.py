@@ -1,0 +1,64 @@
+"""Bearer authentication middleware and the guards every endpoint composes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
+
+from cleanair_core.connections import Caller
+from cleanair_core.errors import NotAuthenticated
+from cleanair_core.rate_limits import RateLimit
+from cleanair_core.scopes import Scope
+from cleanair_core.service import CleanAir
+
+AnyConnection = ASGIConnection[object, object, object, object]
+Guard = Callable[[AnyConnection, BaseRouteHandler], None]
+
+
+def core_of(connection: AnyConnection) -> CleanAir:
+    core: CleanAir = connection.app.state.core
+    return core
+
+
+def caller_of(connection: AnyConnection) -> Caller:
+    caller: Caller = connection.scope["user"]  # type: ignore[typeddict-item]
+    return caller
+
+
+class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
+    """Turns `Authorization: Bearer <token>` into a `Caller`; anything else is 401."""
+
+    async def authenticate_request(self, connection: AnyConnection) -> AuthenticationResult:
+        header = connection.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise NotAuthenticated()
+        caller = core_of(connection).authenticate(token.strip())
+        return AuthenticationResult(user=caller, auth=None)
+
+
+def rate_limited(rule: RateLimit | None = None) -> Guard:
+    """Count the request against `rule` (default: the deployment's general limit)."""
+
+    def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
+        core_of(connection).enforce_rate_limit(caller_of(connection), rule)
+
+    return guard
+
+
+def requires_scope(scope: Scope) -> Guard:
+    def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
+        caller_of(connection).require_scope(scope)
+
+    return guard
+
+
+def requires_premium(connection: AnyConnection, _: BaseRouteHandler) -> None:
+    core_of(connection).require_premium(caller_of(connection))
+
+
+def requires_user_owned(connection: AnyConnection, _: BaseRouteHandler) -> None:
+    caller_of(connection).require_user_owned()

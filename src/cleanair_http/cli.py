@@ -1,0 +1,148 @@
+"""`cleanair`: the operator CLI. It works on the same database as a running server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from collections.abc import Sequence
+
+from cleanair_core.errors import OperatorError
+from cleanair_core.scopes import Scope, format_scopes
+from cleanair_core.service import CleanAir
+from cleanair_http.bootstrap import build_core
+from cleanair_http.settings import Settings, SettingsError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cleanair",
+        description="Operate cleanair: serve the API and manage users, partners and pairing.",
+        epilog="Settings come from CLEANAIR_* environment variables (see README).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="start the HTTP API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+
+    users = sub.add_parser("users", help="manage users").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    add = users.add_parser("add", help="add a user (premium unless --no-premium)")
+    add.add_argument("user")
+    add.add_argument("--premium", action=argparse.BooleanOptionalAction, default=True)
+    premium = users.add_parser("set-premium", help="turn a user's premium plan on or off")
+    premium.add_argument("user")
+    premium.add_argument("state", choices=["on", "off"])
+
+    code = sub.add_parser("pairing-code", help="print a 6-digit pairing code for a premium user")
+    code.add_argument("user")
+
+    connections = sub.add_parser("connections", help="list or revoke connections")
+    conn_sub = connections.add_subparsers(dest="action", required=True, metavar="ACTION")
+    conn_sub.add_parser("list", help="a user's connections (never the token)").add_argument("user")
+    conn_sub.add_parser("revoke", help="revoke a connection at once").add_argument(
+        "connection_id"
+    )
+
+    partners = sub.add_parser("partners", help="manage partners").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    partners.add_parser("add", help="add an active partner").add_argument("partner")
+    issue = partners.add_parser("issue-token", help="issue a partner token (printed once)")
+    issue.add_argument("partner")
+    issue.add_argument("--name", required=True)
+    issue.add_argument(
+        "--scope", action="append", required=True, choices=[s.value for s in Scope]
+    )
+    partners.add_parser(
+        "deactivate", help="deactivate a partner; its tokens stop working at once"
+    ).add_argument("partner")
+
+    clients = sub.add_parser("clients", help="recognised `client` labels").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    clients.add_parser("add", help="recognise a client label").add_argument("label")
+
+    usage = sub.add_parser("usage", help="this month's credits by attribution label")
+    usage.add_argument("user")
+    usage.add_argument("--json", action="store_true", help="print {label: credits}")
+    return parser
+
+
+def _when(value: object) -> str:
+    return "-" if value is None else value.isoformat(timespec="seconds")  # type: ignore[attr-defined]
+
+
+def _run(core: CleanAir, args: argparse.Namespace) -> None:
+    match args.command, getattr(args, "action", None):
+        case "users", "add":
+            user = core.add_user(args.user, premium=args.premium)
+            print(f"added user {user.name} ({'premium' if user.premium else 'not premium'})")
+        case "users", "set-premium":
+            core.set_premium(args.user, args.state == "on")
+            print(f"premium {args.state} for {args.user}")
+        case "pairing-code", _:
+            print(core.create_pairing_code(args.user))
+        case "connections", "list":
+            print("id\tname\tscopes\tcreated\trevoked")
+            for c in core.connections_of_user(args.user):
+                scopes = ",".join(format_scopes(c.scopes))
+                name = c.name.replace("\t", " ").replace("\n", " ")
+                print(f"{c.id}\t{name}\t{scopes}\t{_when(c.created_at)}\t{_when(c.revoked_at)}")
+        case "connections", "revoke":
+            try:
+                connection_id = uuid.UUID(args.connection_id)
+            except ValueError:
+                raise OperatorError("a connection id is a UUID") from None
+            core.revoke_connection(connection_id)
+            print(f"revoked {connection_id}")
+        case "partners", "add":
+            core.add_partner(args.partner)
+            print(f"added partner {args.partner}")
+        case "partners", "issue-token":
+            issued = core.issue_partner_token(
+                args.partner, args.name, [Scope(s) for s in args.scope]
+            )
+            print(issued.token)
+        case "partners", "deactivate":
+            core.deactivate_partner(args.partner)
+            print(f"deactivated partner {args.partner}")
+        case "clients", "add":
+            core.add_client_label(args.label)
+            print(f"recognised client label {args.label}")
+        case "usage", _:
+            usage = core.usage_by_label(args.user)
+            if args.json:
+                print(json.dumps(usage, sort_keys=True))
+            else:
+                for label, credits in sorted(usage.items()):
+                    print(f"{label}\t{credits}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        if args.command == "serve":
+            from cleanair_http.server import serve
+
+            return serve(settings, args.host, args.port)
+        core = build_core(settings)
+    except SettingsError as exc:
+        print(f"cleanair: {exc}", file=sys.stderr)
+        return 2
+    try:
+        _run(core, args)
+    except (OperatorError, ValueError) as exc:
+        print(f"cleanair: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        core.store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""GET /v1/quota: the caller's credit pool (contract 4.7)."""
+
+from __future__ import annotations
+
+from litestar import Request, get
+
+from cleanair_http.auth import caller_of, core_of, rate_limited
+from cleanair_http.openapi import SECURITY, error_responses
+from cleanair_http import schemas
+
+
+@get(
+    "/v1/quota",
+    guards=[rate_limited()],
+    security=SECURITY,
+    summary="Read the credit pool",
+    tags=["quota"],
+    responses=error_responses(401, 429, s429="Rate limited; see Retry-After"),
+)
+async def read_quota(request: Request[object, object, object]) -> schemas.Quota:
+    """Credits used and remaining this month (UTC) and today (UTC). Free; any valid token."""
+    quota = core_of(request).quota(caller_of(request))
+    return schemas.Quota(
+        used=quota.used,
+        limit=quota.limit,
+        remaining=quota.remaining,
+        daily_used=quota.daily_used,
+        daily_limit=quota.daily_limit,
+        daily_remaining=quota.daily_remaining,
+    )

@@ -1,0 +1,44 @@
+"""`cleanair serve`: the API under uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+
+from cleanair_http.access_log import configure_logging
+from cleanair_http.app import create_app, with_access_log
+from cleanair_http.bootstrap import build_core
+from cleanair_http.settings import Settings
+
+log = logging.getLogger("cleanair")
+
+
+def serve(settings: Settings, host: str, port: int) -> int:
+    configure_logging(settings.log_level)
+    core = build_core(settings)
+    app = create_app(core, settings)
+    print(
+        f"cleanair {settings.environment.value} API on http://{host}:{port} "
+        f"(database {settings.database}; OpenAPI at /schema/openapi.json)\n"
+        "To pair a client, in another shell:\n"
+        "  .venv/bin/cleanair users add alice\n"
+        "  .venv/bin/cleanair pairing-code alice\n"
+        "then POST {\"code\": \"<code>\", \"name\": \"my app\"} to /v1/connections/token "
+        "within 60 seconds.",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        uvicorn.run(
+            with_access_log(app),
+            host=host,
+            port=port,
+            access_log=False,  # ours is structured and never shows tokens or query strings
+            log_config=None,
+            server_header=False,
+        )
+    finally:
+        core.store.close()
+    return 0

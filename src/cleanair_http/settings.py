@@ -1,0 +1,136 @@
+"""Settings from environment variables; bad settings fail at start-up with a clear message."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+
+from cleanair_core.tokens import Environment
+
+T = TypeVar("T")
+
+ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class SettingsError(Exception):
+    """One or more settings are invalid; the message names each of them."""
+
+
+@attrs.frozen
+class Settings:
+    database: Path = Path("var/cleanair.db")
+    environment: Environment = Environment.TEST
+    monthly_credits: int = 1000
+    daily_credits: int = 100
+    #: The server key for keyed hashes; when unset it is read from (or created in) the key file.
+    secret_key: bytes | None = attrs.field(default=None, repr=False)
+    secret_key_file: Path | None = None
+    requests_per_minute: int = 600
+    pairing_attempts_per_minute: int = 10
+    pairing_failure_budget: int = 100
+    pairing_failure_window: int = 600
+    trusted_proxies: tuple[ProxyNetwork, ...] = ()
+    log_level: str = "INFO"
+
+    @property
+    def key_file(self) -> Path:
+        return self.secret_key_file or self.database.parent / "secret.key"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read `CLEANAIR_*` variables; raise SettingsError listing every bad one."""
+        env = os.environ if env is None else env
+        problems: list[str] = []
+
+        def read(name: str, parse: Callable[[str], T], default: T) -> T:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return default
+            try:
+                return parse(raw)
+            except ValueError as exc:
+                problems.append(f"{name}: {exc}")
+                return default
+
+        settings = cls(
+            database=read("CLEANAIR_DATABASE", Path, Path("var/cleanair.db")),
+            environment=read("CLEANAIR_ENVIRONMENT", _environment, Environment.TEST),
+            monthly_credits=read("CLEANAIR_MONTHLY_CREDITS", _non_negative, 1000),
+            daily_credits=read("CLEANAIR_DAILY_CREDITS", _non_negative, 100),
+            secret_key=read("CLEANAIR_SECRET_KEY", _secret, None),
+            secret_key_file=read("CLEANAIR_SECRET_KEY_FILE", Path, None),
+            requests_per_minute=read("CLEANAIR_RATE_LIMIT_PER_MINUTE", _positive, 600),
+            pairing_attempts_per_minute=read(
+                "CLEANAIR_PAIRING_ATTEMPTS_PER_MINUTE", _positive, 10
+            ),
+            pairing_failure_budget=read("CLEANAIR_PAIRING_FAILURE_BUDGET", _positive, 100),
+            pairing_failure_window=read(
+                "CLEANAIR_PAIRING_FAILURE_WINDOW_SECONDS", _positive, 600
+            ),
+            trusted_proxies=read("CLEANAIR_TRUSTED_PROXIES", _networks, ()),
+            log_level=read("CLEANAIR_LOG_LEVEL", _log_level, "INFO"),
+        )
+        if settings.daily_credits > settings.monthly_credits:
+            problems.append(
+                "CLEANAIR_DAILY_CREDITS: the daily burst cap cannot exceed the monthly pool"
+            )
+        if problems:
+            raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
+        return settings
+
+
+def _environment(raw: str) -> Environment:
+    try:
+        return Environment(raw)
+    except ValueError:
+        raise ValueError("must be tst or pdn") from None
+
+
+def _int(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError("must be a whole number") from None
+
+
+def _non_negative(raw: str) -> int:
+    value = _int(raw)
+    if value < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+def _positive(raw: str) -> int:
+    value = _int(raw)
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _secret(raw: str) -> bytes:
+    # Never echo the value: it is the server's key.
+    if len(raw) < 32:
+        raise ValueError("must be at least 32 characters")
+    return raw.encode()
+
+
+def _networks(raw: str) -> tuple[ProxyNetwork, ...]:
+    networks = []
+    for part in raw.replace(",", " ").split():
+        try:
+            networks.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"{part!r} is not an IP address or network") from None
+    return tuple(networks)
+
+
+def _log_level(raw: str) -> str:
+    level = raw.upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+    return level

@@ -1,0 +1,57 @@
+"""HTTP fixtures: a core over a real SQLite file, a manual clock, and a TestClient."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from litestar.testing import TestClient
+from litestar.types import ControllerRouterHandler
+
+from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
+from cleanair_core.credits import CreditLimits
+from cleanair_http.app import create_app, with_access_log
+from cleanair_http.settings import Settings
+from cleanair_storage.sqlite import SqliteStore
+
+from support.http import MakeClient
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def core(tmp_path: Path, clock: ManualClock) -> Iterator[CleanAir]:
+    store = SqliteStore(tmp_path / "cleanair.db")
+    policy = Policy(credits=CreditLimits(monthly=1000, daily=100))
+    yield CleanAir(store, TokenKeys(generate_key()), policy, clock)
+    store.close()
+
+
+@pytest.fixture
+def make_client(core: CleanAir) -> Iterator[MakeClient]:
+    clients: list[TestClient] = []  # type: ignore[type-arg]
+
+    def make(
+        settings: Settings | None = None,
+        handlers: Sequence[ControllerRouterHandler] = (),
+        *,
+        access_log: bool = False,
+    ) -> TestClient:  # type: ignore[type-arg]
+        app = create_app(core, settings, handlers)
+        client = TestClient(with_access_log(app) if access_log else app)  # type: ignore[arg-type]
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client: MakeClient) -> TestClient:  # type: ignore[type-arg]
+    return make_client()

@@ -1,0 +1,53 @@
+"""X-Forwarded-For is honoured only from configured trusted proxies."""
+
+from __future__ import annotations
+
+import pytest
+from litestar import Request
+
+from cleanair_http.client_address import client_address
+from cleanair_http.settings import Settings
+
+
+def request_from(peer: str, forwarded: str | None) -> Request[object, object, object]:
+    headers = [] if forwarded is None else [(b"x-forwarded-for", forwarded.encode())]
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/",
+        "raw_path": b"/",
+        "query_string": b"",
+        "headers": headers,
+        "client": (peer, 40000),
+        "server": ("127.0.0.1", 8000),
+        "scheme": "http",
+        "root_path": "",
+        "app": None,
+        "state": {},
+    }
+    return Request(scope)  # type: ignore[arg-type]
+
+
+PROXIES = Settings.from_env({"CLEANAIR_TRUSTED_PROXIES": "10.0.0.0/8, fd00::/8"}).trusted_proxies
+
+
+@pytest.mark.parametrize(
+    ("peer", "forwarded", "proxies", "expected"),
+    [
+        ("198.51.100.4", "203.0.113.7", (), "198.51.100.4"),  # no proxies configured
+        ("198.51.100.4", "203.0.113.7", PROXIES, "198.51.100.4"),  # peer is not a proxy
+        ("10.1.2.3", "203.0.113.7", PROXIES, "203.0.113.7"),
+        ("10.1.2.3", "1.1.1.1, 203.0.113.7, 10.9.9.9", PROXIES, "203.0.113.7"),  # spoofed left
+        ("10.1.2.3", None, PROXIES, "10.1.2.3"),
+        ("fd00::1", "2001:db8::5", PROXIES, "2001:db8::5"),
+    ],
+)
+def test_client_address(peer: str, forwarded: str | None, proxies: tuple, expected: str) -> None:  # type: ignore[type-arg]
+    assert client_address(request_from(peer, forwarded), proxies) == expected
+
+
+def test_bad_proxy_settings_fail_clearly() -> None:
+    from cleanair_http.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="CLEANAIR_TRUSTED_PROXIES"):
+        Settings.from_env({"CLEANAIR_TRUSTED_PROXIES": "not-an-ip"})

@@ -1,0 +1,113 @@
+"""The guards and error mapping that every later endpoint reuses, on test-only routes."""
+
+from __future__ import annotations
+
+import pytest
+from litestar import Request, get, post
+from litestar.params import JSONBody
+from litestar.testing import TestClient
+from support.http import MakeClient, bearer, pair
+
+from cleanair_core import Billable, CleanAir, ManualClock, Scope
+from cleanair_core.errors import SourceUnavailable
+from cleanair_http.auth import (
+    caller_of,
+    core_of,
+    rate_limited,
+    requires_premium,
+    requires_scope,
+    requires_user_owned,
+)
+
+
+@post("/test/charge", guards=[rate_limited(), requires_scope(Scope.AQ_READ), requires_premium])
+async def charge_handler(request: Request, data: JSONBody[dict[str, object]]) -> dict[str, int]:
+    core = core_of(request)
+    async with core.charge(caller_of(request), Billable.FORECAST):
+        if data.get("fail"):
+            raise SourceUnavailable()
+    return {"ok": 1}
+
+
+@post("/test/plan", guards=[requires_scope(Scope.ROUTES_PLAN), requires_premium, requires_user_owned])
+async def plan_handler() -> dict[str, int]:
+    return {"ok": 1}
+
+
+@get("/test/boom", exclude_from_auth=True)
+async def boom() -> None:
+    raise RuntimeError("secret detail that must not leak")
+
+
+@pytest.fixture
+def guarded(make_client: MakeClient) -> TestClient:
+    return make_client(handlers=[charge_handler, plan_handler, boom])
+
+
+def test_missing_scope_is_403(core: CleanAir, guarded: TestClient) -> None:
+    core.add_partner("acme")
+    token = core.issue_partner_token("acme", "x", [Scope.AQ_ROUTES]).token
+    response = guarded.post("/test/charge", json={}, headers=bearer(token))
+    assert response.status_code == 403
+    assert response.json() == {"detail": "Token lacks the required scope aq:read"}
+
+
+def test_lapsed_premium_is_403_on_the_next_call(core: CleanAir, guarded: TestClient) -> None:
+    token = pair(core, guarded)
+    assert guarded.post("/test/charge", json={}, headers=bearer(token)).status_code == 201
+    core.set_premium("alice", False)
+    response = guarded.post("/test/charge", json={}, headers=bearer(token))
+    assert response.status_code == 403
+    assert "premium" in response.json()["detail"]
+
+
+def test_partner_connections_are_refused_where_user_owned_is_required(
+    core: CleanAir, guarded: TestClient
+) -> None:
+    core.add_partner("acme")
+    token = core.issue_partner_token("acme", "x", [Scope.ROUTES_PLAN]).token
+    response = guarded.post("/test/plan", headers=bearer(token))
+    assert response.status_code == 403
+    user_token = pair(core, guarded)
+    assert guarded.post("/test/plan", headers=bearer(user_token)).status_code == 201
+
+
+def test_a_503_is_refunded(core: CleanAir, guarded: TestClient) -> None:
+    token = pair(core, guarded)
+    response = guarded.post("/test/charge", json={"fail": True}, headers=bearer(token))
+    assert response.status_code == 503
+    assert response.json() == {"detail": "A dependent service is unavailable"}
+    assert guarded.get("/v1/quota", headers=bearer(token)).json()["used"] == 0
+
+
+def test_validation_failure_is_not_charged(core: CleanAir, guarded: TestClient) -> None:
+    token = pair(core, guarded)
+    response = guarded.post("/test/charge", content=b"{", headers=bearer(token))
+    assert response.status_code == 422
+    assert guarded.get("/v1/quota", headers=bearer(token)).json()["used"] == 0
+
+
+def test_credit_exhaustion_is_429_with_retry_after_to_the_blocking_window(
+    core: CleanAir, guarded: TestClient, clock: ManualClock
+) -> None:
+    clock.set(clock.now().replace(hour=23, minute=59, second=0, microsecond=0))
+    token = pair(core, guarded)
+    for _ in range(50):  # 50 forecasts of 2 credits fill the daily cap of 100
+        assert guarded.post("/test/charge", json={}, headers=bearer(token)).status_code == 201
+    response = guarded.post("/test/charge", json={}, headers=bearer(token))
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "60"
+    assert response.json() == {"detail": "Daily burst cap exhausted"}
+
+
+def test_unhandled_errors_are_plain_text_500(guarded: TestClient) -> None:
+    response = guarded.get("/test/boom")
+    assert response.status_code == 500
+    assert response.text == "Internal Server Error"
+    assert response.headers["content-type"].startswith("text/plain")
+
+
+def test_unknown_routes_use_the_envelope(client: TestClient) -> None:
+    response = client.get("/v1/nothing-here")
+    assert response.status_code == 404
+    assert set(response.json()) == {"detail"}

@@ -1,0 +1,64 @@
+"""The OpenAPI document tells the truth; logs never carry tokens, codes or bodies."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from support.http import MakeClient, bearer, pair
+
+from cleanair_core import CleanAir
+
+
+def test_openapi_documents_version_statuses_and_bearer(make_client: MakeClient) -> None:
+    schema = make_client().get("/schema/openapi.json").json()
+
+    assert schema["info"]["version"] == "1.0.0"
+    assert schema["components"]["securitySchemes"]["BearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+    }
+    token = schema["paths"]["/v1/connections/token"]["post"]
+    assert set(token["responses"]) == {"201", "401", "422", "429"}
+    assert "security" not in token
+    quota = schema["paths"]["/v1/quota"]["get"]
+    assert set(quota["responses"]) == {"200", "401", "429"}
+    assert quota["security"] == [{"BearerAuth": []}]
+    pattern = schema["components"]["schemas"]["RedeemPairingCode"]["properties"]["code"]
+    assert pattern["pattern"] == "^[0-9]{6}$"
+
+
+def test_one_access_line_per_request_without_secrets(
+    core: CleanAir, make_client: MakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = make_client(access_log=True)
+    core.add_user("alice")
+    code = core.create_pairing_code("alice")
+    caplog.set_level(logging.DEBUG)
+
+    redeemed = client.post(
+        "/v1/connections/token", json={"code": code, "name": "very-private-name"}
+    )
+    token = redeemed.json()["token"]
+    client.get("/v1/quota?x=query-secret", headers=bearer(token))
+    client.get("/v1/quota", headers=bearer("ca_tst_" + "B" * 43))
+    client.get("/nowhere")
+
+    access = [r for r in caplog.records if r.name == "cleanair.access"]
+    assert [(r.method, r.path, r.status) for r in access] == [  # type: ignore[attr-defined]
+        ("POST", "/v1/connections/token", 201),
+        ("GET", "/v1/quota", 200),
+        ("GET", "/v1/quota", 401),
+        ("GET", "/nowhere", 404),
+    ]
+    assert access[1].connection == redeemed.json()["connection_id"]  # type: ignore[attr-defined]
+    # Everything the server side logged (httpx here is the test's own client).
+    server_side = [r for r in caplog.records if not r.name.startswith(("httpx", "httpcore"))]
+    everything = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in server_side)
+    for secret in (token, code, "very-private-name", "B" * 43, "query-secret", "Bearer"):
+        assert secret not in everything
+
+
+def test_pair_returns_distinct_tokens(core: CleanAir, make_client: MakeClient) -> None:
+    client = make_client()
+    assert pair(core, client) != pair(core, client)
