@@ -36,7 +36,7 @@ class Policy:
     """The tunable limits of one deployment."""
 
     environment: Environment = Environment.TEST
-    credits: CreditLimits = CreditLimits()
+    credits: CreditLimits = attrs.field(factory=CreditLimits)
     #: Requests per minute per connection on every authenticated endpoint but plan polling.
     requests_per_minute: int = 600
     #: Redemption attempts per minute per client address.

@@ -15,7 +15,7 @@ from enum import StrEnum
 
 import attrs
 
-TOKEN_PREFIX = "ca"
+TOKEN_PREFIX = "ca"  # noqa: S105 - a public marker, not a secret
 _SECRET = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _MIN_KEY_BYTES = 32
 

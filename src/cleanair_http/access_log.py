@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("cleanair.access")
@@ -19,7 +20,7 @@ class AccessLog:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not log.isEnabledFor(logging.INFO):
+        if scope["type"] != ScopeType.HTTP or not log.isEnabledFor(logging.INFO):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
@@ -38,7 +39,7 @@ class AccessLog:
             log.info(
                 "request",
                 extra={
-                    "method": scope["method"],
+                    "method": scope.get("method"),
                     "path": scope["path"],  # no query string: it could carry anything
                     "status": status,
                     "duration_ms": round((time.perf_counter() - started) * 1000, 3),

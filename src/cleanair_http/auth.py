@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
@@ -14,8 +15,9 @@ from cleanair_core.rate_limits import RateLimit
 from cleanair_core.scopes import Scope
 from cleanair_core.service import CleanAir
 
-AnyConnection = ASGIConnection[object, object, object, object]
-Guard = Callable[[AnyConnection, BaseRouteHandler], None]
+AnyConnection = ASGIConnection[Any, Any, Any, Any]
+# Guards are coroutines: Litestar would run a plain function in a worker thread.
+Guard = Callable[[AnyConnection, BaseRouteHandler], Awaitable[None]]
 
 
 def core_of(connection: AnyConnection) -> CleanAir:
@@ -24,7 +26,7 @@ def core_of(connection: AnyConnection) -> CleanAir:
 
 
 def caller_of(connection: AnyConnection) -> Caller:
-    caller: Caller = connection.scope["user"]  # type: ignore[typeddict-item]
+    caller: Caller = connection.scope["user"]
     return caller
 
 
@@ -43,22 +45,22 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
 def rate_limited(rule: RateLimit | None = None) -> Guard:
     """Count the request against `rule` (default: the deployment's general limit)."""
 
-    def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
+    async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
         core_of(connection).enforce_rate_limit(caller_of(connection), rule)
 
     return guard
 
 
 def requires_scope(scope: Scope) -> Guard:
-    def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
+    async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
         caller_of(connection).require_scope(scope)
 
     return guard
 
 
-def requires_premium(connection: AnyConnection, _: BaseRouteHandler) -> None:
+async def requires_premium(connection: AnyConnection, _: BaseRouteHandler) -> None:
     core_of(connection).require_premium(caller_of(connection))
 
 
-def requires_user_owned(connection: AnyConnection, _: BaseRouteHandler) -> None:
+async def requires_user_owned(connection: AnyConnection, _: BaseRouteHandler) -> None:
     caller_of(connection).require_user_owned()

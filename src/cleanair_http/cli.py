@@ -43,9 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     connections = sub.add_parser("connections", help="list or revoke connections")
     conn_sub = connections.add_subparsers(dest="action", required=True, metavar="ACTION")
     conn_sub.add_parser("list", help="a user's connections (never the token)").add_argument("user")
-    conn_sub.add_parser("revoke", help="revoke a connection at once").add_argument(
-        "connection_id"
-    )
+    conn_sub.add_parser("revoke", help="revoke a connection at once").add_argument("connection_id")
 
     partners = sub.add_parser("partners", help="manage partners").add_subparsers(
         dest="action", required=True, metavar="ACTION"
@@ -54,9 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     issue = partners.add_parser("issue-token", help="issue a partner token (printed once)")
     issue.add_argument("partner")
     issue.add_argument("--name", required=True)
-    issue.add_argument(
-        "--scope", action="append", required=True, choices=[s.value for s in Scope]
-    )
+    issue.add_argument("--scope", action="append", required=True, choices=[s.value for s in Scope])
     partners.add_parser(
         "deactivate", help="deactivate a partner; its tokens stop working at once"
     ).add_argument("partner")
@@ -76,7 +72,7 @@ def _when(value: object) -> str:
     return "-" if value is None else value.isoformat(timespec="seconds")  # type: ignore[attr-defined]
 
 
-def _run(core: CleanAir, args: argparse.Namespace) -> None:
+def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - one arm per command
     match args.command, getattr(args, "action", None):
         case "users", "add":
             user = core.add_user(args.user, premium=args.premium)

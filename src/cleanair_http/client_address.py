@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
+from typing import Any
 
 from litestar.connection import ASGIConnection
 
@@ -19,7 +20,7 @@ def _trusted(address: str, proxies: Sequence[ProxyNetwork]) -> bool:
 
 
 def client_address(
-    connection: ASGIConnection[object, object, object, object], proxies: Sequence[ProxyNetwork]
+    connection: ASGIConnection[Any, Any, Any, Any], proxies: Sequence[ProxyNetwork]
 ) -> str:
     """The peer address, or, when the peer is a trusted proxy, the nearest untrusted hop."""
     peer = connection.client.host if connection.client else "unknown"

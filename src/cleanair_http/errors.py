@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
@@ -39,11 +40,13 @@ def status_of(exc: CleanAirError) -> int:
     return 400
 
 
-def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> Response[dict[str, str]]:
+def _error(
+    status: int, detail: str, headers: dict[str, str] | None = None
+) -> Response[dict[str, str]]:
     return Response({"detail": detail}, status_code=status, headers=headers)
 
 
-def core_error(_: Request[object, object, object], exc: CleanAirError) -> Response[dict[str, str]]:
+def core_error(_: Request[Any, Any, Any], exc: CleanAirError) -> Response[dict[str, str]]:
     status = status_of(exc)
     headers: dict[str, str] = {}
     if isinstance(exc, TooManyRequests):
@@ -53,20 +56,20 @@ def core_error(_: Request[object, object, object], exc: CleanAirError) -> Respon
     return _error(status, exc.detail, headers)
 
 
-def validation_error(_: Request[object, object, object], __: Exception) -> Response[dict[str, str]]:
+def validation_error(_: Request[Any, Any, Any], __: Exception) -> Response[dict[str, str]]:
     # Litestar reports body and parameter failures (and malformed JSON) as 400; the contract
     # wants 422 with a fixed text that never echoes the input.
     return _error(422, VALIDATION_FAILED)
 
 
-def http_error(_: Request[object, object, object], exc: HTTPException) -> Response[dict[str, str]]:
+def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, str]]:
     headers = dict(exc.headers or {})
     if exc.status_code == 429 and "Retry-After" not in headers:
         headers["Retry-After"] = "60"
     return _error(exc.status_code, str(exc.detail), headers)
 
 
-def internal_error(request: Request[object, object, object], exc: Exception) -> Response[str]:
+def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[str]:
     log.error(
         "unhandled error",
         exc_info=exc,

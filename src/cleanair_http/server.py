@@ -25,7 +25,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
         "To pair a client, in another shell:\n"
         "  .venv/bin/cleanair users add alice\n"
         "  .venv/bin/cleanair pairing-code alice\n"
-        "then POST {\"code\": \"<code>\", \"name\": \"my app\"} to /v1/connections/token "
+        'then POST {"code": "<code>", "name": "my app"} to /v1/connections/token '
         "within 60 seconds.",
         file=sys.stderr,
         flush=True,

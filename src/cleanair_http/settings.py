@@ -65,13 +65,9 @@ class Settings:
             secret_key=read("CLEANAIR_SECRET_KEY", _secret, None),
             secret_key_file=read("CLEANAIR_SECRET_KEY_FILE", Path, None),
             requests_per_minute=read("CLEANAIR_RATE_LIMIT_PER_MINUTE", _positive, 600),
-            pairing_attempts_per_minute=read(
-                "CLEANAIR_PAIRING_ATTEMPTS_PER_MINUTE", _positive, 10
-            ),
+            pairing_attempts_per_minute=read("CLEANAIR_PAIRING_ATTEMPTS_PER_MINUTE", _positive, 10),
             pairing_failure_budget=read("CLEANAIR_PAIRING_FAILURE_BUDGET", _positive, 100),
-            pairing_failure_window=read(
-                "CLEANAIR_PAIRING_FAILURE_WINDOW_SECONDS", _positive, 600
-            ),
+            pairing_failure_window=read("CLEANAIR_PAIRING_FAILURE_WINDOW_SECONDS", _positive, 600),
             trusted_proxies=read("CLEANAIR_TRUSTED_PROXIES", _networks, ()),
             log_level=read("CLEANAIR_LOG_LEVEL", _log_level, "INFO"),
         )

@@ -134,8 +134,14 @@ class MemoryStore:
         with self._lock:
             check_fits(self.usage(debit.pool, debit.at), debit.amount, limits, debit.at)
             return self._append(
-                debit.pool, debit.connection_id, debit.label, debit.amount, debit.at,
-                month_key(debit.at), day_key(debit.at), None,
+                debit.pool,
+                debit.connection_id,
+                debit.label,
+                debit.amount,
+                debit.at,
+                month_key(debit.at),
+                day_key(debit.at),
+                None,
             )
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
@@ -147,13 +153,26 @@ class MemoryStore:
                 return None
             self._refunded.add(entry_id)
             return self._append(
-                original.pool, original.connection_id, original.label, -original.amount, at,
-                original.month, original.day, original.id,
+                original.pool,
+                original.connection_id,
+                original.label,
+                -original.amount,
+                at,
+                original.month,
+                original.day,
+                original.id,
             )
 
     def _append(
-        self, pool: str, connection_id: str, label: str, amount: int, at: datetime,
-        month: str, day: str, reverses: int | None,
+        self,
+        pool: str,
+        connection_id: str,
+        label: str,
+        amount: int,
+        at: datetime,
+        month: str,
+        day: str,
+        reverses: int | None,
     ) -> LedgerEntry:
         entry = LedgerEntry(
             len(self._entries) + 1, pool, connection_id, label, amount, at, month, day, reverses

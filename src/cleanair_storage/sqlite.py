@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,11 +48,28 @@ def _dt(ts: float | None) -> datetime | None:
 
 
 def _open(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn = sqlite3.connect(
+        path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+    )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers "database is
+    # locked" at once (without the busy handler) while another connection, e.g. a second
+    # process migrating the same new file, holds a lock: retry until the busy timeout.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
 
 
 class SqliteStore:
@@ -62,7 +80,7 @@ class SqliteStore:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._writer = _open(self.path)
-        self._writer.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(self._writer)
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -86,7 +104,7 @@ class SqliteStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._write_lock:
             conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN")
             try:
                 yield conn
             except BaseException:
@@ -115,9 +133,11 @@ class SqliteStore:
             return cur.rowcount == 1
 
     def get_user(self, name: str) -> User | None:
-        row = self._read().execute(
-            "SELECT name, premium, created_at FROM users WHERE name = ?", (name,)
-        ).fetchone()
+        row = (
+            self._read()
+            .execute("SELECT name, premium, created_at FROM users WHERE name = ?", (name,))
+            .fetchone()
+        )
         return None if row is None else User(row[0], bool(row[1]), _dt(row[2]))  # type: ignore[arg-type]
 
     def set_premium(self, name: str, premium: bool) -> bool:
@@ -135,9 +155,11 @@ class SqliteStore:
             return cur.rowcount == 1
 
     def get_partner(self, name: str) -> Partner | None:
-        row = self._read().execute(
-            "SELECT name, active, created_at FROM partners WHERE name = ?", (name,)
-        ).fetchone()
+        row = (
+            self._read()
+            .execute("SELECT name, active, created_at FROM partners WHERE name = ?", (name,))
+            .fetchone()
+        )
         return None if row is None else Partner(row[0], bool(row[1]), _dt(row[2]))  # type: ignore[arg-type]
 
     def set_partner_active(self, name: str, active: bool) -> bool:
@@ -154,7 +176,7 @@ class SqliteStore:
     def _connection(row: tuple[object, ...]) -> Connection:
         return Connection(
             id=uuid.UUID(str(row[0])),
-            owner=Owner(OwnerKind(row[1]), str(row[2])),
+            owner=Owner(OwnerKind(str(row[1])), str(row[2])),
             name=str(row[3]),
             scopes=parse_scopes(str(row[4])),
             token_hash=str(row[5]),
@@ -180,18 +202,26 @@ class SqliteStore:
             )
 
     def connection_by_token_hash(self, token_hash: str) -> Connection | None:
-        row = self._read().execute(
-            f"SELECT {self._CONNECTION_COLUMNS} FROM connections WHERE token_hash = ?",  # noqa: S608
-            (token_hash,),
-        ).fetchone()
+        row = (
+            self._read()
+            .execute(
+                f"SELECT {self._CONNECTION_COLUMNS} FROM connections WHERE token_hash = ?",  # noqa: S608
+                (token_hash,),
+            )
+            .fetchone()
+        )
         return None if row is None else self._connection(row)
 
     def connections_of(self, owner: Owner) -> list[Connection]:
-        rows = self._read().execute(
-            f"SELECT {self._CONNECTION_COLUMNS} FROM connections "  # noqa: S608
-            "WHERE owner_kind = ? AND owner_name = ? ORDER BY created_at, rowid",
-            (owner.kind.value, owner.name),
-        ).fetchall()
+        rows = (
+            self._read()
+            .execute(
+                f"SELECT {self._CONNECTION_COLUMNS} FROM connections "  # noqa: S608
+                "WHERE owner_kind = ? AND owner_name = ? ORDER BY created_at, rowid",
+                (owner.kind.value, owner.name),
+            )
+            .fetchall()
+        )
         return [self._connection(row) for row in rows]
 
     def revoke_connection(self, connection_id: uuid.UUID, at: datetime) -> bool:
@@ -241,8 +271,15 @@ class SqliteStore:
 
     @staticmethod
     def _append(
-        conn: sqlite3.Connection, pool: str, connection_id: str, label: str, amount: int,
-        at: datetime, month: str, day: str, reverses: int | None,
+        conn: sqlite3.Connection,
+        pool: str,
+        connection_id: str,
+        label: str,
+        amount: int,
+        at: datetime,
+        month: str,
+        day: str,
+        reverses: int | None,
     ) -> LedgerEntry:
         row = conn.execute(
             "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, reverses) "
@@ -260,8 +297,15 @@ class SqliteStore:
         with self._write() as conn:
             check_fits(self._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
             return self._append(
-                conn, debit.pool, debit.connection_id, debit.label, debit.amount, debit.at,
-                month_key(debit.at), day_key(debit.at), None,
+                conn,
+                debit.pool,
+                debit.connection_id,
+                debit.label,
+                debit.amount,
+                debit.at,
+                month_key(debit.at),
+                day_key(debit.at),
+                None,
             )
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
@@ -275,26 +319,32 @@ class SqliteStore:
             if original is None:
                 return None
             pool, connection_id, label, amount, month, day = original
-            return self._append(
-                conn, pool, connection_id, label, -amount, at, month, day, entry_id
-            )
+            return self._append(conn, pool, connection_id, label, -amount, at, month, day, entry_id)
 
     def usage(self, pool: str, at: datetime) -> Usage:
         return self._usage(self._read(), pool, at)
 
     def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
-        rows = self._read().execute(
-            "SELECT label, SUM(amount) FROM ledger WHERE pool = ? AND month = ? GROUP BY label",
-            (pool, month),
-        ).fetchall()
+        rows = (
+            self._read()
+            .execute(
+                "SELECT label, SUM(amount) FROM ledger WHERE pool = ? AND month = ? GROUP BY label",
+                (pool, month),
+            )
+            .fetchall()
+        )
         return {str(label): int(total) for label, total in rows}
 
     def entries(self, pool: str) -> list[LedgerEntry]:
-        rows = self._read().execute(
-            "SELECT id, pool, connection_id, label, amount, at, month, day, reverses "
-            "FROM ledger WHERE pool = ? ORDER BY id",
-            (pool,),
-        ).fetchall()
+        rows = (
+            self._read()
+            .execute(
+                "SELECT id, pool, connection_id, label, amount, at, month, day, reverses "
+                "FROM ledger WHERE pool = ? ORDER BY id",
+                (pool,),
+            )
+            .fetchall()
+        )
         return [
             LedgerEntry(r[0], r[1], r[2], r[3], r[4], _dt(r[5]), r[6], r[7], r[8])  # type: ignore[arg-type]
             for r in rows
@@ -316,9 +366,14 @@ class SqliteStore:
             return int(row[0])
 
     def peek(self, key: str, window_start: int) -> int:
-        row = self._read().execute(
-            "SELECT count FROM rate_limits WHERE key = ? AND window_start = ?", (key, window_start)
-        ).fetchone()
+        row = (
+            self._read()
+            .execute(
+                "SELECT count FROM rate_limits WHERE key = ? AND window_start = ?",
+                (key, window_start),
+            )
+            .fetchone()
+        )
         return 0 if row is None else int(row[0])
 
     # client labels ------------------------------------------------------------------------
@@ -332,7 +387,7 @@ class SqliteStore:
             return cur.rowcount == 1
 
     def is_client_label(self, label: str) -> bool:
-        row = self._read().execute(
-            "SELECT 1 FROM client_labels WHERE label = ?", (label,)
-        ).fetchone()
+        row = (
+            self._read().execute("SELECT 1 FROM client_labels WHERE label = ?", (label,)).fetchone()
+        )
         return row is not None

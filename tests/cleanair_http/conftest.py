@@ -14,7 +14,6 @@ from cleanair_core.credits import CreditLimits
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
-
 from support.http import MakeClient
 
 

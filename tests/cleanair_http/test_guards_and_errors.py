@@ -6,7 +6,6 @@ import pytest
 from litestar import Request, get, post
 from litestar.params import JSONBody
 from litestar.testing import TestClient
-from support.http import MakeClient, bearer, pair
 
 from cleanair_core import Billable, CleanAir, ManualClock, Scope
 from cleanair_core.errors import SourceUnavailable
@@ -18,6 +17,7 @@ from cleanair_http.auth import (
     requires_scope,
     requires_user_owned,
 )
+from support.http import MakeClient, bearer, pair
 
 
 @post("/test/charge", guards=[rate_limited(), requires_scope(Scope.AQ_READ), requires_premium])
@@ -29,7 +29,9 @@ async def charge_handler(request: Request, data: JSONBody[dict[str, object]]) ->
     return {"ok": 1}
 
 
-@post("/test/plan", guards=[requires_scope(Scope.ROUTES_PLAN), requires_premium, requires_user_owned])
+@post(
+    "/test/plan", guards=[requires_scope(Scope.ROUTES_PLAN), requires_premium, requires_user_owned]
+)
 async def plan_handler() -> dict[str, int]:
     return {"ok": 1}
 

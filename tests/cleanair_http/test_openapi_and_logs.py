@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from support.http import MakeClient, bearer, pair
 
 from cleanair_core import CleanAir
+from support.http import MakeClient, bearer, pair
 
 
 def test_openapi_documents_version_statuses_and_bearer(make_client: MakeClient) -> None:

@@ -55,9 +55,7 @@ def test_unknown_expired_and_lapsed_codes_are_one_indistinguishable_401(
     clock.advance(60)
     lapsed = core.create_pairing_code("bob")
     core.set_premium("bob", False)
-    unknown = next(
-        f"{n:06d}" for n in range(10**6) if f"{n:06d}" not in {expired, lapsed}
-    )
+    unknown = next(f"{n:06d}" for n in range(10**6) if f"{n:06d}" not in {expired, lapsed})
 
     answers = [client.post(URL, json={"code": c, "name": "x"}) for c in (unknown, expired, lapsed)]
 
@@ -132,9 +130,7 @@ def test_attempts_per_address_are_limited_with_retry_after(
     assert client.post(URL, json={"code": code, "name": "x"}).status_code == 201
 
 
-def test_the_global_failure_budget_blocks_every_address(
-    core: CleanAir, clock: ManualClock
-) -> None:
+def test_the_global_failure_budget_blocks_every_address(core: CleanAir, clock: ManualClock) -> None:
     policy = Policy(pairing_failure_budget=3, pairing_failure_window=600)
     tight = CleanAir(core.store, core.keys, policy, clock)
     clock.set(clock.now().replace(minute=0, second=0, microsecond=0))
@@ -159,10 +155,13 @@ def test_forwarded_for_counts_only_behind_a_trusted_proxy(
     untrusted = make_client(Settings())
     # Without trust, a spoofed header does not give a fresh allowance.
     for i in range(limit):
-        untrusted.post(URL, json={"code": "000000", "name": "x"}, headers={"x-forwarded-for": f"10.0.0.{i}"})
-    spoofed = untrusted.post(URL, json={"code": "000000", "name": "x"}, headers={"x-forwarded-for": "10.9.9.9"})
+        untrusted.post(
+            URL, json={"code": "000000", "name": "x"}, headers={"x-forwarded-for": f"10.0.0.{i}"}
+        )
+    spoofed = untrusted.post(
+        URL, json={"code": "000000", "name": "x"}, headers={"x-forwarded-for": "10.9.9.9"}
+    )
     assert spoofed.status_code == 429
-
 
 
 def test_tokens_from_another_environment_are_refused(core: CleanAir, client: TestClient) -> None:

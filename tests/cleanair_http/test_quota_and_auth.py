@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from litestar.testing import TestClient
-from support.http import MakeClient, bearer, pair
 
 from cleanair_core import Billable, CleanAir, ManualClock, Policy, Scope
 from cleanair_core.credits import CreditLimits
 from cleanair_http.app import create_app
+from support.http import MakeClient, bearer, pair
 
 QUOTA = "/v1/quota"
 
@@ -72,7 +72,9 @@ def test_partner_tokens_read_their_own_pool(core: CleanAir, client: TestClient) 
         "Bearer xx_tst_" + "A" * 43,
     ],
 )
-def test_missing_malformed_and_unknown_tokens_are_401(client: TestClient, header: str | None) -> None:
+def test_missing_malformed_and_unknown_tokens_are_401(
+    client: TestClient, header: str | None
+) -> None:
     headers = {} if header is None else {"Authorization": header}
     response = client.get(QUOTA, headers=headers)
     assert response.status_code == 401

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import Request, post
 from litestar.datastructures import CacheControlHeader
 from litestar.params import JSONBody
 
 from cleanair_core.scopes import format_scopes
+from cleanair_http import schemas
 from cleanair_http.auth import core_of
 from cleanair_http.client_address import client_address
 from cleanair_http.openapi import error_responses
-from cleanair_http import schemas
 
 
 @post(
@@ -21,13 +23,15 @@ from cleanair_http import schemas
     summary="Redeem a pairing code",
     tags=["connections"],
     responses=error_responses(
-        401, 422, 429,
+        401,
+        422,
+        429,
         s401="Code unknown, used, expired, or its user no longer premium (indistinguishable)",
         s429="Too many redemption attempts; see Retry-After",
     ),
 )
 async def redeem_pairing_code(
-    request: Request[object, object, object], data: JSONBody[schemas.RedeemPairingCode]
+    request: Request[Any, Any, Any], data: JSONBody[schemas.RedeemPairingCode]
 ) -> schemas.Connection:
     """Exchange a 6-digit code from the companion app for a bearer token, shown only here."""
     core = core_of(request)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import Request, get
 
+from cleanair_http import schemas
 from cleanair_http.auth import caller_of, core_of, rate_limited
 from cleanair_http.openapi import SECURITY, error_responses
-from cleanair_http import schemas
 
 
 @get(
@@ -17,7 +19,7 @@ from cleanair_http import schemas
     tags=["quota"],
     responses=error_responses(401, 429, s429="Rate limited; see Retry-After"),
 )
-async def read_quota(request: Request[object, object, object]) -> schemas.Quota:
+async def read_quota(request: Request[Any, Any, Any]) -> schemas.Quota:
     """Credits used and remaining this month (UTC) and today (UTC). Free; any valid token."""
     quota = core_of(request).quota(caller_of(request))
     return schemas.Quota(

@@ -1,0 +1,157 @@
+"""End to end: the real `cleanair serve` process driven by the real operator CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cleanair_core import Billable
+from cleanair_http.bootstrap import build_core
+from cleanair_http.settings import Settings
+
+CLI = str(Path(sys.executable).parent / "cleanair")
+pytestmark = pytest.mark.e2e
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CLEANAIR_DATABASE": str(tmp_path / "var" / "cleanair.db"),
+        "CLEANAIR_ENVIRONMENT": "tst",
+    }
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CLI, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.fixture
+def server(env: dict[str, str]) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [CLI, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:  # wait for the process to listen; bounded
+        try:
+            httpx.get(f"{base}/schema/openapi.json", timeout=1)
+            break
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError(process.communicate()[1]) from None
+            time.sleep(0.05)
+    yield base
+    process.send_signal(signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+    # What the server logged must never contain a token.
+    assert "ca_tst_" not in stderr
+
+
+def test_pair_through_the_cli_and_read_the_quota(env: dict[str, str], server: str) -> None:
+    assert cli(env, "users", "add", "alice").returncode == 0
+    code = cli(env, "pairing-code", "alice").stdout.strip()
+    assert re.fullmatch(r"[0-9]{6}", code)
+
+    redeemed = httpx.post(
+        f"{server}/v1/connections/token", json={"code": code, "name": "e2e"}, timeout=10
+    )
+    assert redeemed.status_code == 201
+    token = redeemed.json()["token"]
+    quota = httpx.get(
+        f"{server}/v1/quota", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+    assert quota.status_code == 200
+    assert quota.json() == {
+        "used": 0,
+        "limit": 1000,
+        "remaining": 1000,
+        "daily_used": 0,
+        "daily_limit": 100,
+        "daily_remaining": 100,
+    }
+
+    listing = cli(env, "connections", "list", "alice").stdout
+    assert redeemed.json()["connection_id"] in listing
+    assert token not in listing
+    assert cli(env, "connections", "revoke", redeemed.json()["connection_id"]).returncode == 0
+    revoked = httpx.get(
+        f"{server}/v1/quota", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+    assert revoked.status_code == 401
+
+
+def test_partner_tokens_stop_working_when_deactivated(env: dict[str, str], server: str) -> None:
+    assert cli(env, "partners", "add", "acme").returncode == 0
+    issued = cli(env, "partners", "issue-token", "acme", "--name", "int", "--scope", "aq:read")
+    token = issued.stdout.strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(f"{server}/v1/quota", headers=headers, timeout=10).status_code == 200
+    assert cli(env, "partners", "deactivate", "acme").returncode == 0
+    assert httpx.get(f"{server}/v1/quota", headers=headers, timeout=10).status_code == 401
+
+
+def test_usage_by_attribution_label(env: dict[str, str]) -> None:
+    assert cli(env, "users", "add", "alice").returncode == 0
+    assert cli(env, "clients", "add", "myapp").returncode == 0
+    settings = Settings.from_env(env)
+    core = build_core(settings)
+    try:
+        caller = core.redeem_pairing_code(core.create_pairing_code("alice"), "x", "127.0.0.1")
+        who = core.authenticate(caller.token)
+        with core.charge(who, Billable.FORECAST, client="myapp"):
+            pass
+        with core.charge(who, Billable.SCORE, client="unknown-app"):
+            pass
+    finally:
+        core.store.close()
+    usage = cli(env, "usage", "alice", "--json")
+    assert usage.returncode == 0
+    assert json.loads(usage.stdout) == {"client:myapp": 2, "score": 1}
+
+
+def test_operator_errors_and_bad_settings(env: dict[str, str]) -> None:
+    assert cli(env, "users", "add", "bob", "--no-premium").returncode == 0
+    refused = cli(env, "pairing-code", "bob")
+    assert refused.returncode == 1
+    assert "premium" in refused.stderr
+    assert cli(env, "users", "set-premium", "bob", "on").returncode == 0
+    assert cli(env, "pairing-code", "bob").returncode == 0
+    assert cli(env, "users", "add", "bob").returncode == 1
+    assert cli(env, "connections", "revoke", "not-a-uuid").returncode == 1
+
+    bad = cli(
+        {**env, "CLEANAIR_DAILY_CREDITS": "lots", "CLEANAIR_ENVIRONMENT": "prod"}, "usage", "bob"
+    )
+    assert bad.returncode == 2
+    assert "CLEANAIR_DAILY_CREDITS" in bad.stderr
+    assert "CLEANAIR_ENVIRONMENT" in bad.stderr
