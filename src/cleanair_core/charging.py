@@ -6,7 +6,7 @@
 Validation must happen before the charge is reserved, so a 400/422 never charges. Any
 exception inside the block refunds: a call that fails before delivering a result costs
 nothing (a 503, a rejected plan, or an unexpected error). Work that continues after the
-request (a route plan) keeps the reservation with `keep()` and refunds later with `refund()`.
+request (a route plan) calls `reserve()` and later `refund()` if the work is rejected.
 """
 
 from __future__ import annotations

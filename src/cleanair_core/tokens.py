@@ -62,7 +62,7 @@ def issue_token(environment: Environment) -> str:
 def token_environment(token: str) -> Environment | None:
     """The environment a well-formed token names, or None when the token is malformed."""
     parts = token.split("_", 2)
-    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not _SECRET.match(parts[2]):
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not _SECRET.fullmatch(parts[2]):
         return None
     try:
         return Environment(parts[1])

@@ -104,7 +104,7 @@ class SqliteStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._write_lock:
             conn = self._writer
-            conn.execute("BEGIN")
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
             except BaseException:

@@ -1,0 +1,259 @@
+"""One state machine drives the in-memory and the SQLite ledger with the same operations.
+
+The test keeps its own model of the ledger (amounts and the instants they count at) and
+computes window keys and resets with its own calendar arithmetic, so it checks the adapters
+against the contract rather than against `cleanair_core.credits`.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import attrs
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    rule,
+)
+
+from cleanair_core.clock import ManualClock
+from cleanair_core.credits import CreditLimits, Debit, LedgerEntry
+from cleanair_core.errors import CreditsExhausted
+from cleanair_storage.memory import MemoryStore
+from cleanair_storage.sqlite import SqliteStore
+
+MONTHLY = 60
+DAILY = 25
+LIMITS = CreditLimits(monthly=MONTHLY, daily=DAILY)
+POOLS = ("user:alice", "partner:acme")
+START = datetime(2026, 1, 30, 20, 0, tzinfo=UTC)
+
+
+def month_of(at: datetime) -> tuple[int, int]:
+    at = at.astimezone(UTC)
+    return (at.year, at.month)
+
+
+def day_of(at: datetime) -> tuple[int, int, int]:
+    at = at.astimezone(UTC)
+    return (at.year, at.month, at.day)
+
+
+def next_month_start(at: datetime) -> datetime:
+    year, month = month_of(at)
+    return datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+
+
+def next_day_start(at: datetime) -> datetime:
+    year, month, day = day_of(at)
+    return datetime(year, month, day, tzinfo=UTC) + timedelta(days=1)
+
+
+def whole_seconds_until(at: datetime, reset: datetime) -> int:
+    return max(1, math.ceil((reset - at).total_seconds()))
+
+
+@attrs.define
+class ModelEntry:
+    """The test's own record of a granted debit."""
+
+    pool: str
+    amount: int
+    at: datetime
+    label: str
+    refunded: bool = False
+
+
+@attrs.frozen
+class Granted:
+    """A debit granted by both adapters; their ids need not be equal."""
+
+    key: int
+    memory_id: int
+    sqlite_id: int
+
+
+def window_instant(entry: LedgerEntry, by_id: dict[int, LedgerEntry]) -> datetime:
+    """The instant whose windows `entry` counts in: a refund counts where its debit did."""
+    return entry.at if entry.reverses is None else by_id[entry.reverses].at
+
+
+class CreditLedgerMachine(RuleBasedStateMachine):
+    granted = Bundle("granted")
+    refunds = Bundle("refunds")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = ManualClock(START)
+        self.memory = MemoryStore()
+        self.directory = Path(tempfile.mkdtemp(prefix="cleanair-ledger-"))
+        self.sqlite = SqliteStore(self.directory / "ledger.db")
+        self.model: dict[int, ModelEntry] = {}
+
+    def teardown(self) -> None:
+        self.memory.close()
+        self.sqlite.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- the model --------------------------------------------------------------------------
+
+    def model_usage(self, pool: str, at: datetime) -> tuple[int, int]:
+        live = [e for e in self.model.values() if e.pool == pool and not e.refunded]
+        month = sum(e.amount for e in live if month_of(e.at) == month_of(at))
+        day = sum(e.amount for e in live if day_of(e.at) == day_of(at))
+        return month, day
+
+    # -- rules ------------------------------------------------------------------------------
+
+    @initialize(minutes=st.integers(min_value=0, max_value=3 * 24 * 60))
+    def start_somewhere_near_the_month_end(self, minutes: int) -> None:
+        self.clock.advance(minutes=minutes)
+
+    @rule(
+        target=granted,
+        pool=st.sampled_from(POOLS),
+        amount=st.integers(min_value=1, max_value=30),
+        label=st.sampled_from(["score", "forecast", "client:app"]),
+    )
+    def debit(self, pool: str, amount: int, label: str) -> object:
+        now = self.clock.now()
+        month_used, day_used = self.model_usage(pool, now)
+        request = Debit(pool, "conn", label, amount, now)
+
+        outcomes: list[LedgerEntry | CreditsExhausted] = []
+        for store in (self.memory, self.sqlite):
+            try:
+                outcomes.append(store.debit(request, LIMITS))
+            except CreditsExhausted as exc:
+                outcomes.append(exc)
+        from_memory, from_sqlite = outcomes
+
+        if month_used + amount > MONTHLY:
+            expected_retry: int | None = whole_seconds_until(now, next_month_start(now))
+        elif day_used + amount > DAILY:
+            expected_retry = whole_seconds_until(now, next_day_start(now))
+        else:
+            expected_retry = None
+
+        if expected_retry is not None:
+            assert isinstance(from_memory, CreditsExhausted), from_memory
+            assert isinstance(from_sqlite, CreditsExhausted), from_sqlite
+            assert from_memory.retry_after == from_sqlite.retry_after == expected_retry
+            return multiple()
+
+        assert isinstance(from_memory, LedgerEntry), from_memory
+        assert isinstance(from_sqlite, LedgerEntry), from_sqlite
+        for entry in (from_memory, from_sqlite):
+            assert (entry.pool, entry.amount, entry.label, entry.at) == (pool, amount, label, now)
+            assert entry.reverses is None
+            usage = (self.memory if entry is from_memory else self.sqlite).usage(pool, now)
+            assert usage.month <= MONTHLY
+            assert usage.day <= DAILY
+        key = len(self.model)
+        self.model[key] = ModelEntry(pool, amount, now, label)
+        return Granted(key, from_memory.id, from_sqlite.id)
+
+    @rule(target=refunds, granted=granted)
+    def refund(self, granted: Granted) -> object:
+        now = self.clock.now()
+        original = self.model[granted.key]
+        before = [s.usage(original.pool, original.at) for s in (self.memory, self.sqlite)]
+
+        from_memory = self.memory.refund(granted.memory_id, now)
+        from_sqlite = self.sqlite.refund(granted.sqlite_id, now)
+
+        if original.refunded:
+            assert from_memory is None
+            assert from_sqlite is None
+            return multiple()
+
+        original.refunded = True
+        assert from_memory is not None
+        assert from_sqlite is not None
+        for entry, reversed_id in (
+            (from_memory, granted.memory_id),
+            (from_sqlite, granted.sqlite_id),
+        ):
+            assert entry.amount == -original.amount
+            assert entry.reverses == reversed_id
+            assert (entry.pool, entry.label, entry.at) == (original.pool, original.label, now)
+        after = [s.usage(original.pool, original.at) for s in (self.memory, self.sqlite)]
+        for was, now_is in zip(before, after, strict=True):
+            assert now_is.month == was.month - original.amount
+            assert now_is.day == was.day - original.amount
+        return Granted(-1, from_memory.id, from_sqlite.id)
+
+    @rule(refund=refunds)
+    def refund_of_a_refund(self, refund: Granted) -> None:
+        now = self.clock.now()
+        assert self.memory.refund(refund.memory_id, now) is None
+        assert self.sqlite.refund(refund.sqlite_id, now) is None
+
+    @rule(
+        step=st.one_of(
+            st.builds(timedelta, seconds=st.integers(1, 59)),
+            st.builds(timedelta, minutes=st.integers(1, 59)),
+            st.builds(timedelta, hours=st.integers(1, 23)),
+            st.builds(timedelta, days=st.integers(1, 35)),
+        )
+    )
+    def advance(self, step: timedelta) -> None:
+        self.clock.advance(step.total_seconds())
+
+    @rule(before=st.sampled_from([0.5, 1.0, 1.5, 59.0]), to_month_end=st.booleans())
+    def advance_to_just_before_a_reset(self, before: float, to_month_end: bool) -> None:
+        now = self.clock.now()
+        reset = next_month_start(now) if to_month_end else next_day_start(now)
+        self.clock.set(reset - timedelta(seconds=before))
+
+    # -- invariants -------------------------------------------------------------------------
+
+    @invariant()
+    def usage_is_the_sum_of_the_entries(self) -> None:
+        now = self.clock.now()
+        for store in (self.memory, self.sqlite):
+            for pool in POOLS:
+                entries = store.entries(pool)
+                by_id = {e.id: e for e in entries}
+                month = day = 0
+                for entry in entries:
+                    counted_at = window_instant(entry, by_id)
+                    assert entry.month == f"{counted_at.year:04d}-{counted_at.month:02d}"
+                    assert entry.day == counted_at.date().isoformat()
+                    if month_of(counted_at) == month_of(now):
+                        month += entry.amount
+                        if day_of(counted_at) == day_of(now):
+                            day += entry.amount
+                usage = store.usage(pool, now)
+                assert (usage.month, usage.day) == (month, day)
+                assert (usage.month, usage.day) == self.model_usage(pool, now)
+                assert 0 <= usage.day <= usage.month <= MONTHLY
+                assert usage.day <= DAILY
+
+    @invariant()
+    def adapters_hold_the_same_ledger(self) -> None:
+        for pool in POOLS:
+            memory = self.memory.entries(pool)
+            sqlite = self.sqlite.entries(pool)
+            assert [(e.amount, e.at, e.label, e.month, e.day) for e in memory] == [
+                (e.amount, e.at, e.label, e.month, e.day) for e in sqlite
+            ]
+            for month in {e.month for e in memory}:
+                assert self.memory.usage_by_label(pool, month) == self.sqlite.usage_by_label(
+                    pool, month
+                )
+
+
+CreditLedgerMachine.TestCase.settings = settings(
+    max_examples=50, stateful_step_count=30, deadline=None
+)
+TestCreditLedger = CreditLedgerMachine.TestCase

@@ -1,0 +1,379 @@
+"""One contract suite for every `Store` adapter (the `store` fixture runs it on each)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cleanair_core.accounts import Owner, OwnerKind, Partner, User
+from cleanair_core.connections import Connection
+from cleanair_core.credits import CreditLimits, Debit, LedgerEntry, Usage
+from cleanair_core.errors import CreditsExhausted
+from cleanair_core.pairing import PairingCode
+from cleanair_core.ports import Store
+from cleanair_core.scopes import Scope
+
+# Microseconds on purpose: timestamps must survive the round trip through each adapter.
+T0 = datetime(2026, 3, 10, 9, 30, 15, 250_000, tzinfo=UTC)
+ALICE = Owner(OwnerKind.USER, "alice")
+POOL = ALICE.key
+OTHER_POOL = "user:bob"
+LIMITS = CreditLimits(monthly=50, daily=10)
+
+
+def make_connection(
+    owner: Owner = ALICE,
+    *,
+    created_at: datetime = T0,
+    token_hash: str | None = None,
+    scopes: frozenset[Scope] = frozenset({Scope.AQ_READ}),
+    name: str = "phone",
+) -> Connection:
+    return Connection(
+        id=uuid.uuid4(),
+        owner=owner,
+        name=name,
+        scopes=scopes,
+        token_hash=token_hash or uuid.uuid4().hex * 2,
+        created_at=created_at,
+    )
+
+
+def make_code(code_hash: str, user: str = "alice", created_at: datetime = T0) -> PairingCode:
+    return PairingCode(code_hash, user, created_at, created_at + timedelta(seconds=60))
+
+
+def debit(
+    store: Store,
+    amount: int,
+    at: datetime = T0,
+    *,
+    pool: str = POOL,
+    label: str = "score",
+    limits: CreditLimits = LIMITS,
+) -> LedgerEntry:
+    return store.debit(Debit(pool, "conn-1", label, amount, at), limits)
+
+
+# -- users ------------------------------------------------------------------------------------
+
+
+def test_add_and_get_user(store: Store) -> None:
+    user = User("alice", True, T0)
+    assert store.add_user(user) is True
+    assert store.get_user("alice") == user
+
+
+def test_duplicate_user_is_refused_and_keeps_the_original(store: Store) -> None:
+    assert store.add_user(User("alice", True, T0))
+    assert store.add_user(User("alice", False, T0 + timedelta(days=1))) is False
+    assert store.get_user("alice") == User("alice", True, T0)
+
+
+def test_set_premium(store: Store) -> None:
+    store.add_user(User("alice", True, T0))
+    assert store.set_premium("alice", False) is True
+    fetched = store.get_user("alice")
+    assert fetched is not None
+    assert fetched.premium is False
+    assert store.set_premium("alice", True) is True
+    fetched = store.get_user("alice")
+    assert fetched is not None
+    assert fetched.premium is True
+    assert fetched.created_at == T0
+
+
+def test_unknown_user(store: Store) -> None:
+    store.add_user(User("alice", True, T0))
+    assert store.get_user("bob") is None
+    assert store.set_premium("bob", True) is False
+    assert store.get_user("bob") is None
+
+
+# -- partners ---------------------------------------------------------------------------------
+
+
+def test_partners(store: Store) -> None:
+    partner = Partner("acme", True, T0)
+    assert store.add_partner(partner) is True
+    assert store.add_partner(Partner("acme", False, T0)) is False
+    assert store.get_partner("acme") == partner
+    assert store.get_partner("nobody") is None
+
+    assert store.set_partner_active("acme", False) is True
+    assert store.get_partner("acme") == Partner("acme", False, T0)
+    assert store.set_partner_active("acme", True) is True
+    assert store.get_partner("acme") == partner
+    assert store.set_partner_active("nobody", False) is False
+
+
+def test_users_and_partners_are_separate_namespaces(store: Store) -> None:
+    assert store.add_user(User("shared", False, T0))
+    assert store.add_partner(Partner("shared", True, T0))
+    assert store.get_user("shared") == User("shared", False, T0)
+    assert store.get_partner("shared") == Partner("shared", True, T0)
+
+
+# -- connections ------------------------------------------------------------------------------
+
+
+def test_connection_lookup_by_token_hash(store: Store) -> None:
+    scopes = frozenset({Scope.AQ_READ, Scope.ROUTES_PLAN})
+    connection = make_connection(token_hash="a" * 64, scopes=scopes)
+    store.add_connection(connection)
+    assert store.connection_by_token_hash("a" * 64) == connection
+    assert store.connection_by_token_hash("b" * 64) is None
+
+
+def test_connection_keeps_every_scope_set(store: Store) -> None:
+    for index, scopes in enumerate([frozenset(), frozenset({Scope.AQ_ROUTES}), frozenset(Scope)]):
+        connection = make_connection(token_hash=f"{index}" * 64, scopes=scopes)
+        store.add_connection(connection)
+        found = store.connection_by_token_hash(f"{index}" * 64)
+        assert found is not None
+        assert found.scopes == scopes
+
+
+def test_connections_of_is_oldest_first_and_per_owner(store: Store) -> None:
+    middle = make_connection(created_at=T0 + timedelta(minutes=5), name="middle")
+    newest = make_connection(created_at=T0 + timedelta(days=2), name="newest")
+    oldest = make_connection(created_at=T0, name="oldest")
+    partner_twin = make_connection(Owner(OwnerKind.PARTNER, "alice"), name="partner")
+    bobs = make_connection(Owner(OwnerKind.USER, "bob"), name="bob")
+    for connection in (middle, bobs, newest, partner_twin, oldest):
+        store.add_connection(connection)
+
+    assert [c.name for c in store.connections_of(ALICE)] == ["oldest", "middle", "newest"]
+    assert store.connections_of(Owner(OwnerKind.PARTNER, "alice")) == [partner_twin]
+    assert store.connections_of(Owner(OwnerKind.USER, "carol")) == []
+
+
+def test_revoke_connection_once(store: Store) -> None:
+    connection = make_connection(token_hash="c" * 64)
+    store.add_connection(connection)
+    revoked_at = T0 + timedelta(hours=3)
+
+    assert store.revoke_connection(connection.id, revoked_at) is True
+    assert store.revoke_connection(connection.id, revoked_at + timedelta(hours=1)) is False
+
+    found = store.connection_by_token_hash("c" * 64)
+    assert found is not None
+    assert found.revoked
+    assert found.revoked_at == revoked_at
+    assert store.connections_of(ALICE)[0].revoked_at == revoked_at
+
+
+def test_revoke_unknown_connection(store: Store) -> None:
+    connection = make_connection()
+    store.add_connection(connection)
+    assert store.revoke_connection(uuid.uuid4(), T0) is False
+    assert store.connections_of(ALICE)[0].revoked_at is None
+
+
+# -- pairing codes ----------------------------------------------------------------------------
+
+
+def test_pairing_code_redeems_once(store: Store) -> None:
+    assert store.add_pairing_code(make_code("h1"), T0) is True
+    assert store.redeem_pairing_code("h1", T0 + timedelta(seconds=30)) == "alice"
+    assert store.redeem_pairing_code("h1", T0 + timedelta(seconds=31)) is None
+
+
+def test_unknown_pairing_code(store: Store) -> None:
+    store.add_pairing_code(make_code("h1"), T0)
+    assert store.redeem_pairing_code("h2", T0) is None
+
+
+def test_pairing_code_dies_at_its_expiry(store: Store) -> None:
+    code = make_code("h1")
+    store.add_pairing_code(code, T0)
+    assert store.redeem_pairing_code("h1", code.expires_at) is None
+    assert store.redeem_pairing_code("h1", code.expires_at + timedelta(hours=1)) is None
+
+    other = make_code("h2")
+    store.add_pairing_code(other, T0)
+    assert store.redeem_pairing_code("h2", other.expires_at - timedelta(microseconds=1)) == "alice"
+
+
+def test_same_hash_while_live_is_refused(store: Store) -> None:
+    assert store.add_pairing_code(make_code("h1", "alice"), T0)
+    later = T0 + timedelta(seconds=59)
+    assert store.add_pairing_code(make_code("h1", "bob", later), later) is False
+    # The refused insert did not replace the live code.
+    assert store.redeem_pairing_code("h1", later) == "alice"
+
+
+def test_same_hash_after_expiry_replaces(store: Store) -> None:
+    assert store.add_pairing_code(make_code("h1", "alice"), T0)
+    later = T0 + timedelta(seconds=60)
+    assert store.add_pairing_code(make_code("h1", "bob", later), later) is True
+    assert store.redeem_pairing_code("h1", later + timedelta(seconds=1)) == "bob"
+
+
+def test_same_hash_after_use_replaces(store: Store) -> None:
+    assert store.add_pairing_code(make_code("h1", "alice"), T0)
+    assert store.redeem_pairing_code("h1", T0 + timedelta(seconds=1)) == "alice"
+    later = T0 + timedelta(seconds=2)
+    assert store.add_pairing_code(make_code("h1", "bob", later), later) is True
+    assert store.redeem_pairing_code("h1", later) == "bob"
+    assert store.redeem_pairing_code("h1", later) is None
+
+
+# -- credit ledger ----------------------------------------------------------------------------
+
+
+def test_debit_appends_an_entry(store: Store) -> None:
+    entry = store.debit(Debit(POOL, "conn-7", "forecast", 2, T0), LIMITS)
+    assert (entry.pool, entry.connection_id, entry.label, entry.amount) == (
+        POOL,
+        "conn-7",
+        "forecast",
+        2,
+    )
+    assert entry.at == T0
+    assert (entry.month, entry.day) == ("2026-03", "2026-03-10")
+    assert entry.reverses is None
+    assert store.entries(POOL) == [entry]
+    assert store.usage(POOL, T0) == Usage(month=2, day=2)
+
+
+def test_usage_counts_month_and_day_windows(store: Store) -> None:
+    debit(store, 3, datetime(2026, 3, 1, 0, 0, tzinfo=UTC))
+    debit(store, 4, datetime(2026, 3, 10, 8, 0, tzinfo=UTC))
+    debit(store, 5, datetime(2026, 3, 10, 23, 59, 59, tzinfo=UTC))
+    debit(store, 6, datetime(2026, 4, 1, 0, 0, tzinfo=UTC))
+
+    assert store.usage(POOL, datetime(2026, 3, 10, 12, tzinfo=UTC)) == Usage(month=12, day=9)
+    assert store.usage(POOL, datetime(2026, 3, 1, 12, tzinfo=UTC)) == Usage(month=12, day=3)
+    assert store.usage(POOL, datetime(2026, 3, 11, tzinfo=UTC)) == Usage(month=12, day=0)
+    assert store.usage(POOL, datetime(2026, 4, 1, 5, tzinfo=UTC)) == Usage(month=6, day=6)
+    assert store.usage(POOL, datetime(2026, 2, 28, tzinfo=UTC)) == Usage(month=0, day=0)
+    assert store.usage(OTHER_POOL, T0) == Usage(month=0, day=0)
+
+
+def test_debit_that_does_not_fit_the_day_is_refused(store: Store) -> None:
+    at = datetime(2026, 3, 10, 10, 0, tzinfo=UTC)
+    debit(store, 10, at)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 1, at)
+    assert raised.value.retry_after == 14 * 3600
+    assert store.usage(POOL, at) == Usage(month=10, day=10)
+    assert len(store.entries(POOL)) == 1
+    # Another pool is unaffected, and so is the next day.
+    debit(store, 10, at, pool=OTHER_POOL)
+    debit(store, 1, at + timedelta(hours=14))
+
+
+def test_debit_that_does_not_fit_the_month_is_refused(store: Store) -> None:
+    limits = CreditLimits(monthly=12, daily=10)
+    debit(store, 10, datetime(2026, 3, 30, 12, tzinfo=UTC), limits=limits)
+    at = datetime(2026, 3, 31, 18, 0, tzinfo=UTC)
+    debit(store, 2, at, limits=limits)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 1, at, limits=limits)
+    assert raised.value.retry_after == 6 * 3600
+    assert store.usage(POOL, at) == Usage(month=12, day=2)
+    debit(store, 10, datetime(2026, 4, 1, tzinfo=UTC), limits=limits)
+
+
+def test_refund_restores_the_original_windows(store: Store) -> None:
+    debited_at = datetime(2026, 3, 31, 23, 59, tzinfo=UTC)
+    original = debit(store, 4, debited_at, label="client:app")
+    refunded_at = debited_at + timedelta(minutes=2)  # next day and next month
+
+    refund = store.refund(original.id, refunded_at)
+
+    assert refund is not None
+    assert refund.amount == -4
+    assert refund.reverses == original.id
+    assert refund.id != original.id
+    assert (refund.pool, refund.label, refund.connection_id) == (POOL, "client:app", "conn-1")
+    assert refund.at == refunded_at
+    assert (refund.month, refund.day) == ("2026-03", "2026-03-31")
+    assert store.usage(POOL, debited_at) == Usage(month=0, day=0)
+    assert store.usage(POOL, refunded_at) == Usage(month=0, day=0)
+    assert store.entries(POOL) == [original, refund]
+
+
+def test_refund_only_once(store: Store) -> None:
+    original = debit(store, 3)
+    first = store.refund(original.id, T0)
+    assert first is not None
+    assert store.refund(original.id, T0) is None
+    assert store.refund(first.id, T0) is None  # a refund cannot be refunded
+    assert store.refund(10_000, T0) is None  # nor can an unknown entry
+    assert store.usage(POOL, T0) == Usage(month=0, day=0)
+    assert len(store.entries(POOL)) == 2
+
+
+def test_refund_frees_room_for_another_debit(store: Store) -> None:
+    original = debit(store, 10)
+    with pytest.raises(CreditsExhausted):
+        debit(store, 1)
+    store.refund(original.id, T0)
+    debit(store, 10)
+    assert store.usage(POOL, T0) == Usage(month=10, day=10)
+
+
+def test_usage_by_label(store: Store) -> None:
+    debit(store, 1, label="score")
+    debit(store, 1, label="score")
+    forecast = debit(store, 2, label="forecast")
+    debit(store, 5, label="client:app")
+    debit(store, 7, datetime(2026, 4, 2, tzinfo=UTC), label="score")
+    debit(store, 9, pool=OTHER_POOL, label="score")
+    store.refund(forecast.id, T0)
+
+    assert store.usage_by_label(POOL, "2026-03") == {"score": 2, "forecast": 0, "client:app": 5}
+    assert store.usage_by_label(POOL, "2026-04") == {"score": 7}
+    assert store.usage_by_label(POOL, "2026-05") == {}
+    assert store.usage_by_label(OTHER_POOL, "2026-03") == {"score": 9}
+
+
+def test_entries_are_per_pool_and_in_order(store: Store) -> None:
+    first = debit(store, 1)
+    debit(store, 2, pool=OTHER_POOL)
+    second = debit(store, 3, T0 + timedelta(hours=1))
+    refund = store.refund(first.id, T0 + timedelta(hours=2))
+    assert store.entries(POOL) == [first, second, refund]
+    assert [e.amount for e in store.entries(OTHER_POOL)] == [2]
+    assert store.entries("user:nobody") == []
+    ids = [e.id for e in store.entries(POOL)]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 3
+
+
+# -- rate-limit counters ----------------------------------------------------------------------
+
+
+def test_rate_limit_hit_and_peek(store: Store) -> None:
+    assert store.peek("k", 600) == 0
+    assert [store.hit("k", 600) for _ in range(3)] == [1, 2, 3]
+    assert store.peek("k", 600) == 3
+    assert store.peek("k", 600) == 3  # peeking does not count
+    assert store.hit("other", 600) == 1
+    assert store.peek("k", 600) == 3
+
+
+def test_rate_limit_window_change_resets(store: Store) -> None:
+    store.hit("k", 600)
+    store.hit("k", 600)
+    assert store.peek("k", 660) == 0
+    assert store.hit("k", 660) == 1
+    assert store.hit("k", 660) == 2
+    assert store.peek("k", 660) == 2
+    assert store.peek("k", 600) == 0
+
+
+# -- client labels ----------------------------------------------------------------------------
+
+
+def test_client_labels(store: Store) -> None:
+    assert store.is_client_label("app") is False
+    assert store.add_client_label("app", T0) is True
+    assert store.add_client_label("app", T0 + timedelta(days=1)) is False
+    assert store.is_client_label("app") is True
+    assert store.is_client_label("ap") is False
+    assert store.is_client_label("other") is False

@@ -1,0 +1,28 @@
+"""Shared fixtures: one `store` fixture runs a test against every storage adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cleanair_core.ports import Store
+from cleanair_storage.memory import MemoryStore
+from cleanair_storage.sqlite import SqliteStore
+
+
+def open_store(kind: str, tmp_path: Path) -> Store:
+    """A fresh store of `kind` ("memory" or "sqlite"); a SQLite file lives under `tmp_path`."""
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        return SqliteStore(tmp_path / "cleanair.db")
+    raise ValueError(f"unknown store kind {kind}")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    opened = open_store(request.param, tmp_path)
+    yield opened
+    opened.close()
