@@ -28,11 +28,6 @@ def new_code(randbelow: Callable[[int], int] = secrets.randbelow) -> str:
     return f"{randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
 
 
-def is_live(code: PairingCode, now: datetime, used: bool) -> bool:
-    """A code may be redeemed strictly before its expiry and only once."""
-    return not used and now < code.expires_at
-
-
 class PairingCodeStore(Protocol):
     """Storage port for pairing codes."""
 
