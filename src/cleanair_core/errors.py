@@ -14,6 +14,13 @@ class CleanAirError(Exception):
         super().__init__(self.detail)
 
 
+# 400 -----------------------------------------------------------------------------------------
+class OutsideForecastWindow(CleanAirError):
+    """A forecast date outside today .. today + 3 in the request's timezone."""
+
+    detail = "The date is outside the forecast window: today to today + 3 in that timezone"
+
+
 # 401 -----------------------------------------------------------------------------------------
 class NotAuthenticated(CleanAirError):
     """Missing, malformed, unknown, revoked or wrong-environment token."""
@@ -51,6 +58,19 @@ class PartnerConnectionRefused(Forbidden):
 # 404 -----------------------------------------------------------------------------------------
 class NotFound(CleanAirError):
     detail = "Not found"
+
+
+# 422 -----------------------------------------------------------------------------------------
+class Unprocessable(CleanAirError):
+    """A request that is well-formed but cannot be acted on; the input is never echoed."""
+
+    detail = "Request validation failed"
+
+
+class LocationUnresolved(Unprocessable):
+    """Neither coordinates, nor the Wi-Fi scan, nor the caller's address gave a location."""
+
+    detail = "No location could be resolved from the request"
 
 
 # 429 -----------------------------------------------------------------------------------------

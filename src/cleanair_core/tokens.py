@@ -45,6 +45,10 @@ class TokenKeys:
     def hash_pairing_code(self, code: str) -> str:
         return self._mac(b"pairing-code:", code)
 
+    def hash_bssid(self, normalised_mac: str) -> str:
+        """The stored form of an imported access point's BSSID (normalise it first)."""
+        return self._mac(b"bssid:", normalised_mac)
+
     def _mac(self, domain: bytes, value: str) -> str:
         return hmac.new(self.key, domain + value.encode(), hashlib.sha256).hexdigest()
 

@@ -17,6 +17,7 @@ from cleanair_core.errors import (
     NotFound,
     SourceUnavailable,
     TooManyRequests,
+    Unprocessable,
 )
 
 VALIDATION_FAILED = "Request validation failed"
@@ -27,6 +28,7 @@ _STATUS: list[tuple[type[CleanAirError], int]] = [
     (InvalidPairingCode, 401),
     (Forbidden, 403),
     (NotFound, 404),
+    (Unprocessable, 422),
     (TooManyRequests, 429),
     (SourceUnavailable, 503),
 ]

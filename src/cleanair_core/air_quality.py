@@ -1,0 +1,35 @@
+"""The air-quality port: concentrations for a batch of (point, time) samples."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+
+from cleanair_core.geo import Point
+from cleanair_core.pollutants import Concentrations
+
+
+@attrs.frozen
+class Sample:
+    """One place at one instant; `at` is timezone-aware (UTC by convention)."""
+
+    point: Point
+    at: datetime
+
+
+class AirQualitySource(Protocol):
+    """Where concentrations come from (the embedded model, Open-Meteo, ...).
+
+    `concentrations` answers one `Concentrations` per sample, in order, with None (or an
+    absent key) for a pollutant the source has no value for at that place and hour. It raises
+    `SourceUnavailable` when the source cannot answer at all; the caller is then not charged.
+    """
+
+    #: Seconds between successive values of the source (an hourly source says 3600); the
+    #: score's `ttl` tells clients to poll no more often than this.
+    update_interval: int
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]: ...

@@ -1,0 +1,57 @@
+"""Wi-Fi access points: what a scan carries, what the server knows, and the ports.
+
+BSSIDs are personal data (they reveal where a person is). A scan from a request is used to
+compute one point and then dropped: never logged, never stored. The access points the operator
+imports are stored only under a keyed hash of their BSSID (`TokenKeys.hash_bssid`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+import attrs
+
+from cleanair_core.geo import Point
+
+
+@attrs.frozen(repr=False)
+class WifiAccessPoint:
+    """One entry of a scan: a BSSID as the client sent it and its signal in dBm."""
+
+    mac: str
+    rssi: int
+
+    def __repr__(self) -> str:  # a repr lands in tracebacks and logs; never show the BSSID
+        return f"WifiAccessPoint(<hidden>, rssi={self.rssi})"
+
+
+@attrs.frozen
+class KnownAccessPoint:
+    """Where an access point is, as imported by the operator."""
+
+    point: Point
+    accuracy_m: float | None = None
+
+
+class AccessPointStore(Protocol):
+    """Imported access points, keyed by `TokenKeys.hash_bssid` of the normalised BSSID."""
+
+    def put_access_points(self, entries: Iterable[tuple[str, KnownAccessPoint]]) -> int:
+        """Insert or replace; returns how many entries were written."""
+        ...
+
+    def find_access_points(self, bssid_hashes: Sequence[str]) -> Mapping[str, KnownAccessPoint]:
+        """The known ones among `bssid_hashes`."""
+        ...
+
+    def count_access_points(self) -> int: ...
+
+
+class WifiGeolocator(Protocol):
+    """Turns a scan into a point, or None when the scan cannot be resolved.
+
+    Raises `SourceUnavailable` when a remote geolocation service does not answer.
+    """
+
+    async def locate(self, scan: Sequence[WifiAccessPoint]) -> Point | None: ...
