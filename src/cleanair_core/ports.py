@@ -10,6 +10,7 @@ from cleanair_core.connections import ConnectionStore
 from cleanair_core.credits import CreditLedger
 from cleanair_core.pairing import PairingCodeStore
 from cleanair_core.rate_limits import RateLimitStore
+from cleanair_core.wifi import AccessPointStore
 
 
 class Store(
@@ -19,6 +20,7 @@ class Store(
     CreditLedger,
     RateLimitStore,
     ClientLabelStore,
+    AccessPointStore,
     Protocol,
 ):
     """Everything the core stores. `cleanair_storage` ships in-memory and SQLite adapters."""

@@ -7,12 +7,15 @@ imports are stored only under a keyed hash of their BSSID (`TokenKeys.hash_bssid
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
 
 from cleanair_core.geo import Point
+
+_BSSID_HASH = re.compile(r"[0-9a-f]{64}")
 
 
 @attrs.frozen(repr=False)
@@ -34,11 +37,23 @@ class KnownAccessPoint:
     accuracy_m: float | None = None
 
 
+def is_bssid_hash(value: str) -> bool:
+    """Whether `value` has the form of `TokenKeys.hash_bssid` (64 lowercase hex digits).
+
+    The stores refuse any other key, so a raw BSSID cannot be stored by mistake.
+    """
+    return _BSSID_HASH.fullmatch(value) is not None
+
+
 class AccessPointStore(Protocol):
     """Imported access points, keyed by `TokenKeys.hash_bssid` of the normalised BSSID."""
 
     def put_access_points(self, entries: Iterable[tuple[str, KnownAccessPoint]]) -> int:
-        """Insert or replace; returns how many entries were written."""
+        """Insert or replace; returns how many entries were written.
+
+        All or nothing per call (one write transaction); a later entry for the same hash wins.
+        Raises ValueError, writing nothing, if a key is not `is_bssid_hash`.
+        """
         ...
 
     def find_access_points(self, bssid_hashes: Sequence[str]) -> Mapping[str, KnownAccessPoint]:

@@ -7,10 +7,17 @@ import json
 import sys
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 from cleanair_core.errors import OperatorError
 from cleanair_core.scopes import Scope, format_scopes
 from cleanair_core.service import CleanAir
+from cleanair_core.wifi_location import (
+    IMPORT_BATCH_SIZE,
+    PROGRESS_EVERY_ROWS,
+    ImportReport,
+    import_access_points,
+)
 from cleanair_http.bootstrap import build_core
 from cleanair_http.settings import Settings, SettingsError
 
@@ -65,11 +72,61 @@ def _parser() -> argparse.ArgumentParser:
     usage = sub.add_parser("usage", help="this month's credits by attribution label")
     usage.add_argument("user")
     usage.add_argument("--json", action="store_true", help="print {label: credits}")
+
+    wifi = sub.add_parser("wifi", help="Wi-Fi access points for local geolocation")
+    wifi_sub = wifi.add_subparsers(dest="action", required=True, metavar="ACTION")
+    wifi_sub.add_parser(
+        "import",
+        help="import access points from a CSV file with the header bssid,lat,lon[,accuracy_m]; "
+        "only a keyed hash of each BSSID is stored",
+    ).add_argument("file", type=Path)
     return parser
 
 
 def _when(value: object) -> str:
     return "-" if value is None else value.isoformat(timespec="seconds")  # type: ignore[attr-defined]
+
+
+def _import_wifi(core: CleanAir, path: Path) -> None:
+    """Stream `path` into the store in batches; progress and skipped rows go to stderr."""
+    report = ImportReport()
+
+    def progress(done: ImportReport) -> None:
+        print(
+            f"cleanair: {done.rows} rows read, {done.imported} access points imported",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    try:
+        # utf-8-sig drops the byte-order mark spreadsheets write; newline="" is what csv wants.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            import_access_points(
+                core.store,
+                core.keys,
+                handle,
+                report=report,
+                batch_size=IMPORT_BATCH_SIZE,
+                on_progress=progress,
+                progress_every=PROGRESS_EVERY_ROWS,
+            )
+    except FileNotFoundError:
+        raise OperatorError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise OperatorError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise OperatorError(
+            f"{path} is not UTF-8 text; stopped after {report.rows} rows, "
+            f"{report.imported} access points were imported"
+        ) from None
+    print(f"imported {report.imported} access points, skipped {report.skipped} rows")
+    for error in report.first_errors:  # line numbers and reasons only, never a BSSID
+        print(f"cleanair: line {error.line}: {error.reason}", file=sys.stderr)
+    if report.skipped > len(report.first_errors):
+        print(
+            f"cleanair: ... and {report.skipped - len(report.first_errors)} more skipped rows",
+            file=sys.stderr,
+        )
 
 
 def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - one arm per command
@@ -116,6 +173,8 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - o
             else:
                 for label, credits in sorted(usage.items()):
                     print(f"{label}\t{credits}")
+        case "wifi", "import":
+            _import_wifi(core, args.file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cleanair_http.server import serve
 
             return serve(settings, args.host, args.port)
-        core = build_core(settings)
+        core = build_core(settings, with_sources=False)
     except SettingsError as exc:
         print(f"cleanair: {exc}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 import attrs
@@ -24,6 +25,7 @@ from cleanair_core.credits import (
     month_key,
 )
 from cleanair_core.pairing import PairingCode
+from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
 
 
 class MemoryStore:
@@ -41,6 +43,7 @@ class MemoryStore:
         self._windows: defaultdict[tuple[str, str], int] = defaultdict(int)
         self._counters: dict[str, tuple[int, int]] = {}
         self._labels: set[str] = set()
+        self._access_points: dict[str, KnownAccessPoint] = {}
 
     def close(self) -> None:
         """Nothing to release."""
@@ -225,3 +228,20 @@ class MemoryStore:
     def is_client_label(self, label: str) -> bool:
         with self._lock:
             return label in self._labels
+
+    # Wi-Fi access points (keyed by BSSID hash only)
+    def put_access_points(self, entries: Iterable[tuple[str, KnownAccessPoint]]) -> int:
+        rows = list(entries)
+        if not all(is_bssid_hash(bssid_hash) for bssid_hash, _ in rows):
+            raise ValueError("access points are stored under a BSSID hash, never a raw BSSID")
+        with self._lock:
+            self._access_points.update(rows)
+        return len(rows)
+
+    def find_access_points(self, bssid_hashes: Sequence[str]) -> Mapping[str, KnownAccessPoint]:
+        with self._lock:
+            return {h: self._access_points[h] for h in bssid_hashes if h in self._access_points}
+
+    def count_access_points(self) -> int:
+        with self._lock:
+            return len(self._access_points)

@@ -92,3 +92,19 @@ def m001_accounts_connections_credits(db: Database) -> None:
             created_at REAL NOT NULL
         )"""
     )
+
+
+@migrations()
+def m002_access_points(db: Database) -> None:
+    # Imported Wi-Fi access points, keyed only by `TokenKeys.hash_bssid` of the normalised
+    # BSSID: the database never holds a raw BSSID. WITHOUT ROWID keeps the hash once (the
+    # table is its primary-key index) instead of twice (rowid table plus a unique index).
+    db.execute(
+        """
+        CREATE TABLE access_points (
+            bssid_hash TEXT PRIMARY KEY,
+            lat REAL NOT NULL,
+            lon REAL NOT NULL,
+            accuracy_m REAL
+        ) WITHOUT ROWID"""
+    )
