@@ -59,6 +59,18 @@ class Caller:
             raise PartnerConnectionRefused()
 
 
+@attrs.frozen
+class Authorized:
+    """Proof, for one request, that `caller` passed the checks for `scope` (and premium).
+
+    Made by `CleanAir.authorize`; a use case given one skips the checks it already passed, so
+    the HTTP layer can check before decoding the body without paying twice.
+    """
+
+    caller: Caller
+    scope: Scope
+
+
 class ConnectionStore(Protocol):
     """Storage port for connections."""
 

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date
 
 import attrs
 
 from cleanair_core import rate_limits
 from cleanair_core.accounts import Owner, OwnerKind, Partner, User, validate_account_name
+from cleanair_core.activities import ActivityType
 from cleanair_core.attribution import attribution_label, validate_client_label
 from cleanair_core.charging import Charge
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.connections import (
+    Authorized,
     Caller,
     Connection,
     IssuedConnection,
@@ -21,12 +24,25 @@ from cleanair_core.connections import (
     require_premium,
 )
 from cleanair_core.credits import Billable, CreditLimits, Debit, Quota, cost_of, month_key, quota_of
-from cleanair_core.errors import InvalidPairingCode, OperatorError
+from cleanair_core.errors import (
+    InvalidPairingCode,
+    LocationUnresolved,
+    OperatorError,
+    SourceUnavailable,
+)
+from cleanair_core.exposure import EnvironmentType
+from cleanair_core.forecast_window import check_in_window, local_day_hours, parse_timezone
+from cleanair_core.forecasting import Forecast, forecast_hours
+from cleanair_core.geo import Point
 from cleanair_core.pairing import PAIRING_CODE_TTL, PairingCode, new_code
+from cleanair_core.places import Place
 from cleanair_core.ports import Store
 from cleanair_core.rate_limits import RateLimit
 from cleanair_core.scopes import USER_SCOPES, Scope
+from cleanair_core.scoring import PointScore, resolve_point, score_at
+from cleanair_core.sources import Sources
 from cleanair_core.tokens import Environment, TokenKeys, issue_token
+from cleanair_core.wifi import WifiAccessPoint
 
 _GLOBAL = "global"
 
@@ -70,8 +86,10 @@ class CleanAir:
         policy: Policy | None = None,
         clock: Clock | None = None,
         randbelow: Callable[[int], int] = secrets.randbelow,
+        sources: Sources | None = None,
     ) -> None:
         self.store = store
+        self.sources = sources
         self.keys = keys
         self.policy = policy or Policy()
         self.clock: Clock = clock or SystemClock()
@@ -202,6 +220,89 @@ class CleanAir:
             at=self.clock.now(),
         )
         return Charge(self.store, debit, self.policy.credits, self.clock)
+
+    async def score(
+        self,
+        who: Caller | Authorized,
+        *,
+        point: Point | None = None,
+        wifi: Sequence[WifiAccessPoint] = (),
+        client: str | None = None,
+    ) -> PointScore:
+        """The Clean Air Score at a point, or at the place a Wi-Fi scan resolves to (1 credit).
+
+        Coordinates win over the scan (no lookup is made). Raises LocationUnresolved (refunded)
+        when neither gives a location and SourceUnavailable (refunded) without data.
+        """
+        caller = self._authorize(who, Scope.AQ_READ)
+        if point is None and not wifi:
+            raise LocationUnresolved()
+        sources = self._sources()
+        async with self.charge(caller, Billable.SCORE, client=client):
+            located = await resolve_point(point, wifi, sources.wifi)
+            return await score_at(sources.air_quality, located, self.clock.now())
+
+    async def forecast(
+        self,
+        who: Caller | Authorized,
+        *,
+        day: date,
+        timezone: str,
+        point: Point | None = None,
+        activity: ActivityType = ActivityType.OTHER,
+        environment: EnvironmentType = EnvironmentType.OUTDOOR,
+        client_address: str | None = None,
+    ) -> Forecast:
+        """Hourly scores and concentrations for the local `day` in `timezone` (2 credits).
+
+        Without a point the caller's address gives an approximate one. Raises Unprocessable for
+        an unknown timezone, OutsideForecastWindow outside today .. today + 3 there, and
+        LocationUnresolved without a location; none of them is charged.
+        """
+        caller = self._authorize(who, Scope.AQ_READ)
+        zone = parse_timezone(timezone)
+        check_in_window(day, zone, self.clock.now())
+        sources = self._sources()
+        place = self._forecast_place(point, client_address)
+        async with self.charge(caller, Billable.FORECAST):
+            return await forecast_hours(
+                sources.air_quality,
+                place.point,
+                place.name,
+                local_day_hours(day, zone),
+                activity,
+                environment,
+            )
+
+    def authorize(self, caller: Caller, scope: Scope) -> Authorized:
+        """Check `scope` and the owner's premium plan; raises MissingScope or NotPremium."""
+        caller.require_scope(scope)
+        self.require_premium(caller)
+        return Authorized(caller, scope)
+
+    def _authorize(self, who: Caller | Authorized, scope: Scope) -> Caller:
+        if isinstance(who, Authorized) and who.scope is scope:
+            return who.caller
+        caller = who.caller if isinstance(who, Authorized) else who
+        return self.authorize(caller, scope).caller
+
+    def _sources(self) -> Sources:
+        if self.sources is None:
+            raise SourceUnavailable("No air-quality source is configured")
+        return self.sources
+
+    def _forecast_place(self, point: Point | None, client_address: str | None) -> Place:
+        sources = self._sources()
+        if point is not None:
+            if sources.places is not None:
+                return Place(sources.places.name_of(point), point)
+            return Place(f"{point.lat:.4f}, {point.lon:.4f}", point)
+        place = None
+        if client_address is not None and sources.ip is not None:
+            place = sources.ip.locate(client_address)
+        if place is None:
+            raise LocationUnresolved()
+        return place
 
     def _new_connection(
         self, owner: Owner, name: str, scopes: frozenset[Scope]

@@ -73,3 +73,6 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # httpx logs every request URL at INFO; upstream URLs carry coordinates, which are as
+    # personal as the request they came from. Its warnings still get through.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))

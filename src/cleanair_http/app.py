@@ -12,6 +12,8 @@ from litestar.types import ASGIApp, ControllerRouterHandler
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
 from cleanair_http.auth import BearerAuthMiddleware
+from cleanair_http.bootstrap import close_sources
+from cleanair_http.controllers.airquality import forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.errors import EXCEPTION_HANDLERS
@@ -29,12 +31,23 @@ def create_app(
     `extra_route_handlers` lets an embedder (or a test) mount more endpoints that reuse the
     bearer middleware, guards and error mapping.
     """
+
+    async def shutdown() -> None:
+        await close_sources(core.sources)
+
     app = Litestar(
-        route_handlers=[redeem_pairing_code, read_quota, *extra_route_handlers],
+        route_handlers=[
+            redeem_pairing_code,
+            read_quota,
+            score_point,
+            forecast_day,
+            *extra_route_handlers,
+        ],
         middleware=[DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"])],
         exception_handlers=EXCEPTION_HANDLERS,
         openapi_config=openapi_config(),
         state=State({"core": core, "settings": settings or Settings()}),
+        on_shutdown=[shutdown],
         logging_config=None,
         debug=False,
     )

@@ -9,7 +9,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 
-from cleanair_core.connections import Caller
+from cleanair_core.connections import Authorized, Caller
 from cleanair_core.errors import NotAuthenticated
 from cleanair_core.rate_limits import RateLimit
 from cleanair_core.scopes import Scope
@@ -40,6 +40,24 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
             raise NotAuthenticated()
         caller = core_of(connection).authenticate(token.strip())
         return AuthenticationResult(user=caller, auth=None)
+
+
+def authorized_for(scope: Scope) -> Guard:
+    """Rate limit, then scope and premium, in one guard (Litestar copies the handler for each
+    guard it runs). The proof is kept for the handler: `authorization_of`."""
+
+    async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
+        core = core_of(connection)
+        caller = caller_of(connection)
+        core.enforce_rate_limit(caller)
+        connection.state["authorized"] = core.authorize(caller, scope)
+
+    return guard
+
+
+def authorization_of(connection: AnyConnection) -> Authorized:
+    authorized: Authorized = connection.state["authorized"]
+    return authorized
 
 
 def rate_limited(rule: RateLimit | None = None) -> Guard:

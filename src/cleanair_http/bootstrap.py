@@ -6,12 +6,20 @@ import contextlib
 import os
 from pathlib import Path
 
+import httpx
+
+from cleanair_core.air_quality import AirQualitySource
 from cleanair_core.clock import Clock
 from cleanair_core.credits import CreditLimits
 from cleanair_core.service import CleanAir, Policy
+from cleanair_core.sources import Sources
 from cleanair_core.tokens import TokenKeys, generate_key
+from cleanair_core.wifi import AccessPointStore, WifiGeolocator
+from cleanair_core.wifi_location import LocalWifiGeolocator
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
+
+USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -53,8 +61,56 @@ def policy_from(settings: Settings) -> Policy:
     )
 
 
-def build_core(settings: Settings, clock: Clock | None = None) -> CleanAir:
-    """Open the SQLite store and wire the core's use cases."""
+def build_sources(settings: Settings, access_points: AccessPointStore, keys: TokenKeys) -> Sources:
+    """The outside-world adapters the settings choose. HTTP clients are closed by
+    `close_sources` (the app does it on shutdown)."""
+    # Imported here: only the server needs the adapters, and the CLI starts faster without.
+    from cleanair_sources.embedded_model import EmbeddedModel
+    from cleanair_sources.gazetteer import Gazetteer
+    from cleanair_sources.ichnaea import IchnaeaGeolocator
+    from cleanair_sources.ip_location import CountryIpLocator
+    from cleanair_sources.open_meteo import OpenMeteoSource
+
+    gazetteer = Gazetteer.load()
+    air: AirQualitySource
+    if settings.air_quality_source == "open-meteo":
+        air = OpenMeteoSource(
+            _http_client(), settings.open_meteo_url, timeout=settings.open_meteo_timeout
+        )
+    else:
+        air = EmbeddedModel(gazetteer)
+    wifi: WifiGeolocator
+    if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
+        wifi = IchnaeaGeolocator(_http_client(), settings.ichnaea_url, settings.ichnaea_key)
+    else:
+        wifi = LocalWifiGeolocator(access_points, keys)
+    return Sources(air, wifi, CountryIpLocator(gazetteer), gazetteer)
+
+
+async def close_sources(sources: Sources | None) -> None:
+    """Close whatever adapter holds a connection pool."""
+    if sources is None:
+        return
+    for adapter in (sources.air_quality, sources.wifi, sources.ip, sources.places):
+        aclose = getattr(adapter, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _http_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(headers={"User-Agent": USER_AGENT}, follow_redirects=False)
+
+
+def build_core(
+    settings: Settings, clock: Clock | None = None, *, with_sources: bool = True
+) -> CleanAir:
+    """Open the SQLite store and wire the core's use cases.
+
+    The CLI passes `with_sources=False`: its commands never compute air quality, and loading
+    the place data takes a moment.
+    """
     key = settings.secret_key or load_or_create_key(settings.key_file)
     store = SqliteStore(settings.database)
-    return CleanAir(store, TokenKeys(key), policy_from(settings), clock)
+    keys = TokenKeys(key)
+    sources = build_sources(settings, store, keys) if with_sources else None
+    return CleanAir(store, keys, policy_from(settings), clock, sources=sources)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated
 
 import msgspec
+
+from cleanair_core.activities import ActivityType
+from cleanair_core.exposure import EnvironmentType
 
 
 class RedeemPairingCode(msgspec.Struct):
@@ -32,3 +36,44 @@ class Quota(msgspec.Struct):
 
 class ErrorResponse(msgspec.Struct):
     detail: str
+
+
+# Air quality (contract 2.3-2.6) --------------------------------------------------------------
+Latitude = Annotated[float, msgspec.Meta(ge=-90.0, le=90.0)]
+Longitude = Annotated[float, msgspec.Meta(ge=-180.0, le=180.0)]
+#: Same rule as the core's client-label check; the core re-checks the whole string.
+ClientLabel = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_-]{1,32}$", max_length=32)]
+#: The strongest few access points are enough; a scan longer than this is refused (422).
+MAX_SCAN = 64
+
+
+class WifiAccessPoint(msgspec.Struct, forbid_unknown_fields=False):
+    mac: Annotated[str, msgspec.Meta(min_length=1, max_length=32)]
+    rssi: Annotated[int, msgspec.Meta(ge=-150, le=0)]
+
+
+class ScoreRequest(msgspec.Struct):
+    wifi: Annotated[list[WifiAccessPoint], msgspec.Meta(max_length=MAX_SCAN)] | None = None
+    lat: Latitude | None = None
+    lon: Longitude | None = None
+    client: ClientLabel | None = None
+
+
+class ScoreResponse(msgspec.Struct):
+    score: Annotated[int, msgspec.Meta(ge=0, le=100)]
+    ttl: int
+
+
+class ForecastRequest(msgspec.Struct):
+    date: datetime.date
+    timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    latitude: Latitude | None = None
+    longitude: Longitude | None = None
+    activity_type: ActivityType | None = None
+    environment_type: EnvironmentType | None = None
+
+
+class ForecastResponse(msgspec.Struct):
+    location: str
+    timestamps: list[int] | None
+    measures: dict[str, list[float | None]]

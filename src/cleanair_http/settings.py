@@ -15,6 +15,7 @@ from cleanair_core.tokens import Environment
 T = TypeVar("T")
 
 ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+OPEN_METEO_URL = "https://air-quality-api.open-meteo.com"
 
 
 class SettingsError(Exception):
@@ -36,6 +37,14 @@ class Settings:
     pairing_failure_window: int = 600
     trusted_proxies: tuple[ProxyNetwork, ...] = ()
     log_level: str = "INFO"
+    #: "embedded" (the offline model) or "open-meteo".
+    air_quality_source: str = "embedded"
+    open_meteo_url: str = OPEN_METEO_URL
+    open_meteo_timeout: float = 10.0
+    #: "local" (access points imported with `cleanair wifi import`) or "ichnaea".
+    wifi_geolocator: str = "local"
+    ichnaea_url: str | None = None
+    ichnaea_key: str | None = attrs.field(default=None, repr=False)
 
     @property
     def key_file(self) -> Path:
@@ -70,7 +79,17 @@ class Settings:
             pairing_failure_window=read("CLEANAIR_PAIRING_FAILURE_WINDOW_SECONDS", _positive, 600),
             trusted_proxies=read("CLEANAIR_TRUSTED_PROXIES", _networks, ()),
             log_level=read("CLEANAIR_LOG_LEVEL", _log_level, "INFO"),
+            air_quality_source=read(
+                "CLEANAIR_AIR_QUALITY_SOURCE", _choice("embedded", "open-meteo"), "embedded"
+            ),
+            open_meteo_url=read("CLEANAIR_OPEN_METEO_URL", _url, OPEN_METEO_URL),
+            open_meteo_timeout=read("CLEANAIR_OPEN_METEO_TIMEOUT", _seconds, 10.0),
+            wifi_geolocator=read("CLEANAIR_WIFI_GEOLOCATOR", _choice("local", "ichnaea"), "local"),
+            ichnaea_url=read("CLEANAIR_ICHNAEA_URL", _url, None),
+            ichnaea_key=read("CLEANAIR_ICHNAEA_KEY", str, None),
         )
+        if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is None:
+            problems.append("CLEANAIR_ICHNAEA_URL: required when CLEANAIR_WIFI_GEOLOCATOR=ichnaea")
         if settings.daily_credits > settings.monthly_credits:
             problems.append(
                 "CLEANAIR_DAILY_CREDITS: the daily burst cap cannot exceed the monthly pool"
@@ -123,6 +142,33 @@ def _networks(raw: str) -> tuple[ProxyNetwork, ...]:
         except ValueError:
             raise ValueError(f"{part!r} is not an IP address or network") from None
     return tuple(networks)
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in allowed:
+            raise ValueError("must be one of " + ", ".join(allowed))
+        return value
+
+    return parse
+
+
+def _url(raw: str) -> str:
+    url = raw.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")) or len(url) < len("http://x"):
+        raise ValueError("must be an http:// or https:// URL")
+    return url
+
+
+def _seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("must be a number of seconds") from None
+    if not 0.1 <= value <= 120:
+        raise ValueError("must be between 0.1 and 120 seconds")
+    return value
 
 
 def _log_level(raw: str) -> str:

@@ -11,9 +11,11 @@ from litestar.types import ControllerRouterHandler
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.credits import CreditLimits
+from cleanair_core.sources import Sources
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
+from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
 from support.http import MakeClient
 
 
@@ -23,10 +25,16 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def core(tmp_path: Path, clock: ManualClock) -> Iterator[CleanAir]:
+def sources() -> Sources:
+    """Fakes with observable state; a test module overrides this for real adapters."""
+    return Sources(FakeSource(), FakeGeolocator(None), FakeIp(), FakeNamer())
+
+
+@pytest.fixture
+def core(tmp_path: Path, clock: ManualClock, sources: Sources) -> Iterator[CleanAir]:
     store = SqliteStore(tmp_path / "cleanair.db")
     policy = Policy(credits=CreditLimits(monthly=1000, daily=100))
-    yield CleanAir(store, TokenKeys(generate_key()), policy, clock)
+    yield CleanAir(store, TokenKeys(generate_key()), policy, clock, sources=sources)
     store.close()
 
 

@@ -26,6 +26,13 @@ def test_openapi_documents_version_statuses_and_bearer(make_client: MakeClient) 
     assert quota["security"] == [{"BearerAuth": []}]
     pattern = schema["components"]["schemas"]["RedeemPairingCode"]["properties"]["code"]
     assert pattern["pattern"] == "^[0-9]{6}$"
+    score = schema["paths"]["/v1/airquality/score"]["post"]
+    assert set(score["responses"]) == {"200", "401", "403", "422", "429", "503"}
+    forecast = schema["paths"]["/v1/airquality/forecast"]["post"]
+    assert set(forecast["responses"]) == {"200", "400", "401", "403", "422", "429", "503"}
+    assert forecast["security"] == [{"BearerAuth": []}]
+    activity = schema["components"]["schemas"]["ActivityType"]
+    assert len(activity["enum"]) == 82
 
 
 def test_one_access_line_per_request_without_secrets(

@@ -155,3 +155,70 @@ def test_operator_errors_and_bad_settings(env: dict[str, str]) -> None:
     assert bad.returncode == 2
     assert "CLEANAIR_DAILY_CREDITS" in bad.stderr
     assert "CLEANAIR_ENVIRONMENT" in bad.stderr
+
+
+def test_scores_and_forecasts_from_the_embedded_model_and_imported_wifi(
+    env: dict[str, str], server: str, tmp_path: Path
+) -> None:
+    """The default, offline set-up: embedded model, local Wi-Fi store filled by the CLI."""
+    csv = tmp_path / "aps.csv"
+    csv.write_text(
+        "bssid,lat,lon,accuracy_m\n"
+        "3c:84:6a:10:20:31,60.16990,24.93840,15\n"
+        "3c:84:6a:10:20:32,60.16995,24.93870,15\n"
+        "not-a-mac,60.1,24.9,10\n"
+    )
+    imported = cli(env, "wifi", "import", str(csv))
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 2 access points, skipped 1 rows" in imported.stdout
+
+    assert cli(env, "users", "add", "alice").returncode == 0
+    code = cli(env, "pairing-code", "alice").stdout.strip()
+    token = httpx.post(
+        f"{server}/v1/connections/token", json={"code": code, "name": "e2e"}, timeout=10
+    ).json()["token"]
+    headers = {"Authorization": f"Bearer {token}"}
+
+    by_point = httpx.post(
+        f"{server}/v1/airquality/score", json={"lat": 60.17, "lon": 24.94}, headers=headers
+    )
+    assert by_point.status_code == 200
+    assert 0 <= by_point.json()["score"] <= 100
+    assert 60 <= by_point.json()["ttl"] <= 3600
+
+    scan = [
+        {"mac": "3C-84-6A-10-20-31", "rssi": -48},
+        {"mac": "3C:84:6A:10:20:32", "rssi": -60},
+    ]
+    by_wifi = httpx.post(f"{server}/v1/airquality/score", json={"wifi": scan}, headers=headers)
+    assert by_wifi.status_code == 200
+    unknown = [{"mac": "8c:3b:ad:44:55:66", "rssi": -40}, {"mac": "8c:3b:ad:44:55:67", "rssi": -41}]
+    assert (
+        httpx.post(
+            f"{server}/v1/airquality/score", json={"wifi": unknown}, headers=headers
+        ).status_code
+        == 422
+    )
+
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    forecast = httpx.post(
+        f"{server}/v1/airquality/forecast",
+        json={"latitude": 60.17, "longitude": 24.94, "date": today, "timezone": "UTC"},
+        headers=headers,
+    )
+    assert forecast.status_code == 200
+    body = forecast.json()
+    assert "Helsinki" in body["location"]
+    assert len(body["timestamps"]) == 24
+    assert {"clean_air_score", "pm25", "pm10", "no2", "o3", "so2"} == set(body["measures"])
+    # The loopback caller has no IP country: no location, not charged.
+    assert (
+        httpx.post(
+            f"{server}/v1/airquality/forecast",
+            json={"date": today, "timezone": "UTC"},
+            headers=headers,
+        ).status_code
+        == 422
+    )
+    quota = httpx.get(f"{server}/v1/quota", headers=headers, timeout=10).json()
+    assert quota["used"] == 1 + 1 + 2

@@ -1,0 +1,118 @@
+"""POST /v1/airquality/score and /v1/airquality/forecast (contract 4.2, 4.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, post
+from litestar.params import JSONBody
+
+from cleanair_core.activities import ActivityType
+from cleanair_core.attribution import validate_client_label
+from cleanair_core.errors import Unprocessable
+from cleanair_core.exposure import EnvironmentType
+from cleanair_core.geo import Point
+from cleanair_core.scopes import Scope
+from cleanair_core.wifi import WifiAccessPoint
+from cleanair_http import schemas
+from cleanair_http.auth import authorization_of, authorized_for, core_of
+from cleanair_http.client_address import client_address
+from cleanair_http.openapi import SECURITY, error_responses
+
+_GUARDS = [authorized_for(Scope.AQ_READ)]
+
+
+def _point(lat: float | None, lon: float | None) -> Point | None:
+    """Both coordinates or neither; one alone is a validation failure."""
+    if lat is None and lon is None:
+        return None
+    if lat is None or lon is None:
+        raise Unprocessable()
+    return Point(lat, lon)
+
+
+def _client_label(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return validate_client_label(raw)
+    except ValueError:
+        raise Unprocessable() from None
+
+
+@post(
+    "/v1/airquality/score",
+    status_code=200,
+    guards=_GUARDS,
+    security=SECURITY,
+    summary="Score a point",
+    tags=["air quality"],
+    responses=error_responses(
+        401,
+        403,
+        422,
+        429,
+        503,
+        s422="Request validation failed, or no location could be resolved (not charged)",
+    ),
+)
+async def score_point(
+    request: Request[Any, Any, Any], data: JSONBody[schemas.ScoreRequest]
+) -> schemas.ScoreResponse:
+    """The Clean Air Score (0-100, 100 cleanest) at `lat`/`lon`, else at the Wi-Fi scan's
+    location. 1 credit; `ttl` is the seconds until the data behind the answer next changes."""
+    point = _point(data.lat, data.lon)
+    client = _client_label(data.client)
+    # The scan is only turned into core values when it will be used: coordinates win.
+    scan = (
+        [WifiAccessPoint(ap.mac, ap.rssi) for ap in data.wifi]
+        if point is None and data.wifi
+        else []
+    )
+    result = await core_of(request).score(
+        authorization_of(request), point=point, wifi=scan, client=client
+    )
+    return schemas.ScoreResponse(score=result.score, ttl=result.ttl)
+
+
+@post(
+    "/v1/airquality/forecast",
+    status_code=200,
+    guards=_GUARDS,
+    security=SECURITY,
+    summary="Forecast a day",
+    tags=["air quality"],
+    responses=error_responses(
+        400,
+        401,
+        403,
+        422,
+        429,
+        503,
+        s400="The date is outside today .. today + 3 in the given timezone (not charged)",
+        s422="Request validation failed (including an unknown timezone, a lone coordinate, "
+        "or no location from the caller's address); not charged",
+    ),
+)
+async def forecast_day(
+    request: Request[Any, Any, Any], data: JSONBody[schemas.ForecastRequest]
+) -> schemas.ForecastResponse:
+    """Hourly Clean Air Scores and concentrations (µg/m³) for the local `date` in `timezone`.
+    Without coordinates the caller's IP country gives an approximate location. 2 credits."""
+    point = _point(data.latitude, data.longitude)
+    core = core_of(request)
+    address = None
+    if point is None:
+        address = client_address(request, request.app.state.settings.trusted_proxies)
+    forecast = await core.forecast(
+        authorization_of(request),
+        day=data.date,
+        timezone=data.timezone,
+        point=point,
+        activity=data.activity_type or ActivityType.OTHER,
+        environment=data.environment_type or EnvironmentType.OUTDOOR,
+        client_address=address,
+    )
+    return schemas.ForecastResponse(
+        location=forecast.location, timestamps=forecast.timestamps, measures=forecast.measures
+    )

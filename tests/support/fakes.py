@@ -1,0 +1,63 @@
+"""Small fakes of the outside-world ports, with observable state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cleanair_core.air_quality import Sample
+from cleanair_core.errors import SourceUnavailable
+from cleanair_core.geo import Point
+from cleanair_core.places import Place
+from cleanair_core.pollutants import Concentrations, Pollutant
+from cleanair_core.wifi import WifiAccessPoint
+
+HELSINKI = Point(60.17, 24.94)
+AIR: Concentrations = {
+    Pollutant.PM25: 7.0,
+    Pollutant.NO2: 18.0,
+    Pollutant.O3: 50.0,
+    Pollutant.PM10: None,
+}
+#: The address FakeIp places in Finland; every other address has no country.
+FINNISH_ADDRESS = "81.0.0.1"
+
+
+class FakeSource:
+    """Answers the same air for every sample, or fails; records what it was asked."""
+
+    update_interval = 3600
+
+    def __init__(self, air: Concentrations | None = None, *, fail: bool = False) -> None:
+        self.air = AIR if air is None else air
+        self.fail = fail
+        self.samples: list[Sample] = []
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        self.samples.extend(samples)
+        if self.fail:
+            raise SourceUnavailable()
+        return [dict(self.air) for _ in samples]
+
+
+class FakeGeolocator:
+    def __init__(self, answer: Point | None) -> None:
+        self.answer = answer
+        self.calls = 0
+
+    async def locate(self, scan: Sequence[WifiAccessPoint]) -> Point | None:
+        self.calls += 1
+        return self.answer
+
+
+class FakeIp:
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def locate(self, address: str) -> Place | None:
+        self.asked.append(address)
+        return Place("Finland", HELSINKI) if address == FINNISH_ADDRESS else None
+
+
+class FakeNamer:
+    def name_of(self, point: Point) -> str:
+        return "Helsinki, Finland"
