@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cleanair_core.errors import OutsideForecastWindow, Unprocessable
 
@@ -14,10 +15,17 @@ WINDOW_DAYS = 4
 _ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$")
 
 
+@functools.cache
+def _iana_names() -> frozenset[str]:
+    # "localtime" would be the server's own zone and "Factory" is no place; available_timezones
+    # already leaves out the posix/ and right/ variants, which are not IANA names.
+    return frozenset(available_timezones()) - {"localtime", "Factory"}
+
+
 def parse_timezone(name: str) -> ZoneInfo:
     """The IANA zone called `name`; raises Unprocessable (422) for anything else."""
     # Checked before zoneinfo sees it: the name becomes a file path inside the tz database.
-    if len(name) > 64 or not _ZONE_NAME.fullmatch(name):
+    if len(name) > 64 or not _ZONE_NAME.fullmatch(name) or name not in _iana_names():
         raise Unprocessable()
     try:
         return ZoneInfo(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 
 import pytest
@@ -25,7 +26,7 @@ from cleanair_core.errors import (
 )
 from cleanair_core.exposure import EnvironmentType, personal_score
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import Pollutant
+from cleanair_core.pollutants import Concentrations, Pollutant
 from cleanair_core.ports import Store
 from cleanair_core.scopes import USER_SCOPES, Scope
 from cleanair_core.service import CleanAir
@@ -246,3 +247,60 @@ def test_an_authorization_proof_spares_the_second_check_only_for_its_scope(store
     other = Authorized(caller, Scope.ROUTES_PLAN)
     with pytest.raises(NotPremium):
         asyncio.run(core.score(other, point=HELSINKI))
+
+
+@pytest.mark.parametrize(
+    ("interval", "now", "ttl"),
+    [
+        (7200, datetime(2026, 11, 22, 10, 15, tzinfo=UTC), 3600),  # bounded above
+        (600, datetime(2026, 11, 22, 10, 15, tzinfo=UTC), 300),  # the source's own cadence
+        (3600, datetime(2026, 11, 22, 10, 15, 0, 500_000, tzinfo=UTC), 2700),  # rounds up
+    ],
+)
+def test_ttl_follows_the_sources_cadence_within_bounds(
+    store: Store, interval: int, now: datetime, ttl: int
+) -> None:
+    source = FakeSource(update_interval=interval)
+    core, caller, _ = setup(store, source, now=now)
+    assert asyncio.run(core.score(caller, point=HELSINKI)).ttl == ttl
+    hour = source.samples[0].at
+    assert hour.timestamp() % interval == 0
+    assert hour <= now
+
+
+def test_a_wifi_service_outage_is_refunded(store: Store) -> None:
+    core, caller, _ = setup(store, geolocator=FakeGeolocator(None, fail=True))
+    with pytest.raises(SourceUnavailable):
+        asyncio.run(core.score(caller, wifi=SCAN))
+    assert usage(core, caller) == Usage(0, 0)
+
+
+def test_forecast_hours_without_data_are_null_and_sparse_pollutants_kept(store: Store) -> None:
+    def night_only(i: int, sample: Sample) -> Concentrations:
+        if i < 6:  # data for the first six hours only, and SO2 only in the first hour
+            return {Pollutant.PM25: 12.3456, Pollutant.SO2: 3.0 if i == 0 else None}
+        return {Pollutant.PM25: None}
+
+    core, caller, _ = setup(store, FakeSource(by_sample=night_only))
+    forecast = asyncio.run(
+        core.forecast(caller, day=date(2026, 11, 22), timezone="UTC", point=HELSINKI)
+    )
+    scores = forecast.measures["clean_air_score"]
+    assert scores[:6] == [clean_air_score({Pollutant.PM25: 12.3456})] * 6
+    assert scores[6:] == [None] * 18
+    assert forecast.measures["pm25"][:6] == [12.35] * 6  # two decimals are plenty
+    assert forecast.measures["so2"] == [3.0] + [None] * 23
+    assert set(forecast.measures) == {"clean_air_score", "pm25", "so2"}
+
+
+def test_a_source_answering_the_wrong_number_of_samples_is_unavailable(store: Store) -> None:
+    core, caller, _ = setup(store, FakeSource(by_sample=lambda i, s: {Pollutant.PM25: 1.0}))
+    short = core.sources.air_quality  # type: ignore[union-attr]
+
+    async def fewer(samples: Sequence[Sample]) -> list[Concentrations]:
+        return [{Pollutant.PM25: 1.0}] * (len(samples) - 1)
+
+    short.concentrations = fewer  # type: ignore[method-assign]
+    with pytest.raises(SourceUnavailable):
+        asyncio.run(core.forecast(caller, day=date(2026, 11, 22), timezone="UTC", point=HELSINKI))
+    assert usage(core, caller) == Usage(0, 0)

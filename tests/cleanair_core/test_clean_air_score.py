@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -120,3 +122,12 @@ def test_each_eea_band_lands_in_the_matching_band(pollutant: Pollutant) -> None:
         assert score is not None
         assert band_of(score).number == eea_band + 1
         lower = upper
+
+
+def test_the_band_table_in_the_docs_matches_the_code() -> None:
+    docs = Path(__file__).parents[2] / "docs" / "science.md"
+    rows = re.findall(
+        r"^\| (\d) \| ([A-Za-z ]+?) \| (\d+)-(\d+) \| `(#[0-9A-F]{6})` \|", docs.read_text(), re.M
+    )
+    documented = [(int(n), label, int(low), colour) for n, label, low, _, colour in rows]
+    assert documented == [(b.number, b.label, b.lowest_score, b.colour) for b in BANDS]

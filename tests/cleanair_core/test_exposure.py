@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -88,3 +89,12 @@ def test_indoor_air_applies_the_ratios_and_leaves_other_measures_alone() -> None
     assert breathed_air(air, EnvironmentType.OUTDOOR) == air
     assert breathed_air(air, EnvironmentType.UNKNOWN) == air
     assert all(0 < ratio <= 1 for ratio in INDOOR_RATIOS.values())
+
+
+def test_the_documented_running_example_holds() -> None:
+    # docs/science.md: running (high effort, 50 L/min) in 4 µg/m³ PM2.5 scores 73 where the
+    # neutral score is 84; the square root of 50/12 scales 4 to 8.16 µg/m³.
+    air: dict[Pollutant, float | None] = {Pollutant.PM25: 4.0}
+    assert personal_score(air, ActivityType.OTHER) == 84
+    assert personal_score(air, ActivityType.RUNNING_OUTDOOR) == 73
+    assert breathing_factor(ActivityType.RUNNING_OUTDOOR) == pytest.approx((50 / 12) ** 0.5)

@@ -32,7 +32,6 @@ FORECAST = "/v1/airquality/forecast"
 NOW = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
 SCAN = [{"mac": "00:11:22:33:44:55", "rssi": -50}, {"mac": "00:11:22:33:44:66", "rssi": -61}]
 TODAY = {"date": "2026-11-22", "timezone": "Europe/Helsinki"}
-FIXED_422 = {"Request validation failed", "No location could be resolved from the request"}
 AT_HELSINKI = {"latitude": HELSINKI.lat, "longitude": HELSINKI.lon}
 
 
@@ -138,8 +137,19 @@ def test_score_needs_a_premium_owner(core: CleanAir, client: TestClient, token: 
     "body",
     [
         {},
+        {"lat": None, "lon": None},
+        {"wifi": []},
+        {"wifi": None, "client": "app"},
         {"lat": 91, "lon": 0},
         {"lat": 0, "lon": -180.5},
+        {"lat": 0, "lon": 180.0001},
+        {"lat": -90.0001, "lon": 0},
+        {"lat": "1", "lon": "2"},  # numbers are JSON numbers, not strings
+        {"lat": "1e1", "lon": 2},
+        {"lat": True, "lon": 2},
+        {"wifi": [{"mac": "00:11:22:33:44:55", "rssi": "-40"}] * 2},
+        {"wifi": [{"mac": "00:11:22:33:44:55", "rssi": -151}] * 2},
+        {"wifi": [{"mac": "00:11:22:33:44:55", "rssi": -40.5}] * 2},
         {"lat": 10},
         {"lon": 10, "wifi": SCAN},
         {"lat": "north", "lon": 1},
@@ -160,8 +170,7 @@ def test_invalid_score_bodies_are_422_never_echoed_never_charged(
 ) -> None:
     response = client.post(SCORE, json=body, headers=bearer(token))
     assert response.status_code == 422
-    # A fixed text either way; a body without any location is reported as unresolvable.
-    assert response.json()["detail"] in FIXED_422
+    assert response.json() == {"detail": "Request validation failed"}
     assert used(client, token) == 0
 
 
@@ -209,6 +218,67 @@ def test_exhausted_credits_are_429_with_retry_after(
     assert int(response.headers["retry-after"]) > 0
     forecast = client.post(FORECAST, json={**TODAY, **AT_HELSINKI}, headers=bearer(token))
     assert forecast.status_code == 429
+    assert int(forecast.headers["retry-after"]) > 0
+
+
+def test_validation_and_window_come_before_the_credit_check(
+    core: CleanAir,
+    client: TestClient,  # type: ignore[type-arg]
+    token: str,
+    geolocator: FakeGeolocator,
+) -> None:
+    caller = core.authenticate(token)
+    for _ in range(4):  # spend the daily burst cap
+        core.charge(caller, Billable.ROUTE_PLAN).reserve()
+    cases: list[tuple[str, dict[str, Any], int]] = [
+        (FORECAST, {**AT_HELSINKI, "date": "2026-11-30", "timezone": "UTC"}, 400),
+        (FORECAST, {"date": "2026-11-30", "timezone": "UTC"}, 400),  # window before IP
+        (FORECAST, {**AT_HELSINKI, "date": "2026-11-22", "timezone": "Nowhere/Land"}, 422),
+        (FORECAST, {"latitude": 60.0, "date": "2026-11-22", "timezone": "UTC"}, 422),
+        (FORECAST, {"date": "2026-11-22", "timezone": "UTC"}, 422),  # no IP location
+        (SCORE, {"lat": 60.0}, 422),
+        (SCORE, {"wifi": SCAN}, 429),  # the scan is only looked up once credits are reserved
+    ]
+    for path, body, status in cases:
+        response = client.post(path, json=body, headers=bearer(token))
+        assert response.status_code == status, (path, body)
+    assert geolocator.calls == 0
+
+
+def test_the_rate_limit_is_counted_before_scope_and_premium(
+    core: CleanAir,
+    clock: ManualClock,
+) -> None:
+    strict = CleanAir(
+        core.store,
+        core.keys,
+        Policy(credits=CreditLimits(), requests_per_minute=1),
+        clock,
+        sources=core.sources,
+    )
+    with TestClient(create_app(strict)) as client:
+        token = pair(strict, client)
+        strict.set_premium("alice", False)
+        first = client.post(SCORE, json={"lat": 1, "lon": 2}, headers=bearer(token))
+        assert first.status_code == 403
+        second = client.post(SCORE, json={"lat": 1, "lon": 2}, headers=bearer(token))
+        assert second.status_code == 429
+
+
+def test_unknown_fields_are_ignored(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+    body = {"lat": 1.0, "lon": 2.0, "altitude": 30, "accuracy": {"m": 5}}
+    assert client.post(SCORE, json=body, headers=bearer(token)).status_code == 200
+
+
+def test_a_wifi_service_outage_is_503_and_free(
+    client: TestClient,  # type: ignore[type-arg]
+    token: str,
+    geolocator: FakeGeolocator,
+) -> None:
+    geolocator.fail = True
+    response = client.post(SCORE, json={"wifi": SCAN}, headers=bearer(token))
+    assert response.status_code == 503
+    assert used(client, token) == 0
 
 
 def test_rate_limits_apply_to_both_endpoints(
@@ -307,6 +377,11 @@ def test_forecast_outside_the_window_is_400_and_free(
         {**TODAY, **AT_HELSINKI, "activity_type": "flying"},
         {**TODAY, **AT_HELSINKI, "environment_type": "underwater"},
         {**TODAY, "latitude": -91, "longitude": 0},
+        {**TODAY, "latitude": 60, "longitude": 181},
+        {**TODAY, "latitude": "60", "longitude": "24"},
+        {**TODAY, **AT_HELSINKI, "timezone": "localtime"},
+        {**TODAY, **AT_HELSINKI, "timezone": "right/Europe/Helsinki"},
+        {**TODAY, **AT_HELSINKI, "date": None},
     ],
 )
 def test_invalid_forecast_bodies_are_422_and_free(

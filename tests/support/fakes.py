@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cleanair_core.air_quality import Sample
 from cleanair_core.errors import SourceUnavailable
@@ -23,29 +23,42 @@ FINNISH_ADDRESS = "81.0.0.1"
 
 
 class FakeSource:
-    """Answers the same air for every sample, or fails; records what it was asked."""
+    """Answers the same air for every sample (or per-sample air from `by_sample`), or fails;
+    records what it was asked."""
 
-    update_interval = 3600
-
-    def __init__(self, air: Concentrations | None = None, *, fail: bool = False) -> None:
+    def __init__(
+        self,
+        air: Concentrations | None = None,
+        *,
+        fail: bool = False,
+        update_interval: int = 3600,
+        by_sample: Callable[[int, Sample], Concentrations] | None = None,
+    ) -> None:
         self.air = AIR if air is None else air
         self.fail = fail
+        self.update_interval = update_interval
+        self.by_sample = by_sample
         self.samples: list[Sample] = []
 
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
         self.samples.extend(samples)
         if self.fail:
             raise SourceUnavailable()
+        if self.by_sample is not None:
+            return [self.by_sample(i, sample) for i, sample in enumerate(samples)]
         return [dict(self.air) for _ in samples]
 
 
 class FakeGeolocator:
-    def __init__(self, answer: Point | None) -> None:
+    def __init__(self, answer: Point | None, *, fail: bool = False) -> None:
         self.answer = answer
+        self.fail = fail
         self.calls = 0
 
     async def locate(self, scan: Sequence[WifiAccessPoint]) -> Point | None:
         self.calls += 1
+        if self.fail:
+            raise SourceUnavailable()
         return self.answer
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 from litestar import Request, post
 from litestar.params import JSONBody
 
@@ -20,6 +21,16 @@ from cleanair_http.client_address import client_address
 from cleanair_http.openapi import SECURITY, error_responses
 
 _GUARDS = [authorized_for(Scope.AQ_READ)]
+T = TypeVar("T")
+
+
+async def _strict(request: Request[Any, Any, Any], kind: type[T]) -> T:
+    """The body decoded strictly. Litestar's own decoding (kept for the OpenAPI schema and
+    for malformed JSON) coerces "1" into a number; the contract's numbers are JSON numbers."""
+    try:
+        return msgspec.json.decode(await request.body(), type=kind)
+    except msgspec.DecodeError:  # includes ValidationError; the message would echo input
+        raise Unprocessable() from None
 
 
 def _point(lat: float | None, lon: float | None) -> Point | None:
@@ -61,7 +72,10 @@ async def score_point(
 ) -> schemas.ScoreResponse:
     """The Clean Air Score (0-100, 100 cleanest) at `lat`/`lon`, else at the Wi-Fi scan's
     location. 1 credit; `ttl` is the seconds until the data behind the answer next changes."""
+    data = await _strict(request, schemas.ScoreRequest)
     point = _point(data.lat, data.lon)
+    if point is None and not data.wifi:
+        raise Unprocessable()  # at least one location source is a rule of the body
     client = _client_label(data.client)
     # The scan is only turned into core values when it will be used: coordinates win.
     scan = (
@@ -99,6 +113,7 @@ async def forecast_day(
 ) -> schemas.ForecastResponse:
     """Hourly Clean Air Scores and concentrations (µg/m³) for the local `date` in `timezone`.
     Without coordinates the caller's IP country gives an approximate location. 2 credits."""
+    data = await _strict(request, schemas.ForecastRequest)
     point = _point(data.latitude, data.longitude)
     core = core_of(request)
     address = None
