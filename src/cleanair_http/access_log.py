@@ -73,6 +73,11 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # httpx logs every request URL at INFO; upstream URLs carry coordinates, which are as
-    # personal as the request they came from. Its warnings still get through.
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))
+    quiet_upstream_urls()
+
+
+def quiet_upstream_urls() -> None:
+    """Keep httpx from logging request URLs: they carry coordinates (as personal as the
+    request they came from) and API keys. Its warnings still get through."""
+    httpx_log = logging.getLogger("httpx")
+    httpx_log.setLevel(max(logging.WARNING, httpx_log.level))

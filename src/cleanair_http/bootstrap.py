@@ -16,6 +16,7 @@ from cleanair_core.sources import Sources
 from cleanair_core.tokens import TokenKeys, generate_key
 from cleanair_core.wifi import AccessPointStore, WifiGeolocator
 from cleanair_core.wifi_location import LocalWifiGeolocator
+from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
 
@@ -71,6 +72,7 @@ def build_sources(settings: Settings, access_points: AccessPointStore, keys: Tok
     from cleanair_sources.ip_location import CountryIpLocator
     from cleanair_sources.open_meteo import OpenMeteoSource
 
+    quiet_upstream_urls()
     gazetteer = Gazetteer.load()
     air: AirQualitySource
     if settings.air_quality_source == "open-meteo":
