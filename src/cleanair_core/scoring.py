@@ -31,7 +31,7 @@ async def resolve_point(
     """Coordinates win; otherwise the scan is geolocated. Raises LocationUnresolved."""
     if point is not None:
         return point
-    if not wifi or geolocator is None:
+    if geolocator is None:
         raise LocationUnresolved()
     located = await geolocator.locate(wifi)
     if located is None:

@@ -29,6 +29,7 @@ from cleanair_core.errors import (
     LocationUnresolved,
     OperatorError,
     SourceUnavailable,
+    Unprocessable,
 )
 from cleanair_core.exposure import EnvironmentType
 from cleanair_core.forecast_window import check_in_window, local_day_hours, parse_timezone
@@ -231,12 +232,13 @@ class CleanAir:
     ) -> PointScore:
         """The Clean Air Score at a point, or at the place a Wi-Fi scan resolves to (1 credit).
 
-        Coordinates win over the scan (no lookup is made). Raises LocationUnresolved (refunded)
-        when neither gives a location and SourceUnavailable (refunded) without data.
+        Coordinates win over the scan (no lookup is made). Raises Unprocessable (not charged)
+        when neither is given, LocationUnresolved (refunded) when the scan cannot be resolved
+        and SourceUnavailable (refunded) without data.
         """
         caller = self._authorize(who, Scope.AQ_READ)
         if point is None and not wifi:
-            raise LocationUnresolved()
+            raise Unprocessable()  # at least one location source is a rule of the request
         sources = self._sources()
         async with self.charge(caller, Billable.SCORE, client=client):
             located = await resolve_point(point, wifi, sources.wifi)
@@ -263,7 +265,7 @@ class CleanAir:
         zone = parse_timezone(timezone)
         check_in_window(day, zone, self.clock.now())
         sources = self._sources()
-        place = self._forecast_place(point, client_address)
+        place = _forecast_place(sources, point, client_address)
         async with self.charge(caller, Billable.FORECAST):
             return await forecast_hours(
                 sources.air_quality,
@@ -291,19 +293,6 @@ class CleanAir:
             raise SourceUnavailable("No air-quality source is configured")
         return self.sources
 
-    def _forecast_place(self, point: Point | None, client_address: str | None) -> Place:
-        sources = self._sources()
-        if point is not None:
-            if sources.places is not None:
-                return Place(sources.places.name_of(point), point)
-            return Place(f"{point.lat:.4f}, {point.lon:.4f}", point)
-        place = None
-        if client_address is not None and sources.ip is not None:
-            place = sources.ip.locate(client_address)
-        if place is None:
-            raise LocationUnresolved()
-        return place
-
     def _new_connection(
         self, owner: Owner, name: str, scopes: frozenset[Scope]
     ) -> IssuedConnection:
@@ -320,3 +309,17 @@ class CleanAir:
         )
         self.store.add_connection(connection)
         return IssuedConnection(connection, token)
+
+
+def _forecast_place(sources: Sources, point: Point | None, client_address: str | None) -> Place:
+    """The named point of a forecast: the given one, else the caller's address's country."""
+    if point is not None:
+        if sources.places is not None:
+            return Place(sources.places.name_of(point), point)
+        return Place(f"{point.lat:.4f}, {point.lon:.4f}", point)
+    place = None
+    if client_address is not None and sources.ip is not None:
+        place = sources.ip.locate(client_address)
+    if place is None:
+        raise LocationUnresolved()
+    return place

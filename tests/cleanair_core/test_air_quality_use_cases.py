@@ -116,9 +116,9 @@ def test_an_unresolvable_scan_is_not_charged(store: Store, geolocator: FakeGeolo
     assert usage(core, caller) == Usage(0, 0)
 
 
-def test_no_location_at_all_is_unresolved_and_free(store: Store) -> None:
+def test_no_location_at_all_is_unprocessable_and_free(store: Store) -> None:
     core, caller, _ = setup(store)
-    with pytest.raises(LocationUnresolved):
+    with pytest.raises(Unprocessable):
         asyncio.run(core.score(caller))
     assert usage(core, caller) == Usage(0, 0)
 

@@ -74,15 +74,9 @@ async def score_point(
     location. 1 credit; `ttl` is the seconds until the data behind the answer next changes."""
     data = await _strict(request, schemas.ScoreRequest)
     point = _point(data.lat, data.lon)
-    if point is None and not data.wifi:
-        raise Unprocessable()  # at least one location source is a rule of the body
     client = _client_label(data.client)
     # The scan is only turned into core values when it will be used: coordinates win.
-    scan = (
-        [WifiAccessPoint(ap.mac, ap.rssi) for ap in data.wifi]
-        if point is None and data.wifi
-        else []
-    )
+    scan = [WifiAccessPoint(ap.mac, ap.rssi) for ap in data.wifi or ()] if point is None else []
     result = await core_of(request).score(
         authorization_of(request), point=point, wifi=scan, client=client
     )
