@@ -105,6 +105,14 @@ def usable_scan(scan: Sequence[WifiAccessPoint]) -> list[tuple[str, int]]:
     return sorted(strongest.items(), key=lambda item: (-item[1], item[0]))
 
 
+def locatable_scan(scan: Sequence[WifiAccessPoint]) -> list[tuple[str, int]] | None:
+    """What may be looked up of a scan, local or remote: its strongest
+    `MAX_SCAN_ACCESS_POINTS` usable access points, or None when fewer than
+    `MIN_ACCESS_POINTS` are usable (one BSSID alone must never locate anyone)."""
+    usable = usable_scan(scan)[:MAX_SCAN_ACCESS_POINTS]
+    return usable if len(usable) >= MIN_ACCESS_POINTS else None
+
+
 # -- the estimate -------------------------------------------------------------------------------
 
 
@@ -233,8 +241,8 @@ class LocalWifiGeolocator:
 
         A synchronous primary-key lookup of at most `MAX_SCAN_ACCESS_POINTS` hashes.
         """
-        usable = usable_scan(scan)[:MAX_SCAN_ACCESS_POINTS]
-        if len(usable) < MIN_ACCESS_POINTS:
+        usable = locatable_scan(scan)
+        if usable is None:
             return None
         hashed = [(self._keys.hash_bssid(mac), rssi) for mac, rssi in usable]
         known = self._store.find_access_points([bssid_hash for bssid_hash, _ in hashed])

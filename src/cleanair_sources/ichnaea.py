@@ -7,9 +7,9 @@ or 404 when there is no fix.
 
 The request body carries BSSIDs and the URL may carry an API key, so neither is ever logged
 nor put into an exception: every failure becomes a bare `SourceUnavailable` raised `from None`
-(no chained httpx exception holding the request). Note that httpx itself logs each request
-URL, key included, at INFO on the `httpx` logger; the composition root should raise that
-logger to WARNING when a key is configured.
+(no chained httpx exception holding the request). httpx itself logs each request URL, key
+included, at INFO on the `httpx` logger; the composition root raises that logger to WARNING
+(`cleanair_http.access_log.quiet_upstream_urls`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import httpx
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.wifi import WifiAccessPoint
-from cleanair_core.wifi_location import MAX_SCAN_ACCESS_POINTS, MIN_ACCESS_POINTS, usable_scan
+from cleanair_core.wifi_location import locatable_scan
 
 UNAVAILABLE = "The Wi-Fi geolocation service is unavailable"
 
@@ -31,8 +31,8 @@ class IchnaeaGeolocator:
     """Resolves a scan through a remote Ichnaea-style `/v1/geolocate` endpoint.
 
     Only the usable part of the scan is sent (fixed access points, de-duplicated, strongest
-    first, at most `MAX_SCAN_ACCESS_POINTS`), and only when it holds at least
-    `MIN_ACCESS_POINTS`; otherwise no request is made and the answer is None.
+    first, at most `MAX_SCAN_ACCESS_POINTS`; see `locatable_scan`), and only when it holds at
+    least `MIN_ACCESS_POINTS`; otherwise no request is made and the answer is None.
 
     Statuses: 200 with a valid location → the point; 404 (no fix) → None. Everything else is
     `SourceUnavailable`, including 400: our request is built from validated, filtered data, so
@@ -59,8 +59,8 @@ class IchnaeaGeolocator:
         return "IchnaeaGeolocator(<url hidden>)"
 
     async def locate(self, scan: Sequence[WifiAccessPoint]) -> Point | None:
-        usable = usable_scan(scan)[:MAX_SCAN_ACCESS_POINTS]
-        if len(usable) < MIN_ACCESS_POINTS:
+        usable = locatable_scan(scan)
+        if usable is None:
             return None
         body = {
             "considerIp": False,
