@@ -65,6 +65,12 @@ def token(core: CleanAir, client: TestClient) -> str:  # type: ignore[type-arg]
     return pair(core, client)
 
 
+def with_rate_limit(core: CleanAir, clock: ManualClock, per_minute: int) -> CleanAir:
+    """The same store and sources under a tight request limit."""
+    policy = Policy(credits=CreditLimits(), requests_per_minute=per_minute)
+    return CleanAir(core.store, core.keys, policy, clock, sources=core.sources)
+
+
 def used(client: TestClient, token: str) -> int:  # type: ignore[type-arg]
     used_credits: int = client.get("/v1/quota", headers=bearer(token)).json()["used"]
     return used_credits
@@ -249,13 +255,7 @@ def test_the_rate_limit_is_counted_before_scope_and_premium(
     core: CleanAir,
     clock: ManualClock,
 ) -> None:
-    strict = CleanAir(
-        core.store,
-        core.keys,
-        Policy(credits=CreditLimits(), requests_per_minute=1),
-        clock,
-        sources=core.sources,
-    )
+    strict = with_rate_limit(core, clock, per_minute=1)
     with TestClient(create_app(strict)) as client:
         token = pair(strict, client)
         strict.set_premium("alice", False)
@@ -285,13 +285,7 @@ def test_rate_limits_apply_to_both_endpoints(
     core: CleanAir,
     clock: ManualClock,
 ) -> None:
-    strict = CleanAir(
-        core.store,
-        core.keys,
-        Policy(credits=CreditLimits(), requests_per_minute=2),
-        clock,
-        sources=core.sources,
-    )
+    strict = with_rate_limit(core, clock, per_minute=2)
     with TestClient(create_app(strict)) as client:
         token = pair(strict, client)
         for _ in range(2):
