@@ -22,3 +22,5 @@ def test_the_embedding_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     printed = capsys.readouterr().out
     assert "score " in printed
     assert "Helsinki, Finland" in printed
+    assert "route " in printed
+    assert "dose " in printed

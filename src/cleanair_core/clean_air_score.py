@@ -93,3 +93,20 @@ def band_of(score: float) -> Band:
         if score >= band.lowest_score:
             return band
     raise AssertionError("unreachable: the last band starts at 0")  # pragma: no cover
+
+
+@attrs.frozen
+class BandedScore:
+    """A (route) score with its band: `band` is the band number as a string, `description`
+    its label (contract 2.8)."""
+
+    score: float
+    band: str
+    description: str
+    colour: str
+
+
+def banded(score: float) -> BandedScore:
+    """`score` with the band it falls in."""
+    band = band_of(score)
+    return BandedScore(score, str(band.number), band.label, band.colour)

@@ -21,6 +21,12 @@ class OutsideForecastWindow(CleanAirError):
     detail = "The date is outside the forecast window: today to today + 3 in that timezone"
 
 
+class OutsideDataWindow(CleanAirError):
+    """A route time more than 30 days ago or beyond the 84-hour forecast horizon."""
+
+    detail = "Route times must lie between 30 days ago and 84 hours from now"
+
+
 # 401 -----------------------------------------------------------------------------------------
 class NotAuthenticated(CleanAirError):
     """Missing, malformed, unknown, revoked or wrong-environment token."""

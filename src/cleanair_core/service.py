@@ -5,13 +5,13 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date
+from datetime import date, datetime
 
 import attrs
 
 from cleanair_core import rate_limits
 from cleanair_core.accounts import Owner, OwnerKind, Partner, User, validate_account_name
-from cleanair_core.activities import ActivityType
+from cleanair_core.activities import ActivityType, speed_m_s
 from cleanair_core.attribution import attribution_label, validate_client_label
 from cleanair_core.charging import Charge
 from cleanair_core.clock import Clock, SystemClock
@@ -39,6 +39,8 @@ from cleanair_core.pairing import PAIRING_CODE_TTL, PairingCode, new_code
 from cleanair_core.places import Place
 from cleanair_core.ports import Store
 from cleanair_core.rate_limits import RateLimit
+from cleanair_core.route_enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint, enrich_route
+from cleanair_core.route_times import as_utc, check_data_window, waypoint_times
 from cleanair_core.scopes import USER_SCOPES, Scope
 from cleanair_core.scoring import PointScore, resolve_point, score_at
 from cleanair_core.sources import Sources
@@ -275,6 +277,34 @@ class CleanAir:
                 activity,
                 environment,
             )
+
+    async def enrich_route(
+        self,
+        who: Caller | Authorized,
+        *,
+        waypoints: Sequence[Waypoint],
+        start_time: datetime | None = None,
+        activity: ActivityType = ActivityType.OTHER,
+        environment: EnvironmentType = EnvironmentType.OUTDOOR,
+    ) -> EnrichedRoute:
+        """Measures at every waypoint at its own time and the route's summary (1 credit each).
+
+        Times are the waypoints' own (a recorded track) or estimated from `start_time` at the
+        activity's speed. Raises Unprocessable for 0 or over 100 waypoints, mixed times, no
+        times and no `start_time`, or times going backwards; OutsideDataWindow when a time
+        (or `start_time`) is over 30 days ago or beyond 84 hours ahead; neither is charged.
+        SourceUnavailable (refunded) when no waypoint has data.
+        """
+        caller = self._authorize(who, Scope.AQ_ROUTES)
+        if not 1 <= len(waypoints) <= MAX_WAYPOINTS:
+            raise Unprocessable()
+        points = [waypoint.point for waypoint in waypoints]
+        times = waypoint_times(points, [w.time for w in waypoints], start_time, speed_m_s(activity))
+        given = [as_utc(start_time)] if start_time is not None else []
+        check_data_window(given + times, self.clock.now())
+        sources = self._sources()
+        async with self.charge(caller, Billable.ROUTE_ENRICHMENT, units=len(waypoints)):
+            return await enrich_route(sources.air_quality, points, times, activity, environment)
 
     def authorize(self, caller: Caller, scope: Scope) -> Authorized:
         """Check `scope` and the owner's premium plan; raises MissingScope or NotPremium."""

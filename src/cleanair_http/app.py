@@ -13,7 +13,7 @@ from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
 from cleanair_http.auth import BearerAuthMiddleware
 from cleanair_http.bootstrap import close_sources
-from cleanair_http.controllers.airquality import forecast_day, score_point
+from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.errors import EXCEPTION_HANDLERS
@@ -41,6 +41,7 @@ def create_app(
             read_quota,
             score_point,
             forecast_day,
+            enrich_route,
             *extra_route_handlers,
         ],
         middleware=[DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"])],

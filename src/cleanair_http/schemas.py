@@ -77,3 +77,41 @@ class ForecastResponse(msgspec.Struct):
     location: str
     timestamps: list[int] | None
     measures: dict[str, list[float | None]]
+
+
+# Route enrichment (contract 2.7, 2.8) --------------------------------------------------------
+#: Waypoints per enrichment (contract section 8); the core checks the same bounds.
+MAX_WAYPOINTS = 100
+
+
+class Waypoint(msgspec.Struct):
+    lat: Latitude
+    lon: Longitude
+    #: ISO 8601; without a UTC offset it is read as UTC.
+    time: datetime.datetime | None = None
+
+
+class EnrichRouteRequest(msgspec.Struct):
+    waypoints: Annotated[list[Waypoint], msgspec.Meta(min_length=1, max_length=MAX_WAYPOINTS)]
+    start_time: datetime.datetime | None = None
+    activity_type: ActivityType | None = None
+    environment_type: EnvironmentType | None = None
+
+
+class BandedScore(msgspec.Struct):
+    score: float
+    band: str
+    description: str
+    colour: str
+
+
+class RouteSummary(msgspec.Struct):
+    clean_air_score: BandedScore | None = None
+    inhaled_dose: float | None = None
+    average_pollutants: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class EnrichedRoute(msgspec.Struct):
+    waypoints: list[tuple[float, float]]
+    measures: dict[str, list[float | None]]
+    summary: RouteSummary

@@ -37,7 +37,8 @@ be answered by the adjoining Europe cell; either is a valid neighbour.)
 Requests and caching
 --------------------
 Missing (cell, hour) pairs are fetched in requests of at most `max_locations_per_request`
-cells with comma-separated `latitude`/`longitude` lists, `timeformat=unixtime`,
+cells (default 100, the most waypoints a route enrichment may have, so a whole route is one
+request) with comma-separated `latitude`/`longitude` lists, `timeformat=unixtime`,
 `timezone=GMT`, and `start_date`/`end_date` covering the UTC dates of the hours needed. Every
 hour of the fetched dates is cached per cell until `cache_ttl` seconds after the fetch (on the
 injected monotonic clock); an hour absent from the answer is cached as unknown (all None).
@@ -184,7 +185,7 @@ class OpenMeteoSource:
         monotonic: Callable[[], float] = time.monotonic,
         cache_ttl: float = 3600.0,
         cache_size: int = 200_000,
-        max_locations_per_request: int = 50,
+        max_locations_per_request: int = 100,
     ) -> None:
         if retries < 0:
             raise ValueError("retries must be >= 0")

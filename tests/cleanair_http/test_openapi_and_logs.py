@@ -31,6 +31,11 @@ def test_openapi_documents_version_statuses_and_bearer(make_client: MakeClient) 
     forecast = schema["paths"]["/v1/airquality/forecast"]["post"]
     assert set(forecast["responses"]) == {"200", "400", "401", "403", "422", "429", "503"}
     assert forecast["security"] == [{"BearerAuth": []}]
+    routes = schema["paths"]["/v1/airquality/routes"]["post"]
+    assert set(routes["responses"]) == {"200", "400", "401", "403", "422", "429", "503"}
+    assert routes["security"] == [{"BearerAuth": []}]
+    waypoints = schema["components"]["schemas"]["EnrichRouteRequest"]["properties"]["waypoints"]
+    assert (waypoints["minItems"], waypoints["maxItems"]) == (1, 100)
     activity = schema["components"]["schemas"]["ActivityType"]
     assert len(activity["enum"]) == 82
 

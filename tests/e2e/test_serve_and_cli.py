@@ -220,5 +220,17 @@ def test_scores_and_forecasts_from_the_embedded_model_and_imported_wifi(
         ).status_code
         == 422
     )
+    walk = [{"lat": 60.1699 + i * 0.001, "lon": 24.9384} for i in range(5)]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    route = httpx.post(
+        f"{server}/v1/airquality/routes",
+        json={"waypoints": walk, "start_time": now, "activity_type": "walking"},
+        headers=headers,
+    )
+    assert route.status_code == 200
+    enriched = route.json()
+    assert len(enriched["waypoints"]) == len(enriched["measures"]["clean_air_score"]) == 5
+    assert enriched["summary"]["inhaled_dose"] > 0
+    assert enriched["summary"]["clean_air_score"]["band"] in {"1", "2", "3", "4", "5"}
     quota = httpx.get(f"{server}/v1/quota", headers=headers, timeout=10).json()
-    assert quota["used"] == 1 + 1 + 2
+    assert quota["used"] == 1 + 1 + 2 + 5

@@ -1,4 +1,4 @@
-"""POST /v1/airquality/score and /v1/airquality/forecast (contract 4.2, 4.3)."""
+"""POST /v1/airquality/score, /forecast and /routes (contract 4.2, 4.3, 4.4)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from cleanair_core.attribution import validate_client_label
 from cleanair_core.errors import Unprocessable
 from cleanair_core.exposure import EnvironmentType
 from cleanair_core.geo import Point
+from cleanair_core.route_enrichment import Waypoint
 from cleanair_core.scopes import Scope
 from cleanair_core.wifi import WifiAccessPoint
 from cleanair_http import schemas
 from cleanair_http.auth import authorization_of, authorized_for, core_of
 from cleanair_http.client_address import client_address
 from cleanair_http.openapi import SECURITY, error_responses
+from cleanair_http.route_bodies import enriched_route_body
 
 _GUARDS = [authorized_for(Scope.AQ_READ)]
 T = TypeVar("T")
@@ -125,3 +127,42 @@ async def forecast_day(
     return schemas.ForecastResponse(
         location=forecast.location, timestamps=forecast.timestamps, measures=forecast.measures
     )
+
+
+@post(
+    "/v1/airquality/routes",
+    status_code=200,
+    guards=[authorized_for(Scope.AQ_ROUTES)],
+    security=SECURITY,
+    summary="Enrich a route",
+    tags=["air quality"],
+    responses=error_responses(
+        400,
+        401,
+        403,
+        422,
+        429,
+        503,
+        s400="A waypoint time or start_time is over 30 days ago or beyond 84 hours ahead "
+        "(not charged)",
+        s422="Request validation failed (including times on some waypoints only, no times "
+        "and no start_time, or recorded times going backwards); not charged",
+        s503="No air-quality data for any waypoint, or the source is unavailable (not charged)",
+    ),
+)
+async def enrich_route(
+    request: Request[Any, Any, Any], data: JSONBody[schemas.EnrichRouteRequest]
+) -> schemas.EnrichedRoute:
+    """Measures at every waypoint at its own time, and the route's time-weighted, banded Clean
+    Air Score, relative inhaled dose and mean concentrations. Give `time` on every waypoint (a
+    recorded track) or on none, with `start_time`. 1 credit per waypoint."""
+    data = await _strict(request, schemas.EnrichRouteRequest)
+    waypoints = [Waypoint(Point(w.lat, w.lon), w.time) for w in data.waypoints]
+    route = await core_of(request).enrich_route(
+        authorization_of(request),
+        waypoints=waypoints,
+        start_time=data.start_time,
+        activity=data.activity_type or ActivityType.OTHER,
+        environment=data.environment_type or EnvironmentType.OUTDOOR,
+    )
+    return enriched_route_body(route)

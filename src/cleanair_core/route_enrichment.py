@@ -1,0 +1,127 @@
+"""Use case: the air along a route, waypoint by waypoint at its own time, and its summary.
+
+This is also how the route planner describes every route it returns: give it points and the
+UTC time at each (see `route_times`), get measures and a summary back. `enrich` is the pure part
+(air in, route out) for callers that already hold the concentrations; `enrich_route` asks the
+air-quality source first, for all waypoints in one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import attrs
+
+from cleanair_core.activities import ActivityType, ventilation_ratio
+from cleanair_core.air_quality import AirQualitySource, Sample
+from cleanair_core.clean_air_score import BandedScore, banded
+from cleanair_core.dose import inhaled_dose
+from cleanair_core.errors import SourceUnavailable
+from cleanair_core.exposure import EnvironmentType, breathed_air, personal_score
+from cleanair_core.forecasting import SCORE_MEASURE
+from cleanair_core.geo import Point
+from cleanair_core.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.route_times import time_weighted_mean, time_weights
+
+#: Waypoints per enrichment (contract section 8).
+MIN_WAYPOINTS = 1
+MAX_WAYPOINTS = 100
+
+
+@attrs.frozen
+class Waypoint:
+    """A point of a route as a caller gives it: with its recorded time, or without one."""
+
+    point: Point
+    time: datetime | None = None
+
+
+@attrs.frozen
+class RouteSummary:
+    """The route as a whole: the time-weighted score (banded), the relative inhaled dose
+    (see `dose`) and the time-weighted mean concentrations, ug/m3."""
+
+    clean_air_score: BandedScore | None
+    inhaled_dose: float | None
+    average_pollutants: dict[Pollutant, float]
+
+
+@attrs.frozen
+class EnrichedRoute:
+    """`measures` maps a measure key to one value per point (None where not computable)."""
+
+    points: list[Point]
+    times: list[datetime]
+    measures: dict[str, list[float | None]]
+    summary: RouteSummary
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first waypoint's time to the last's."""
+        return (self.times[-1] - self.times[0]).total_seconds()
+
+    @property
+    def has_data(self) -> bool:
+        """Whether any measure has a value at any waypoint."""
+        return any(v is not None for values in self.measures.values() for v in values)
+
+
+def enrich(
+    points: Sequence[Point],
+    times: Sequence[datetime],
+    airs: Sequence[Concentrations],
+    activity: ActivityType = ActivityType.OTHER,
+    environment: EnvironmentType = EnvironmentType.OUTDOOR,
+) -> EnrichedRoute:
+    """The route's measures and summary from the outdoor air at each point and time.
+
+    Per waypoint: the activity- and environment-adjusted score and the environment-adjusted
+    concentrations (pollutants appear only when some waypoint has a value). Summary: the
+    time-weighted mean score, banded; the time-weighted mean of each pollutant; the dose.
+    """
+    if not len(points) == len(times) == len(airs) or not points:
+        raise ValueError("one time and one air per point, and at least one point")
+    breathed = [breathed_air(air, environment) for air in airs]
+    weights = time_weights(times)
+    scores: list[float | None] = [personal_score(air, activity, environment) for air in airs]
+    measures: dict[str, list[float | None]] = {SCORE_MEASURE: scores}
+    averages: dict[Pollutant, float] = {}
+    for pollutant in SCORED:
+        values = [air.get(pollutant) for air in breathed]
+        mean = time_weighted_mean(values, weights)
+        if mean is None:
+            continue
+        measures[pollutant.value] = [None if v is None else round(v, 2) for v in values]
+        averages[pollutant] = round(mean, 2)
+    if all(score is None for score in scores):
+        del measures[SCORE_MEASURE]
+    route_score = time_weighted_mean(scores, weights)
+    summary = RouteSummary(
+        clean_air_score=None if route_score is None else banded(round(route_score, 1)),
+        inhaled_dose=inhaled_dose(breathed, weights, ventilation_ratio(activity)),
+        average_pollutants=averages,
+    )
+    return EnrichedRoute(list(points), list(times), measures, summary)
+
+
+async def enrich_route(
+    source: AirQualitySource,
+    points: Sequence[Point],
+    times: Sequence[datetime],
+    activity: ActivityType = ActivityType.OTHER,
+    environment: EnvironmentType = EnvironmentType.OUTDOOR,
+) -> EnrichedRoute:
+    """`enrich` with the air from `source`, asked for every waypoint at its time in one batch.
+
+    Raises SourceUnavailable when the source fails or has no value for any waypoint.
+    """
+    airs = await source.concentrations(
+        [Sample(point, at) for point, at in zip(points, times, strict=True)]
+    )
+    if len(airs) != len(points):
+        raise SourceUnavailable()
+    route = enrich(points, times, airs, activity, environment)
+    if not route.has_data:
+        raise SourceUnavailable("No air-quality data is available along this route")
+    return route

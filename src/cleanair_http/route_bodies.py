@@ -1,0 +1,31 @@
+"""Core route values as contract bodies; shared by route enrichment and route plans."""
+
+from __future__ import annotations
+
+from cleanair_core.route_enrichment import EnrichedRoute, RouteSummary
+from cleanair_http import schemas
+
+#: Decimal places of a dose in a body: a minute of sedentary breathing in clean air is still
+#: a few thousandths, and six places keep ratios between routes exact to well under 0.1 %.
+DOSE_DECIMALS = 6
+
+
+def summary_body(summary: RouteSummary) -> schemas.RouteSummary:
+    score = summary.clean_air_score
+    return schemas.RouteSummary(
+        clean_air_score=None
+        if score is None
+        else schemas.BandedScore(score.score, score.band, score.description, score.colour),
+        inhaled_dose=None
+        if summary.inhaled_dose is None
+        else round(summary.inhaled_dose, DOSE_DECIMALS),
+        average_pollutants={p.value: v for p, v in summary.average_pollutants.items()},
+    )
+
+
+def enriched_route_body(route: EnrichedRoute) -> schemas.EnrichedRoute:
+    return schemas.EnrichedRoute(
+        waypoints=[(point.lat, point.lon) for point in route.points],
+        measures=route.measures,
+        summary=summary_body(route.summary),
+    )
