@@ -6,7 +6,12 @@
 2. Served: one uvicorn process serves the real app and a bare route side by side; a client
    in this process keeps 8 connections busy. This is what a caller sees, HTTP included.
 3. Core alone: scoring 10,000 points with the embedded model, no HTTP, no storage.
-4. Credit debits on SQLite, core alone.
+4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
+   under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
+5. Credit debits on SQLite, core alone.
+
+Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
+the bench policy's credit limits are 10**9) and compare it with the score endpoint.
 
 Run: `make bench`. The machines are shared and noisy: compare ratios, not absolute figures.
 """
@@ -14,6 +19,7 @@ Run: `make bench`. The machines are shared and noisy: compare ratios, not absolu
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 import subprocess
@@ -21,16 +27,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 from litestar import Litestar, get
 
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits import CreditLimits, Debit
 from cleanair_core.exposure import personal_score
-from cleanair_core.geo import Point
+from cleanair_core.geo import Point, distance_m
+from cleanair_core.route_enrichment import enrich_route
 from cleanair_http.app import create_app
 from cleanair_http.bootstrap import build_sources
 from cleanair_http.settings import Settings
@@ -45,8 +53,38 @@ DEBITS = 9000
 POINTS = 10_000
 ROUNDS = 3
 SCORE_BODY = json.dumps({"lat": 60.17, "lon": 24.94}).encode()
+#: Route enrichment: 100 waypoints (the contract's maximum, 100 credits) on a straight line of
+#: about 4.9 km across Helsinki. Fewer requests than the score endpoint: each does 100x the work.
+ROUTE_WAYPOINTS = 100
+ROUTE_START = Point(60.1699, 24.9384)
+ROUTE_END = Point(60.2055, 24.9900)
+ROUTE_REQUESTS = 400
+SERVED_ROUTE_REQUESTS = 400
+ROUTE_ENRICHMENTS = 300
+COLD_ROUTES = 200
+ROUTE_AIM_MS = 5.0
+ROUTE_NAME = f"POST /v1/airquality/routes, {ROUTE_WAYPOINTS} wp"
 
 Stats = tuple[float, float, float]
+
+
+def route_points() -> list[Point]:
+    start, end, steps = ROUTE_START, ROUTE_END, ROUTE_WAYPOINTS - 1
+    return [
+        Point(
+            start.lat + (end.lat - start.lat) * i / steps,
+            start.lon + (end.lon - start.lon) * i / steps,
+        )
+        for i in range(ROUTE_WAYPOINTS)
+    ]
+
+
+def route_body() -> bytes:
+    """The request body: bare waypoints leaving now; the server estimates each one's time."""
+    waypoints = [{"lat": point.lat, "lon": point.lon} for point in route_points()]
+    return json.dumps(
+        {"waypoints": waypoints, "start_time": datetime.now(UTC).isoformat()}
+    ).encode()
 
 
 @get("/bare")
@@ -121,12 +159,16 @@ async def in_process() -> dict[str, Stats]:
         core.add_user("bench")
         token = core.redeem_pairing_code(core.create_pairing_code("bench"), "b", "127.0.0.1").token
         ours = create_app(core)
+        body = route_body()
         bare_app = Litestar([bare], openapi_config=None)
         jobs: dict[str, Callable[[], Awaitable[list[float]]]] = {
             "bare": lambda: run_requests(bare_app, "GET", "/bare", None, REQUESTS),
             "quota": lambda: run_requests(ours, "GET", "/v1/quota", token, REQUESTS),
             "score": lambda: run_requests(
                 ours, "POST", "/v1/airquality/score", token, REQUESTS, SCORE_BODY
+            ),
+            "route": lambda: run_requests(
+                ours, "POST", "/v1/airquality/routes", token, ROUTE_REQUESTS, body
             ),
         }
         runs: dict[str, list[Stats]] = {name: [] for name in jobs}
@@ -187,6 +229,14 @@ async def wait_until_listening(port: int) -> None:
     raise SystemExit("the bench server did not start listening")
 
 
+def post_request(path: str, token: str, body: bytes) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: bench\r\n"
+        f"authorization: Bearer {token}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
 async def served() -> dict[str, Stats]:
     server = subprocess.Popen(
         [sys.executable, "-m", "bench.served"], stdout=subprocess.PIPE, text=True
@@ -198,24 +248,28 @@ async def served() -> dict[str, Stats]:
             raise SystemExit("the bench server did not start")
         port, token = int(ready[1]), ready[2]
         await wait_until_listening(port)
+        # Each request with how many to send per round.
         requests = {
-            "bare": b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n",
+            "bare": (b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n", SERVED_REQUESTS),
             "quota": (
-                f"GET /v1/quota HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer {token}\r\n\r\n"
-            ).encode(),
-            "score": (
-                "POST /v1/airquality/score HTTP/1.1\r\nhost: bench\r\n"
-                f"authorization: Bearer {token}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(SCORE_BODY)}\r\n\r\n"
-            ).encode()
-            + SCORE_BODY,
+                (
+                    f"GET /v1/quota HTTP/1.1\r\nhost: bench\r\n"
+                    f"authorization: Bearer {token}\r\n\r\n"
+                ).encode(),
+                SERVED_REQUESTS,
+            ),
+            "score": (post_request("/v1/airquality/score", token, SCORE_BODY), SERVED_REQUESTS),
+            "route": (
+                post_request("/v1/airquality/routes", token, route_body()),
+                SERVED_ROUTE_REQUESTS,
+            ),
         }
         runs: dict[str, list[Stats]] = {name: [] for name in requests}
-        for request in requests.values():
-            await served_round(port, request, SERVED_REQUESTS // 3)
+        for request, n in requests.values():
+            await served_round(port, request, n // 3)
         for _ in range(ROUNDS):
-            for name, request in requests.items():
-                r = await served_round(port, request, SERVED_REQUESTS)
+            for name, (request, n) in requests.items():
+                r = await served_round(port, request, n)
                 runs[name].append((r[0], r[1], r[2]))
         return {name: median_round(rounds) for name, rounds in runs.items()}
     finally:
@@ -223,7 +277,7 @@ async def served() -> dict[str, Stats]:
         server.wait(timeout=10)
 
 
-# -- 3. and 4. core alone ---------------------------------------------------------------------
+# -- 3., 4. and 5. core alone --------------------------------------------------------------------
 
 
 def core_scoring() -> tuple[float, float, float]:
@@ -241,6 +295,71 @@ def core_scoring() -> tuple[float, float, float]:
     warm = time.perf_counter() - started
     assert all(score is not None for score in scores)
     return load, cold, warm
+
+
+@attrs.frozen
+class RouteFigures:
+    """Core-alone route enrichment: seconds for the place data load and the very first call;
+    per-call timings at unseen places; median warm rounds of enriching vs scoring the points."""
+
+    load: float
+    first: float
+    cold: Stats
+    warm: Stats
+    points_alone: Stats
+
+
+async def core_routes() -> RouteFigures:
+    started = time.perf_counter()
+    model = EmbeddedModel(Gazetteer.load())
+    load = time.perf_counter() - started
+    points = route_points()
+    now = datetime.now(UTC)
+    times = [now + timedelta(minutes=i) for i in range(ROUTE_WAYPOINTS)]
+
+    async def enrich(at: list[Point]) -> float:
+        started = time.perf_counter()
+        route = await enrich_route(model, at, times)
+        elapsed = time.perf_counter() - started
+        assert route.summary.clean_air_score is not None
+        return elapsed
+
+    async def enrichments(n: int) -> list[float]:
+        return [await enrich(points) for _ in range(n)]
+
+    async def points_alone(n: int) -> list[float]:
+        timings = []
+        for _ in range(n):
+            started = time.perf_counter()
+            for point, at in zip(points, times, strict=True):
+                personal_score(model.concentrations_at(point, at))
+            timings.append(time.perf_counter() - started)
+        return timings
+
+    first = await enrich(points)
+    # The same line moved to places not asked before (Europe): the model's caches miss.
+    rng = random.Random(5)
+    cold = []
+    for _ in range(COLD_ROUTES):
+        dlat, dlon = rng.uniform(-20, 5), rng.uniform(-30, 20)
+        cold.append(await enrich([Point(p.lat + dlat, p.lon + dlon) for p in points]))
+    jobs: dict[str, Callable[[int], Awaitable[list[float]]]] = {
+        "enrich": enrichments,
+        "points": points_alone,
+    }
+    runs: dict[str, list[Stats]] = {name: [] for name in jobs}
+    for job in jobs.values():  # warm up
+        await job(ROUTE_ENRICHMENTS // 3)
+    for _ in range(ROUNDS):
+        for name, job in jobs.items():
+            runs[name].append(summary(await job(ROUTE_ENRICHMENTS)))
+    return RouteFigures(
+        load,
+        first,
+        summary(cold),
+        median_round(runs["enrich"]),
+        median_round(runs["points"]),
+    )
 
 
 def debits() -> Stats:
@@ -264,6 +383,22 @@ def line(name: str, stats: Stats, base: float | None) -> str:
     return f"  {name:<34} {rps:>9,.0f}/s  p50 {p50:>8.1f} µs  p99 {p99:>8.1f} µs  {ratio}"
 
 
+def versus(stats: Stats, base: Stats, base_name: str) -> str:
+    """`stats` as multiples of `base`: latencies (higher is slower) and throughput."""
+    return (
+        f"  {'':<34} vs {base_name}: p50 {stats[1] / base[1]:.1f}x, p99 {stats[2] / base[2]:.1f}x, "
+        f"throughput {stats[0] / base[0]:.3f}x"
+    )
+
+
+def ms(name: str, stats: Stats) -> str:
+    return f"  {name:<44} p50 {stats[1] / 1e3:6.2f} ms  p99 {stats[2] / 1e3:6.2f} ms"
+
+
+def verdict(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms, {'met' if seconds * 1e3 < ROUTE_AIM_MS else 'NOT met'}"
+
+
 async def main() -> None:
     print(f"cleanair benchmarks ({ROUNDS} alternating rounds, median round shown)")
     local = await in_process()
@@ -271,11 +406,15 @@ async def main() -> None:
     print(line("GET /bare (bare Litestar)", local["bare"], None))
     print(line("GET /v1/quota", local["quota"], local["bare"][0]))
     print(line("POST /v1/airquality/score", local["score"], local["bare"][0]))
+    print(line(ROUTE_NAME, local["route"], local["bare"][0]))
+    print(versus(local["route"], local["score"], "score"))
     remote = await served()
     print(f"served (uvicorn, {CONNECTIONS} keep-alive connections from one client process):")
     print(line("GET /bare (same server)", remote["bare"], None))
     print(line("GET /v1/quota", remote["quota"], remote["bare"][0]))
     print(line("POST /v1/airquality/score", remote["score"], remote["bare"][0]))
+    print(line(ROUTE_NAME, remote["route"], remote["bare"][0]))
+    print(versus(remote["route"], remote["score"], "score"))
     load, cold, warm = core_scoring()
     print("core alone (embedded model + Clean Air Score):")
     print(f"  place data load {load * 1e3:.0f} ms")
@@ -284,9 +423,29 @@ async def main() -> None:
         f"({cold / POINTS * 1e6:.1f} µs/point), {warm * 1e3:.0f} ms warm "
         f"({warm / POINTS * 1e6:.1f} µs/point)"
     )
+    route = await core_routes()
+    length = sum(distance_m(a, b) for a, b in itertools.pairwise(route_points())) / 1e3
+    print(
+        f"core alone, route enrichment ({ROUTE_WAYPOINTS} waypoints over {length:.1f} km in "
+        "Helsinki, 1 min apart, embedded model):"
+    )
+    print(
+        f"  place data load {route.load * 1e3:.0f} ms; first enrichment {route.first * 1e3:.2f} ms"
+    )
+    print(ms(f"{COLD_ROUTES} routes at unseen places (cold caches)", route.cold))
+    print(ms(f"the same route again (warm, {ROUTE_ENRICHMENTS}/round)", route.warm))
+    print(ms(f"scoring its {ROUTE_WAYPOINTS} points one by one (warm)", route.points_alone))
+    print(
+        f"  {'':<44} enrichment vs points alone: p50 {route.warm[1] / route.points_alone[1]:.2f}x"
+    )
     print("credit debits (SQLite, core alone):")
     print(line("debit", debits(), None).replace(" baseline  ", ""))
     print("aims: score >= 0.4x bare; quota >= 0.5x bare; debits >= 5,000/s")
+    print(
+        f"aim: a {ROUTE_WAYPOINTS}-waypoint route enrichment (core alone) under "
+        f"{ROUTE_AIM_MS:g} ms: warm p99 {verdict(route.warm[2] / 1e6)}; "
+        f"cold-cache p99 {verdict(route.cold[2] / 1e6)}; first call {verdict(route.first)}"
+    )
 
 
 if __name__ == "__main__":
