@@ -25,10 +25,17 @@ FORWARD_HORIZON = timedelta(hours=84)
 
 
 def as_utc(at: datetime) -> datetime:
-    """`at` in UTC; a naive datetime is taken to be UTC already."""
+    """`at` in UTC; a naive datetime is taken to be UTC already.
+
+    Raises OutsideDataWindow for a time that UTC cannot even hold (year 1 or 9999 with an
+    offset): it is certainly outside the window data exists for.
+    """
     if at.tzinfo is None:
         return at.replace(tzinfo=UTC)
-    return at.astimezone(UTC)
+    try:
+        return at.astimezone(UTC)
+    except OverflowError:
+        raise OutsideDataWindow() from None
 
 
 def waypoint_times(
@@ -65,7 +72,10 @@ def estimated_times(points: Sequence[Point], start: datetime, speed_m_s: float) 
     times = [start]
     for a, b in itertools.pairwise(points):
         elapsed += distance_m(a, b) / speed_m_s
-        times.append(start + timedelta(seconds=elapsed))
+        try:
+            times.append(start + timedelta(seconds=elapsed))
+        except OverflowError:  # past year 9999: far beyond the window data exists for
+            raise OutsideDataWindow() from None
     return times
 
 

@@ -129,3 +129,75 @@ def test_ichnaea_scans_never_reach_the_logs(
     for mac in ("3c:84:6a:10:20:31", "3c:84:6a:10:20:32", "3c846a102031", "3c-84-6a-10-20-31"):
         assert mac not in logged
     assert "key-123" not in logged
+
+
+def test_a_100_waypoint_route_is_one_open_meteo_request(
+    serve: Callable[..., tuple[TestClient, str]],  # type: ignore[type-arg]
+) -> None:
+    """100 waypoints in 100 different 0.1 degree CAMS Europe cells: one request for all."""
+    from datetime import timedelta
+
+    requests: list[httpx.Request] = []
+
+    def synthesized(request: httpx.Request) -> httpx.Response:
+        """Answer any request in Open-Meteo's format; pm2_5 = the asked latitude, nitrogen_dioxide
+        = the asked longitude, pm10 = hours since start_date 00:00 UTC, ozone 1.0."""
+        requests.append(request)
+        params = request.url.params
+        lats = [float(v) for v in params["latitude"].split(",")]
+        lons = [float(v) for v in params["longitude"].split(",")]
+        start = datetime.fromisoformat(params["start_date"]).replace(tzinfo=UTC)
+        end = datetime.fromisoformat(params["end_date"]).replace(tzinfo=UTC)
+        times = [
+            int((start + timedelta(hours=h)).timestamp())
+            for h in range(24 * ((end - start).days + 1))
+        ]
+        objects = []
+        for index, (lat, lon) in enumerate(zip(lats, lons, strict=True)):
+            obj = {key: value for key, value in BERLIN.items() if key != "hourly"}
+            obj["latitude"], obj["longitude"] = lat, lon
+            if index:
+                obj["location_id"] = index
+            obj["hourly"] = {
+                "time": times,
+                "pm10": [float(h) for h in range(len(times))],
+                "pm2_5": [lat] * len(times),
+                "nitrogen_dioxide": [lon] * len(times),
+                "ozone": [1.0] * len(times),
+                "sulphur_dioxide": [None] * len(times),
+            }
+            objects.append(obj)
+        return httpx.Response(200, json=objects[0] if len(objects) == 1 else objects)
+
+    client, token = serve(Sources(open_meteo(synthesized), None, FakeIp(), FakeNamer()))
+    # A 10 x 10 block of CAMS Europe cell centres around Berlin: 100 different cells.
+    points = [
+        (round(52.05 + 0.1 * row, 2), round(13.05 + 0.1 * column, 2))
+        for row in range(10)
+        for column in range(10)
+    ]
+    now = datetime.fromtimestamp(FIRST_HOUR + 1800, UTC)  # the serve fixture's clock
+    start = now - timedelta(minutes=100)  # the track crosses midnight: two UTC dates
+    times = [start + timedelta(minutes=i) for i in range(100)]
+    body = {
+        "waypoints": [
+            {"lat": lat, "lon": lon, "time": at.isoformat()}
+            for (lat, lon), at in zip(points, times, strict=True)
+        ]
+    }
+
+    response = client.post("/v1/airquality/routes", json=body, headers=bearer(token))
+
+    assert response.status_code == 200, response.text
+    assert len(requests) == 1
+    params = requests[0].url.params
+    asked = list(zip(params["latitude"].split(","), params["longitude"].split(","), strict=True))
+    assert len(asked) == len(set(asked)) == 100
+    assert (params["start_date"], params["end_date"]) == ("2026-05-19", "2026-05-20")
+    measures = response.json()["measures"]
+    assert measures["pm25"] == [lat for lat, _ in points]
+    assert measures["no2"] == [lon for _, lon in points]
+    day_start = datetime(2026, 5, 19, tzinfo=UTC)
+    assert measures["pm10"] == [float((at - day_start) // timedelta(hours=1)) for at in times]
+    assert None not in measures["clean_air_score"]
+    assert client.get("/v1/quota", headers=bearer(token)).json()["used"] == 100
