@@ -29,6 +29,11 @@ class Charge:
         self._clock = clock
         self.entry: LedgerEntry | None = None
 
+    @property
+    def debit(self) -> Debit:
+        """What this charge debits (for stores that debit inside a larger transaction)."""
+        return self._debit
+
     def reserve(self) -> LedgerEntry:
         """Debit now; raises CreditsExhausted when it does not fit."""
         if self.entry is None:

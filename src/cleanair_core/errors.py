@@ -27,6 +27,12 @@ class OutsideDataWindow(CleanAirError):
     detail = "Route times must lie between 30 days ago and 84 hours from now"
 
 
+class PlanTooLong(CleanAirError):
+    """A route plan whose start and end are farther apart than the contract allows."""
+
+    detail = "The direct distance between start and end is over 15 km"
+
+
 # 401 -----------------------------------------------------------------------------------------
 class NotAuthenticated(CleanAirError):
     """Missing, malformed, unknown, revoked or wrong-environment token."""
@@ -101,6 +107,13 @@ class SourceUnavailable(CleanAirError):
     """An upstream data source or dependent service did not answer usefully."""
 
     detail = "A dependent service is unavailable"
+
+
+# Route plans: a plan the planner rejects fails with a reason and is refunded ------------------
+class PlanRejected(CleanAirError):
+    """The planner cannot plan this route (no street data near an end, no path, ...)."""
+
+    detail = "The route cannot be planned"
 
 
 # Operator errors (CLI and embedding; never reach an HTTP client) ----------------------------

@@ -9,7 +9,9 @@ from cleanair_core.attribution import ClientLabelStore
 from cleanair_core.connections import ConnectionStore
 from cleanair_core.credits import CreditLedger
 from cleanair_core.pairing import PairingCodeStore
+from cleanair_core.plans import PlanStore
 from cleanair_core.rate_limits import RateLimitStore
+from cleanair_core.street_network import StreetNetworkStore
 from cleanair_core.wifi import AccessPointStore
 
 
@@ -21,6 +23,8 @@ class Store(
     RateLimitStore,
     ClientLabelStore,
     AccessPointStore,
+    PlanStore,
+    StreetNetworkStore,
     Protocol,
 ):
     """Everything the core stores. `cleanair_storage` ships in-memory and SQLite adapters."""

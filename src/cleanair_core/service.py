@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 import attrs
 
@@ -27,23 +27,30 @@ from cleanair_core.credits import Billable, CreditLimits, Debit, Quota, cost_of,
 from cleanair_core.errors import (
     InvalidPairingCode,
     LocationUnresolved,
+    NotFound,
     OperatorError,
+    PlanRejected,
+    PlanTooLong,
     SourceUnavailable,
     Unprocessable,
 )
 from cleanair_core.exposure import EnvironmentType
 from cleanair_core.forecast_window import check_in_window, local_day_hours, parse_timezone
 from cleanair_core.forecasting import Forecast, forecast_hours
-from cleanair_core.geo import Point
+from cleanair_core.geo import Point, distance_m
 from cleanair_core.pairing import PAIRING_CODE_TTL, PairingCode, new_code
 from cleanair_core.places import Place
+from cleanair_core.plan_documents import encode_plan_result
+from cleanair_core.plans import MAX_PLAN_DISTANCE_M, POLLS_PER_MINUTE, Plan, PlanRequest, PlanStatus
 from cleanair_core.ports import Store
 from cleanair_core.rate_limits import RateLimit
 from cleanair_core.route_enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint, enrich_route
+from cleanair_core.route_planning import Offload, plan_routes
 from cleanair_core.route_times import as_utc, check_data_window, waypoint_times
 from cleanair_core.scopes import USER_SCOPES, Scope
 from cleanair_core.scoring import PointScore, resolve_point, score_at
 from cleanair_core.sources import Sources
+from cleanair_core.street_network import PlanActivityType
 from cleanair_core.tokens import Environment, TokenKeys, issue_token
 from cleanair_core.wifi import WifiAccessPoint
 
@@ -63,10 +70,25 @@ class Policy:
     #: Failed redemptions allowed in `pairing_failure_window` seconds, across all clients.
     pairing_failure_budget: int = 100
     pairing_failure_window: int = 600
+    #: Seconds a worker holds a plan before another may take it; the worker renews it while
+    #: it works, so this is how long a plan waits after its worker died.
+    plan_lease_seconds: int = 60
+    #: A plan whose worker died this many times fails (refunded) instead of being retried.
+    max_plan_attempts: int = 3
+    #: Finished plans are kept this long for polling, then pruned.
+    plan_retention_seconds: int = 7 * 24 * 3600
 
     @property
     def requests(self) -> RateLimit:
         return RateLimit("requests", self.requests_per_minute)
+
+    @property
+    def plan_polls(self) -> RateLimit:
+        return RateLimit("plan-polls", POLLS_PER_MINUTE)
+
+    @property
+    def plan_lease(self) -> timedelta:
+        return timedelta(seconds=self.plan_lease_seconds)
 
     @property
     def pairing_attempts(self) -> RateLimit:
@@ -305,6 +327,98 @@ class CleanAir:
         sources = self._sources()
         async with self.charge(caller, Billable.ROUTE_ENRICHMENT, units=len(waypoints)):
             return await enrich_route(sources.air_quality, points, times, activity, environment)
+
+    def submit_plan(
+        self,
+        who: Caller | Authorized,
+        *,
+        start: Point,
+        end: Point,
+        activity: PlanActivityType,
+        start_time: datetime | None = None,
+    ) -> uuid.UUID:
+        """Store a route plan as pending and charge 25 credits; returns its request id.
+
+        Raises PartnerConnectionRefused for a partner connection, PlanTooLong (not charged)
+        when start and end are over 15 km apart, OutsideDataWindow (not charged) for a start
+        time outside the window air data exists for, CreditsExhausted when it does not fit.
+        """
+        caller = self._authorize(who, Scope.ROUTES_PLAN)
+        caller.require_user_owned()
+        if distance_m(start, end) > MAX_PLAN_DISTANCE_M:
+            raise PlanTooLong()
+        now = self.clock.now()
+        when = now if start_time is None else as_utc(start_time)
+        check_data_window([when], now)
+        plan = Plan(
+            id=uuid.uuid4(),
+            owner=caller.owner.name,
+            connection_id=str(caller.connection_id),
+            request=PlanRequest(start, end, activity, when),
+            status=PlanStatus.PENDING,
+            created_at=now,
+        )
+        debit = self.charge(caller, Billable.ROUTE_PLAN).debit
+        return self.store.submit_plan(plan, debit, self.policy.credits).id
+
+    def poll_plan(self, caller: Caller, plan_id: uuid.UUID) -> Plan:
+        """The plan `plan_id` if it belongs to the caller's user (scope routes:plan; free; not
+        premium-gated). Raises NotFound for an unknown plan or another user's."""
+        caller.require_scope(Scope.ROUTES_PLAN)
+        plan = self.store.get_plan(plan_id)
+        if plan is None or caller.owner.kind is not OwnerKind.USER:
+            raise NotFound()
+        if plan.owner != caller.owner.name:
+            raise NotFound()  # indistinguishable from unknown, on purpose
+        return plan
+
+    def claim_next_plan(self) -> Plan | None:
+        """Take the oldest pending plan no live worker holds (None when there is none)."""
+        return self.store.claim_plan(self.clock.now(), self.policy.plan_lease)
+
+    async def run_plan(self, plan: Plan, offload: Offload[object] | None = None) -> None:
+        """Plan a claimed plan and store its outcome.
+
+        A rejected plan or a source outage fails with a readable reason and is refunded; so is
+        a plan whose worker died `max_plan_attempts` times. Any other error fails and refunds
+        the plan too, then propagates for the caller to log.
+        """
+        if plan.attempts > self.policy.max_plan_attempts:
+            self._fail(plan, "Planning failed repeatedly; the plan was refunded")
+            return
+        sources = self.sources
+        try:
+            if sources is None or sources.networks is None:
+                raise PlanRejected("No street network is loaded")
+            result = await plan_routes(plan.request, sources.networks, sources.air_quality, offload)
+        except PlanRejected as rejected:
+            self._fail(plan, rejected.detail)
+        except SourceUnavailable:
+            self._fail(plan, "Air-quality data is unavailable; the plan was refunded")
+        except Exception:
+            self._fail(plan, "Planning failed because of an internal error; refunded")
+            raise
+        else:
+            self.store.complete_plan(plan.id, encode_plan_result(result), self.clock.now())
+
+    async def work_on_next_plan(self, offload: Offload[object] | None = None) -> Plan | None:
+        """Claim and run one plan; the plan taken, or None when there was none."""
+        plan = self.claim_next_plan()
+        if plan is not None:
+            await self.run_plan(plan, offload)
+        return plan
+
+    def renew_plan_lease(self, plan_id: uuid.UUID) -> bool:
+        """Keep holding a plan being worked on (call well within the lease)."""
+        return self.store.renew_lease(plan_id, self.clock.now() + self.policy.plan_lease)
+
+    def prune_plans(self) -> int:
+        """Delete plans finished longer ago than the retention period."""
+        cutoff = self.clock.now() - timedelta(seconds=self.policy.plan_retention_seconds)
+        return self.store.prune_plans(cutoff)
+
+    def _fail(self, plan: Plan, reason: str) -> None:
+        self.store.fail_plan(plan.id, reason, self.clock.now(), refund=True)
 
     def authorize(self, caller: Caller, scope: Scope) -> Authorized:
         """Check `scope` and the owner's premium plan; raises MissingScope or NotPremium."""

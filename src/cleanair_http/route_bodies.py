@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
+from cleanair_core.plan_documents import DOSE_DECIMALS
 from cleanair_core.route_enrichment import EnrichedRoute, RouteSummary
 from cleanair_http import schemas
-
-#: Decimal places of a dose in a body: a minute of sedentary breathing in clean air is still
-#: a few thousandths, and six places keep ratios between routes exact to well under 0.1 %.
-DOSE_DECIMALS = 6
 
 
 def summary_body(summary: RouteSummary) -> schemas.RouteSummary:

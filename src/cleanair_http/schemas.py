@@ -9,6 +9,7 @@ import msgspec
 
 from cleanair_core.activities import ActivityType
 from cleanair_core.exposure import EnvironmentType
+from cleanair_core.street_network import PlanActivityType
 
 
 class RedeemPairingCode(msgspec.Struct):
@@ -115,3 +116,53 @@ class EnrichedRoute(msgspec.Struct):
     waypoints: list[tuple[float, float]]
     measures: dict[str, list[float | None]]
     summary: RouteSummary
+
+
+# Route plans (contract 2.10-2.12) ------------------------------------------------------------
+class Location(msgspec.Struct):
+    latitude: Latitude
+    longitude: Longitude
+
+
+class PlanRouteRequest(msgspec.Struct):
+    start: Location
+    end: Location
+    activity_type: PlanActivityType
+    #: UTC; without an offset it is read as UTC; defaults to now.
+    start_time: datetime.datetime | None = None
+
+
+class PlanSubmitted(msgspec.Struct):
+    request_id: str
+
+
+class RouteGoal(msgspec.Struct):
+    title: str
+    description: str
+
+
+class PlannedRoute(msgspec.Struct):
+    waypoints: list[tuple[float, float]]
+    measures: dict[str, list[float | None]]
+    summary: RouteSummary
+    distance: float
+    distance_delta: int
+    clean_air_score_delta_pct: float
+    goal: RouteGoal
+    dose_delta_pct: float | None = None
+    duration: float | None = None
+
+
+class PlanResult(msgspec.Struct):
+    activity_type: PlanActivityType
+    routes: list[PlannedRoute]
+    original_distance: float
+    original_clean_air_score: float | None = None
+    original_dose: float | None = None
+    best_route_index: int = 0
+
+
+class PlanPollResponse(msgspec.Struct):
+    status: str
+    result: PlanResult | None = None
+    error: str | None = None

@@ -45,6 +45,12 @@ class Settings:
     wifi_geolocator: str = "local"
     ichnaea_url: str | None = None
     ichnaea_key: str | None = attrs.field(default=None, repr=False)
+    #: Route plans worked on at once by this process (0: this process plans nothing).
+    plan_workers: int = 2
+    plan_lease_seconds: int = 60
+    plan_retention_days: int = 7
+    #: Load the shipped central-Helsinki street network on start when none is stored.
+    default_network: bool = True
 
     @property
     def key_file(self) -> Path:
@@ -87,6 +93,10 @@ class Settings:
             wifi_geolocator=read("CLEANAIR_WIFI_GEOLOCATOR", _choice("local", "ichnaea"), "local"),
             ichnaea_url=read("CLEANAIR_ICHNAEA_URL", _url, None),
             ichnaea_key=read("CLEANAIR_ICHNAEA_KEY", str, None),
+            plan_workers=read("CLEANAIR_PLAN_WORKERS", _non_negative, 2),
+            plan_lease_seconds=read("CLEANAIR_PLAN_LEASE_SECONDS", _positive, 60),
+            plan_retention_days=read("CLEANAIR_PLAN_RETENTION_DAYS", _positive, 7),
+            default_network=read("CLEANAIR_DEFAULT_NETWORK", _flag, True),
         )
         if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is None:
             problems.append("CLEANAIR_ICHNAEA_URL: required when CLEANAIR_WIFI_GEOLOCATOR=ichnaea")
@@ -169,6 +179,15 @@ def _seconds(raw: str) -> float:
     if not 0.1 <= value <= 120:
         raise ValueError("must be between 0.1 and 120 seconds")
     return value
+
+
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("must be true or false")
 
 
 def _log_level(raw: str) -> str:

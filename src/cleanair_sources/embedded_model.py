@@ -26,6 +26,7 @@ and PM10 is never below PM2.5 (PM10 contains PM2.5).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import math
@@ -182,6 +183,8 @@ WEATHER_Z_LIMIT = 3.0
 _DEG = math.pi / 180.0
 _TROPICAL_YEAR = 365.2422
 _WEATHER_NODES_LON = round(360.0 / WEATHER_GRID_DEG)
+#: Samples computed between two hand-backs to the event loop (a few milliseconds of work).
+YIELD_EVERY = 256
 _CELL_QUANTUM = 100  # static fields are evaluated at 0.01° cell centres and cached
 _CELL_CACHE_SIZE = 1 << 17
 _WEATHER_CACHE_SIZE = 1 << 16
@@ -457,8 +460,20 @@ class EmbeddedModel:
         }
 
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
-        """One `concentrations_at` per sample, in order."""
-        return [self.concentrations_at(sample.point, sample.at) for sample in samples]
+        """One `concentrations_at` per sample, in order.
+
+        A route plan asks for tens of thousands of samples at once; the batch is computed in
+        slices that hand the event loop back in between, so other requests keep being served.
+        """
+        answers: list[Concentrations] = []
+        for start in range(0, len(samples), YIELD_EVERY):
+            if start:
+                await asyncio.sleep(0)
+            answers.extend(
+                self.concentrations_at(sample.point, sample.at)
+                for sample in samples[start : start + YIELD_EVERY]
+            )
+        return answers
 
 
 def _hours_since_epoch(at: datetime) -> float:

@@ -9,7 +9,7 @@ import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 
@@ -25,7 +25,22 @@ from cleanair_core.credits import (
     month_key,
 )
 from cleanair_core.pairing import PairingCode
+from cleanair_core.plans import Plan, PlanStatus
+from cleanair_core.street_network import NetworkSummary, StreetNetwork
 from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
+
+
+def _check_new_plan(plan: Plan) -> None:
+    state = (
+        plan.status,
+        plan.result,
+        plan.error,
+        plan.finished_at,
+        plan.attempts,
+        plan.lease_until,
+    )
+    if state != (PlanStatus.PENDING, None, None, None, 0, None):
+        raise ValueError("a submitted plan is new: pending, never claimed, never finished")
 
 
 class MemoryStore:
@@ -44,6 +59,8 @@ class MemoryStore:
         self._counters: dict[str, tuple[int, int]] = {}
         self._labels: set[str] = set()
         self._access_points: dict[str, KnownAccessPoint] = {}
+        self._plans: dict[uuid.UUID, Plan] = {}
+        self._networks: dict[str, StreetNetwork] = {}
 
     def close(self) -> None:
         """Nothing to release."""
@@ -245,3 +262,105 @@ class MemoryStore:
     def count_access_points(self) -> int:
         with self._lock:
             return len(self._access_points)
+
+    # route plans (the lock is reentrant: a plan and its ledger entry change under one hold)
+    def submit_plan(self, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
+        _check_new_plan(plan)
+        with self._lock:
+            if plan.id in self._plans:
+                raise ValueError("duplicate plan")
+            entry = self.debit(debit, limits)
+            stored = attrs.evolve(plan, ledger_entry=entry.id)
+            self._plans[stored.id] = stored
+            return stored
+
+    def get_plan(self, plan_id: uuid.UUID) -> Plan | None:
+        with self._lock:
+            return self._plans.get(plan_id)
+
+    def claim_plan(self, now: datetime, lease: timedelta) -> Plan | None:
+        with self._lock:
+            claimable = [
+                plan
+                for plan in self._plans.values()
+                if plan.status is PlanStatus.PENDING
+                and (plan.lease_until is None or plan.lease_until <= now)
+            ]
+            if not claimable:
+                return None
+            # Oldest first, ties by the id's text, as the SQLite adapter orders them.
+            oldest = min(claimable, key=lambda plan: (plan.created_at, str(plan.id)))
+            claimed = attrs.evolve(oldest, lease_until=now + lease, attempts=oldest.attempts + 1)
+            self._plans[claimed.id] = claimed
+            return claimed
+
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime) -> bool:
+        with self._lock:
+            plan = self._plans.get(plan_id)
+            if plan is None or plan.status is not PlanStatus.PENDING:
+                return False
+            self._plans[plan_id] = attrs.evolve(plan, lease_until=until)
+            return True
+
+    def complete_plan(self, plan_id: uuid.UUID, result: str, now: datetime) -> bool:
+        with self._lock:
+            plan = self._plans.get(plan_id)
+            if plan is None or plan.status is not PlanStatus.PENDING:
+                return False
+            self._plans[plan_id] = attrs.evolve(
+                plan, status=PlanStatus.COMPLETED, result=result, finished_at=now, lease_until=None
+            )
+            return True
+
+    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
+        with self._lock:
+            plan = self._plans.get(plan_id)
+            if plan is None or plan.status is not PlanStatus.PENDING:
+                return False
+            self._plans[plan_id] = attrs.evolve(
+                plan, status=PlanStatus.FAILED, error=error, finished_at=now, lease_until=None
+            )
+            if refund and plan.ledger_entry is not None:
+                self.refund(plan.ledger_entry, now)
+            return True
+
+    def prune_plans(self, finished_before: datetime) -> int:
+        with self._lock:
+            pruned = [
+                plan.id
+                for plan in self._plans.values()
+                if plan.status is not PlanStatus.PENDING
+                and plan.finished_at is not None
+                and plan.finished_at < finished_before
+            ]
+            for plan_id in pruned:
+                del self._plans[plan_id]
+            return len(pruned)
+
+    # street networks (kept as the objects given: their arrays are shared, not copied)
+    def save_network(self, network: StreetNetwork) -> None:
+        with self._lock:
+            self._networks[network.name] = network
+
+    def load_networks(self) -> list[StreetNetwork]:
+        with self._lock:
+            return [self._networks[name] for name in sorted(self._networks)]
+
+    def network_summaries(self) -> list[NetworkSummary]:
+        with self._lock:
+            networks = [self._networks[name] for name in sorted(self._networks)]
+        return [
+            NetworkSummary(
+                name=network.name,
+                nodes=network.node_count,
+                edges=network.edge_count,
+                bounds=network.bounds,
+                source=network.source,
+                imported_at=network.imported_at,
+            )
+            for network in networks
+        ]
+
+    def delete_network(self, name: str) -> bool:
+        with self._lock:
+            return self._networks.pop(name, None) is not None

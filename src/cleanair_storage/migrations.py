@@ -108,3 +108,58 @@ def m002_access_points(db: Database) -> None:
             accuracy_m REAL
         ) WITHOUT ROWID"""
     )
+
+
+@migrations()
+def m003_plans_and_street_networks(db: Database) -> None:
+    # Route plans as shared work (cleanair_core.plans). `ledger_entry` is the debit a rejected
+    # plan refunds. Workers claim the oldest pending plan (plans_claim), and the retention
+    # job deletes finished plans by age (plans_finished).
+    db.execute(
+        """
+        CREATE TABLE plans (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            connection_id TEXT NOT NULL,
+            start_lat REAL NOT NULL,
+            start_lon REAL NOT NULL,
+            end_lat REAL NOT NULL,
+            end_lon REAL NOT NULL,
+            activity TEXT NOT NULL,
+            start_time REAL NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+            created_at REAL NOT NULL,
+            ledger_entry INTEGER REFERENCES ledger (id),
+            result TEXT,
+            error TEXT,
+            finished_at REAL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            lease_until REAL
+        )"""
+    )
+    db.execute("CREATE INDEX plans_claim ON plans (status, created_at, id)")
+    db.execute("CREATE INDEX plans_finished ON plans (finished_at)")
+    # Imported street networks. The summary columns come first, so listing networks reads
+    # them without touching the arrays, which live in overflow pages after them. Each array
+    # is its raw little-endian bytes (float64, int32 or uint8 as StreetNetwork declares).
+    db.execute(
+        """
+        CREATE TABLE street_networks (
+            name TEXT PRIMARY KEY,
+            nodes INTEGER NOT NULL,
+            edges INTEGER NOT NULL,
+            south REAL NOT NULL,
+            west REAL NOT NULL,
+            north REAL NOT NULL,
+            east REAL NOT NULL,
+            source TEXT NOT NULL,
+            imported_at REAL,
+            node_lat BLOB NOT NULL,
+            node_lon BLOB NOT NULL,
+            edge_from BLOB NOT NULL,
+            edge_to BLOB NOT NULL,
+            edge_length BLOB NOT NULL,
+            edge_class BLOB NOT NULL,
+            edge_access BLOB NOT NULL
+        )"""
+    )

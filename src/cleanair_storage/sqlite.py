@@ -16,9 +16,12 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import attrs
+import numpy as np
 from sqlite_utils import Database
 
 from cleanair_core.accounts import Owner, OwnerKind, Partner, User
@@ -34,7 +37,9 @@ from cleanair_core.credits import (
 )
 from cleanair_core.geo import Point
 from cleanair_core.pairing import PairingCode
+from cleanair_core.plans import Plan, PlanRequest, PlanStatus
 from cleanair_core.scopes import format_scopes, parse_scopes
+from cleanair_core.street_network import NetworkSummary, PlanActivityType, StreetNetwork
 from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_storage.migrations import migrations
 
@@ -49,6 +54,52 @@ def _ts(at: datetime) -> float:
 
 def _dt(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def _at(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+#: Each StreetNetwork array and its element type; stored as raw little-endian bytes, so a
+#: database file reads the same on any machine.
+_NETWORK_ARRAYS: tuple[tuple[str, type[np.generic]], ...] = (
+    ("node_lat", np.float64),
+    ("node_lon", np.float64),
+    ("edge_from", np.int32),
+    ("edge_to", np.int32),
+    ("edge_length", np.float64),
+    ("edge_class", np.uint8),
+    ("edge_access", np.uint8),
+)
+
+
+def _array_bytes(name: str, array: np.ndarray, kind: type[np.generic]) -> bytes:
+    native = np.dtype(kind)
+    if array.ndim != 1 or array.dtype.newbyteorder("=") != native:
+        raise ValueError(
+            f"{name} must be a one-dimensional {native.name} array, "
+            f"not {array.dtype} of shape {array.shape}"
+        )
+    return array.astype(native.newbyteorder("<"), copy=False).tobytes()
+
+
+def _array(blob: bytes, kind: type[np.generic]) -> np.ndarray:
+    # A native, writable copy: numpy can work on it in place, and the blob can be freed.
+    native = np.dtype(kind)
+    return np.frombuffer(blob, dtype=native.newbyteorder("<")).astype(native)
+
+
+def _check_new_plan(plan: Plan) -> None:
+    state = (
+        plan.status,
+        plan.result,
+        plan.error,
+        plan.finished_at,
+        plan.attempts,
+        plan.lease_until,
+    )
+    if state != (PlanStatus.PENDING, None, None, None, 0, None):
+        raise ValueError("a submitted plan is new: pending, never claimed, never finished")
 
 
 def _open(path: str) -> sqlite3.Connection:
@@ -297,33 +348,44 @@ class SqliteStore:
         )
         return LedgerEntry(row[0], pool, connection_id, label, amount, at, month, day, reverses)
 
+    @classmethod
+    def _debit(cls, conn: sqlite3.Connection, debit: Debit, limits: CreditLimits) -> LedgerEntry:
+        """Check and append `debit`; the caller holds the write transaction."""
+        check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
+        return cls._append(
+            conn,
+            debit.pool,
+            debit.connection_id,
+            debit.label,
+            debit.amount,
+            debit.at,
+            month_key(debit.at),
+            day_key(debit.at),
+            None,
+        )
+
+    @classmethod
+    def _refund(cls, conn: sqlite3.Connection, entry_id: int, at: datetime) -> LedgerEntry | None:
+        """Reverse debit `entry_id` unless already reversed; the caller holds the write
+        transaction."""
+        original = conn.execute(
+            "SELECT pool, connection_id, label, amount, month, day FROM ledger "
+            "WHERE id = ? AND reverses IS NULL "
+            "AND NOT EXISTS (SELECT 1 FROM ledger r WHERE r.reverses = ledger.id)",
+            (entry_id,),
+        ).fetchone()
+        if original is None:
+            return None
+        pool, connection_id, label, amount, month, day = original
+        return cls._append(conn, pool, connection_id, label, -amount, at, month, day, entry_id)
+
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
         with self._write() as conn:
-            check_fits(self._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
-            return self._append(
-                conn,
-                debit.pool,
-                debit.connection_id,
-                debit.label,
-                debit.amount,
-                debit.at,
-                month_key(debit.at),
-                day_key(debit.at),
-                None,
-            )
+            return self._debit(conn, debit, limits)
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
         with self._write() as conn:
-            original = conn.execute(
-                "SELECT pool, connection_id, label, amount, month, day FROM ledger "
-                "WHERE id = ? AND reverses IS NULL "
-                "AND NOT EXISTS (SELECT 1 FROM ledger r WHERE r.reverses = ledger.id)",
-                (entry_id,),
-            ).fetchone()
-            if original is None:
-                return None
-            pool, connection_id, label, amount, month, day = original
-            return self._append(conn, pool, connection_id, label, -amount, at, month, day, entry_id)
+            return self._refund(conn, entry_id, at)
 
     def usage(self, pool: str, at: datetime) -> Usage:
         return self._usage(self._read(), pool, at)
@@ -434,3 +496,224 @@ class SqliteStore:
     def count_access_points(self) -> int:
         row = self._read().execute("SELECT COUNT(*) FROM access_points").fetchone()
         return int(row[0])
+
+    # route plans ----------------------------------------------------------------------------
+    _PLAN_COLUMNS = (
+        "id, owner, connection_id, start_lat, start_lon, end_lat, end_lon, activity, "
+        "start_time, status, created_at, ledger_entry, result, error, finished_at, attempts, "
+        "lease_until"
+    )
+
+    @staticmethod
+    def _plan(row: Sequence[Any]) -> Plan:
+        (
+            plan_id,
+            owner,
+            connection_id,
+            start_lat,
+            start_lon,
+            end_lat,
+            end_lon,
+            activity,
+            start_time,
+            status,
+            created_at,
+            ledger_entry,
+            result,
+            error,
+            finished_at,
+            attempts,
+            lease_until,
+        ) = row
+        return Plan(
+            id=uuid.UUID(str(plan_id)),
+            owner=str(owner),
+            connection_id=str(connection_id),
+            request=PlanRequest(
+                start=Point(start_lat, start_lon),
+                end=Point(end_lat, end_lon),
+                activity=PlanActivityType(str(activity)),
+                start_time=_at(start_time),
+            ),
+            status=PlanStatus(str(status)),
+            created_at=_at(created_at),
+            ledger_entry=ledger_entry,
+            result=result,
+            error=error,
+            finished_at=_dt(finished_at),
+            attempts=attempts,
+            lease_until=_dt(lease_until),
+        )
+
+    def submit_plan(self, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
+        _check_new_plan(plan)
+        request = plan.request
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM plans WHERE id = ?", (str(plan.id),)).fetchone():
+                raise ValueError("duplicate plan")
+            entry = self._debit(conn, debit, limits)
+            stored = attrs.evolve(plan, ledger_entry=entry.id)
+            conn.execute(
+                f"INSERT INTO plans ({self._PLAN_COLUMNS}) "  # noqa: S608
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    str(stored.id),
+                    stored.owner,
+                    stored.connection_id,
+                    request.start.lat,
+                    request.start.lon,
+                    request.end.lat,
+                    request.end.lon,
+                    request.activity.value,
+                    _ts(request.start_time),
+                    stored.status.value,
+                    _ts(stored.created_at),
+                    stored.ledger_entry,
+                    stored.result,
+                    stored.error,
+                    None if stored.finished_at is None else _ts(stored.finished_at),
+                    stored.attempts,
+                    None if stored.lease_until is None else _ts(stored.lease_until),
+                ),
+            )
+        return stored
+
+    def get_plan(self, plan_id: uuid.UUID) -> Plan | None:
+        row = (
+            self._read()
+            .execute(
+                f"SELECT {self._PLAN_COLUMNS} FROM plans WHERE id = ?",  # noqa: S608
+                (str(plan_id),),
+            )
+            .fetchone()
+        )
+        return None if row is None else self._plan(row)
+
+    def claim_plan(self, now: datetime, lease: timedelta) -> Plan | None:
+        # BEGIN IMMEDIATE: no other process can take the same plan between the pick and the
+        # update. The literal 'pending' lets the pick walk the plans_claim index in order.
+        with self._write() as conn:
+            rows = conn.execute(
+                "UPDATE plans SET lease_until = ?, attempts = attempts + 1 "  # noqa: S608
+                "WHERE id = (SELECT id FROM plans WHERE status = 'pending' "
+                "AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at, id LIMIT 1) "
+                f"RETURNING {self._PLAN_COLUMNS}",
+                (_ts(now + lease), _ts(now)),
+            ).fetchall()
+        return self._plan(rows[0]) if rows else None
+
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE plans SET lease_until = ? WHERE id = ? AND status = 'pending'",
+                (_ts(until), str(plan_id)),
+            )
+            return cur.rowcount == 1
+
+    def complete_plan(self, plan_id: uuid.UUID, result: str, now: datetime) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE plans SET status = 'completed', result = ?, finished_at = ?, "
+                "lease_until = NULL WHERE id = ? AND status = 'pending'",
+                (result, _ts(now), str(plan_id)),
+            )
+            return cur.rowcount == 1
+
+    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
+        with self._write() as conn:
+            rows = conn.execute(
+                "UPDATE plans SET status = 'failed', error = ?, finished_at = ?, "
+                "lease_until = NULL WHERE id = ? AND status = 'pending' RETURNING ledger_entry",
+                (error, _ts(now), str(plan_id)),
+            ).fetchall()
+            if not rows:
+                return False
+            ledger_entry = rows[0][0]
+            if refund and ledger_entry is not None:
+                self._refund(conn, ledger_entry, now)
+            return True
+
+    def prune_plans(self, finished_before: datetime) -> int:
+        # Only a finished plan has `finished_at`; filtering on it alone walks plans_finished.
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM plans WHERE finished_at < ?", (_ts(finished_before),))
+            return cur.rowcount
+
+    # street networks ------------------------------------------------------------------------
+    _NETWORK_SUMMARY_COLUMNS = "name, nodes, edges, south, west, north, east, source, imported_at"
+
+    def save_network(self, network: StreetNetwork) -> None:
+        # Encoded before the write lock is taken: a large network never holds it for long.
+        blobs = [_array_bytes(name, getattr(network, name), kind) for name, kind in _NETWORK_ARRAYS]
+        south, west, north, east = network.bounds
+        row = (
+            network.name,
+            network.node_count,
+            network.edge_count,
+            south,
+            west,
+            north,
+            east,
+            network.source,
+            None if network.imported_at is None else _ts(network.imported_at),
+            *blobs,
+        )
+        columns = ", ".join([self._NETWORK_SUMMARY_COLUMNS, *(name for name, _ in _NETWORK_ARRAYS)])
+        marks = ", ".join("?" * len(row))
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO street_networks ({columns}) VALUES ({marks})",  # noqa: S608
+                row,
+            )
+
+    def load_networks(self) -> list[StreetNetwork]:
+        rows = (
+            self._read()
+            .execute(
+                "SELECT name, source, imported_at, "
+                "node_lat, node_lon, edge_from, edge_to, edge_length, edge_class, edge_access "
+                "FROM street_networks ORDER BY name"
+            )
+            .fetchall()
+        )
+        return [
+            StreetNetwork(
+                name=row[0],
+                node_lat=_array(row[3], np.float64),
+                node_lon=_array(row[4], np.float64),
+                edge_from=_array(row[5], np.int32),
+                edge_to=_array(row[6], np.int32),
+                edge_length=_array(row[7], np.float64),
+                edge_class=_array(row[8], np.uint8),
+                edge_access=_array(row[9], np.uint8),
+                source=row[1],
+                imported_at=_dt(row[2]),
+            )
+            for row in rows
+        ]
+
+    def network_summaries(self) -> list[NetworkSummary]:
+        rows = (
+            self._read()
+            .execute(
+                f"SELECT {self._NETWORK_SUMMARY_COLUMNS} FROM street_networks "  # noqa: S608
+                "ORDER BY name"
+            )
+            .fetchall()
+        )
+        return [
+            NetworkSummary(
+                name=name,
+                nodes=nodes,
+                edges=edges,
+                bounds=(south, west, north, east),
+                source=source,
+                imported_at=_dt(imported_at),
+            )
+            for name, nodes, edges, south, west, north, east, source, imported_at in rows
+        ]
+
+    def delete_network(self, name: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM street_networks WHERE name = ?", (name,))
+            return cur.rowcount == 1

@@ -26,7 +26,7 @@ _GUARDS = [authorized_for(Scope.AQ_READ)]
 T = TypeVar("T")
 
 
-async def _strict(request: Request[Any, Any, Any], kind: type[T]) -> T:
+async def strict_body(request: Request[Any, Any, Any], kind: type[T]) -> T:
     """The body decoded strictly. Litestar's own decoding (kept for the OpenAPI schema and
     for malformed JSON) coerces "1" into a number; the contract's numbers are JSON numbers."""
     try:
@@ -74,7 +74,7 @@ async def score_point(
 ) -> schemas.ScoreResponse:
     """The Clean Air Score (0-100, 100 cleanest) at `lat`/`lon`, else at the Wi-Fi scan's
     location. 1 credit; `ttl` is the seconds until the data behind the answer next changes."""
-    data = await _strict(request, schemas.ScoreRequest)
+    data = await strict_body(request, schemas.ScoreRequest)
     point = _point(data.lat, data.lon)
     client = _client_label(data.client)
     # The scan is only turned into core values when it will be used: coordinates win.
@@ -109,7 +109,7 @@ async def forecast_day(
 ) -> schemas.ForecastResponse:
     """Hourly Clean Air Scores and concentrations (µg/m³) for the local `date` in `timezone`.
     Without coordinates the caller's IP country gives an approximate location. 2 credits."""
-    data = await _strict(request, schemas.ForecastRequest)
+    data = await strict_body(request, schemas.ForecastRequest)
     point = _point(data.latitude, data.longitude)
     core = core_of(request)
     address = None
@@ -156,7 +156,7 @@ async def enrich_route(
     """Measures at every waypoint at its own time, and the route's time-weighted, banded Clean
     Air Score, relative inhaled dose and mean concentrations. Give `time` on every waypoint (a
     recorded track) or on none, with `start_time`. 1 credit per waypoint."""
-    data = await _strict(request, schemas.EnrichRouteRequest)
+    data = await strict_body(request, schemas.EnrichRouteRequest)
     waypoints = [Waypoint(Point(w.lat, w.lon), w.time) for w in data.waypoints]
     route = await core_of(request).enrich_route(
         authorization_of(request),

@@ -1,0 +1,95 @@
+"""Route plans as stored work: their lifecycle (contract 3.1) and the storage port.
+
+A plan is submitted `pending` (its 25 credits debited in the same transaction), then taken by
+one worker at a time under a lease, and ends `completed` with its result or `failed` with a
+readable error; a plan the planner rejects is refunded in the same transaction that fails it.
+A worker that dies leaves its lease to expire, and the plan is taken again: nothing is lost on
+a crash. Finished plans are pruned after a retention period.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Protocol
+
+import attrs
+
+from cleanair_core.credits import CreditLimits, Debit
+from cleanair_core.geo import Point
+from cleanair_core.street_network import PlanActivityType
+
+#: The longest straight-line distance between start and end (contract section 8).
+MAX_PLAN_DISTANCE_M = 15_000.0
+#: Plan polls per minute per connection (contract section 8).
+POLLS_PER_MINUTE = 60
+
+
+class PlanStatus(StrEnum):
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@attrs.frozen
+class PlanRequest:
+    """What was asked: `start_time` is resolved at submission (UTC; now when not given)."""
+
+    start: Point
+    end: Point
+    activity: PlanActivityType
+    start_time: datetime
+
+
+@attrs.frozen
+class Plan:
+    """One stored plan. `result` is the encoded PlanResult (see `plan_documents`)."""
+
+    id: uuid.UUID
+    owner: str  # the user's name: plans are user-owned only
+    connection_id: str
+    request: PlanRequest
+    status: PlanStatus
+    created_at: datetime
+    ledger_entry: int | None = None  # the debit to refund if the plan is rejected
+    result: str | None = None
+    error: str | None = None
+    finished_at: datetime | None = None
+    attempts: int = 0  # times a worker has taken it
+    lease_until: datetime | None = None
+
+
+class PlanStore(Protocol):
+    """Plans shared by every process on one database."""
+
+    def submit_plan(self, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
+        """Debit `debit` and store `plan` (pending) in one transaction; the plan returned
+        carries the ledger entry. Raises CreditsExhausted (nothing stored) when it does not
+        fit."""
+        ...
+
+    def get_plan(self, plan_id: uuid.UUID) -> Plan | None: ...
+
+    def claim_plan(self, now: datetime, lease: timedelta) -> Plan | None:
+        """Take the oldest pending plan whose lease is absent or expired, leasing it until
+        `now + lease` and counting the attempt; None when there is none. Two callers never
+        get the same plan while its lease runs."""
+        ...
+
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime) -> bool:
+        """Extend a pending plan's lease (a worker still at it); False once it is finished."""
+        ...
+
+    def complete_plan(self, plan_id: uuid.UUID, result: str, now: datetime) -> bool:
+        """Finish a pending plan with its result; False if it was not pending."""
+        ...
+
+    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
+        """Finish a pending plan as failed, refunding its debit in the same transaction when
+        `refund`; False if it was not pending."""
+        ...
+
+    def prune_plans(self, finished_before: datetime) -> int:
+        """Delete plans finished before `finished_before`; returns how many."""
+        ...

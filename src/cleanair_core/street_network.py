@@ -1,0 +1,194 @@
+"""Street networks: the walkable and cyclable graph a route plan runs on, and its ports.
+
+A network is stored as flat arrays (one row per node, one per edge), which is what the graph
+library, the storage adapter and the near-road air model all want. Edges are the segments of
+OpenStreetMap ways between consecutive nodes; each carries its length, a road class (how much
+traffic pollution it stands for) and who may use it in which direction.
+
+Ports:
+- `StreetNetworkStore` keeps imported networks durably (storage adapters).
+- `Router` finds paths on one network with per-search edge costs (the graph library adapter).
+- `StreetNetworks` picks the router of the network covering a plan (composition root).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from enum import IntEnum, IntFlag, StrEnum
+from typing import Protocol
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from cleanair_core.activities import ActivityType
+from cleanair_core.geo import Point
+
+FloatArray = npt.NDArray[np.float64]
+IndexArray = npt.NDArray[np.int32]
+ByteArray = npt.NDArray[np.uint8]
+
+
+class PlanActivityType(StrEnum):
+    """The contract's PlanActivityType (section 2.9)."""
+
+    WALKING = "walking"
+    CYCLING = "cycling"
+    RUNNING = "running"
+
+    @property
+    def activity(self) -> ActivityType:
+        """The ActivityType whose speed and breathing a plan of this kind uses."""
+        return _PLAN_ACTIVITY[self]
+
+
+_PLAN_ACTIVITY = {
+    PlanActivityType.WALKING: ActivityType.WALKING,
+    PlanActivityType.CYCLING: ActivityType.CYCLING,
+    PlanActivityType.RUNNING: ActivityType.RUNNING_OUTDOOR,
+}
+
+
+class RoadClass(IntEnum):
+    """How much motor traffic an edge carries, from none to a motorway's."""
+
+    PATH = 0  # footway, path, pedestrian, steps, cycleway, bridleway, track, corridor
+    LOCAL = 1  # residential, living_street, service, unclassified, road
+    COLLECTOR = 2  # tertiary, secondary and their links
+    ARTERIAL = 3  # primary, trunk and their links
+    MOTORWAY = 4  # motorway and its links: never walked or cycled, but its air is breathed
+
+
+class Access(IntFlag):
+    """Who may use an edge, and in which direction (from `edge_from` to `edge_to` is forward).
+
+    Walking and running share the foot network and ignore one-way streets.
+    """
+
+    NONE = 0
+    FOOT = 1
+    BIKE_FORWARD = 2
+    BIKE_BACKWARD = 4
+    BIKE = BIKE_FORWARD | BIKE_BACKWARD
+
+
+@attrs.frozen(eq=False)
+class StreetNetwork:
+    """One imported area. Arrays are parallel per node (`node_*`) and per edge (`edge_*`)."""
+
+    name: str
+    node_lat: FloatArray
+    node_lon: FloatArray
+    edge_from: IndexArray
+    edge_to: IndexArray
+    edge_length: FloatArray  # metres, > 0
+    edge_class: ByteArray  # RoadClass values
+    edge_access: ByteArray  # Access flags
+    source: str = ""  # where it was imported from (a file name), for operators
+    imported_at: datetime | None = None
+
+    @property
+    def node_count(self) -> int:
+        return int(self.node_lat.shape[0])
+
+    @property
+    def edge_count(self) -> int:
+        return int(self.edge_from.shape[0])
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        """(south, west, north, east) of its nodes; all zero for an empty network."""
+        if self.node_count == 0:
+            return (0.0, 0.0, 0.0, 0.0)
+        return (
+            float(self.node_lat.min()),
+            float(self.node_lon.min()),
+            float(self.node_lat.max()),
+            float(self.node_lon.max()),
+        )
+
+    def covers(self, point: Point) -> bool:
+        """Whether `point` lies inside the network's bounding box."""
+        south, west, north, east = self.bounds
+        return self.node_count > 0 and south <= point.lat <= north and west <= point.lon <= east
+
+    def node(self, index: int) -> Point:
+        return Point(float(self.node_lat[index]), float(self.node_lon[index]))
+
+    def usable(self, activity: PlanActivityType) -> npt.NDArray[np.bool_]:
+        """Per edge: may `activity` use it in at least one direction."""
+        wanted = Access.BIKE if activity is PlanActivityType.CYCLING else Access.FOOT
+        usable: npt.NDArray[np.bool_] = (self.edge_access & np.uint8(wanted)) != 0
+        return usable
+
+
+@attrs.frozen
+class NetworkSummary:
+    """What an operator sees of a stored network."""
+
+    name: str
+    nodes: int
+    edges: int
+    bounds: tuple[float, float, float, float]
+    source: str
+    imported_at: datetime | None
+
+
+@attrs.frozen
+class Snap:
+    """Where a point joins the network: a node, and how far the point is from it."""
+
+    node: int
+    distance_m: float
+
+
+@attrs.frozen
+class Path:
+    """A route on the network: the nodes in order and the edges between them."""
+
+    nodes: list[int]
+    edges: list[int]
+
+
+class StreetNetworkStore(Protocol):
+    """Imported networks, kept across restarts."""
+
+    def save_network(self, network: StreetNetwork) -> None:
+        """Store `network`, replacing any network of the same name."""
+        ...
+
+    def load_networks(self) -> list[StreetNetwork]: ...
+
+    def network_summaries(self) -> list[NetworkSummary]: ...
+
+    def delete_network(self, name: str) -> bool: ...
+
+
+class Router(Protocol):
+    """Shortest paths on one network with costs chosen per search."""
+
+    network: StreetNetwork
+
+    def snap(self, point: Point, activity: PlanActivityType) -> Snap | None:
+        """The nearer end of the usable edge nearest to `point` (None without any)."""
+        ...
+
+    def path(
+        self,
+        origin: int,
+        destination: int,
+        activity: PlanActivityType,
+        costs: FloatArray,
+        limit: float | None = None,
+    ) -> Path | None:
+        """The cheapest path using edges `activity` may use, `costs` given per edge (all > 0,
+        `inf` for an edge not to be used); None when `destination` cannot be reached, or not
+        within a total cost of `limit` (a bound that lets the search stop early)."""
+        ...
+
+
+class StreetNetworks(Protocol):
+    """The loaded networks; a plan uses the one that covers both of its ends."""
+
+    def covering(self, points: Sequence[Point]) -> Router | None: ...

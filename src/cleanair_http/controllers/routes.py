@@ -1,0 +1,91 @@
+"""POST /v1/routes and GET /v1/routes/{request_id}: asynchronous route plans (4.5, 4.6)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import msgspec
+from litestar import Request, get, post
+from litestar.params import FromPath, JSONBody
+
+from cleanair_core.errors import Unprocessable
+from cleanair_core.geo import Point
+from cleanair_core.plans import PlanStatus
+from cleanair_core.scopes import Scope
+from cleanair_http import schemas
+from cleanair_http.auth import authorization_of, authorized_for, caller_of, core_of, polls_limited
+from cleanair_http.controllers.airquality import strict_body
+from cleanair_http.openapi import SECURITY, error_responses
+
+
+@post(
+    "/v1/routes",
+    status_code=202,
+    guards=[authorized_for(Scope.ROUTES_PLAN, user_owned=True)],
+    security=SECURITY,
+    summary="Submit a route plan",
+    tags=["route plans"],
+    responses=error_responses(
+        400,
+        401,
+        403,
+        422,
+        429,
+        s400="Start and end are over 15 km apart, or start_time is outside the window air "
+        "data exists for (not charged)",
+        s403="Scope routes:plan missing, owner not premium, or a partner-owned connection",
+    ),
+)
+async def submit_plan(
+    request: Request[Any, Any, Any], data: JSONBody[schemas.PlanRouteRequest]
+) -> schemas.PlanSubmitted:
+    """Plan cleaner routes between `start` and `end` (25 credits). Answers at once with the
+    `request_id` to poll; the plan runs in the background."""
+    data = await strict_body(request, schemas.PlanRouteRequest)
+    plan_id = core_of(request).submit_plan(
+        authorization_of(request),
+        start=Point(data.start.latitude, data.start.longitude),
+        end=Point(data.end.latitude, data.end.longitude),
+        activity=data.activity_type,
+        start_time=data.start_time,
+    )
+    worker = request.app.state.plan_worker
+    if worker is not None:
+        worker.notify()
+    return schemas.PlanSubmitted(request_id=str(plan_id))
+
+
+@get(
+    "/v1/routes/{request_id:str}",
+    status_code=200,
+    guards=[polls_limited],
+    security=SECURITY,
+    summary="Poll a route plan",
+    tags=["route plans"],
+    responses=error_responses(
+        401,
+        403,
+        404,
+        422,
+        429,
+        s403="Scope routes:plan missing",
+        s404="No such plan, or it belongs to another user",
+        s422="request_id is not a valid UUID",
+        s429="Over 60 polls a minute on this connection; see Retry-After",
+    ),
+)
+async def poll_plan(
+    request: Request[Any, Any, Any], request_id: FromPath[str]
+) -> schemas.PlanPollResponse:
+    """The plan's status, its result once `completed`, or its error once `failed`. Free, and
+    open to any connection of the owning user, premium or not."""
+    try:
+        plan_id = uuid.UUID(request_id)
+    except ValueError:
+        raise Unprocessable() from None
+    plan = core_of(request).poll_plan(caller_of(request), plan_id)
+    result = None
+    if plan.status is PlanStatus.COMPLETED and plan.result is not None:
+        result = msgspec.json.decode(plan.result, type=schemas.PlanResult)
+    return schemas.PlanPollResponse(status=plan.status.value, result=result, error=plan.error)

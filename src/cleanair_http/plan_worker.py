@@ -1,0 +1,95 @@
+"""The background worker that runs route plans, inside the app's lifespan.
+
+Plans live in the database, not in this process: each runner claims the oldest pending plan
+under a lease (so several server processes share the work and no plan runs twice), keeps the
+lease alive while it works, and stores the outcome. Path searches run in worker threads, off
+the event loop. A process that dies leaves its leases to expire and another (or the restarted
+one) takes the plans again. Finished plans are pruned after the retention period.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.to_thread
+
+from cleanair_core.plans import Plan
+from cleanair_core.service import CleanAir
+
+log = logging.getLogger("cleanair.plans")
+
+#: Seconds an idle runner waits before looking for plans again (a plan submitted to this
+#: process wakes it at once; this catches plans submitted to other processes).
+IDLE_SECONDS = 1.0
+PRUNE_SECONDS = 3600.0
+
+
+class PlanWorker:
+    def __init__(self, core: CleanAir, runners: int, idle_seconds: float = IDLE_SECONDS) -> None:
+        self._core = core
+        self._runners = runners
+        self._idle = idle_seconds
+        self._wake = anyio.Event()
+
+    def notify(self) -> None:
+        """A plan was submitted: wake the idle runners."""
+        self._wake.set()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the runners and the pruner for as long as the context lasts."""
+        async with anyio.create_task_group() as group:
+            for _ in range(self._runners):
+                group.start_soon(self._runner)
+            group.start_soon(self._pruner)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _runner(self) -> None:
+        while True:
+            try:
+                plan = self._core.claim_next_plan()
+            except Exception:
+                log.exception("could not claim a plan")
+                plan = None
+            if plan is None:
+                await self._sleep()
+                continue
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._keep_lease, plan)
+                await self._run(plan)
+                group.cancel_scope.cancel()
+
+    async def _run(self, plan: Plan) -> None:
+        try:
+            await self._core.run_plan(plan, offload=anyio.to_thread.run_sync)
+        except Exception:
+            log.exception("a plan failed with an internal error", extra={"plan": str(plan.id)})
+
+    async def _keep_lease(self, plan: Plan) -> None:
+        every = max(1.0, self._core.policy.plan_lease_seconds / 3)
+        while True:
+            await anyio.sleep(every)
+            if not self._core.renew_plan_lease(plan.id):
+                return
+
+    async def _sleep(self) -> None:
+        with anyio.move_on_after(self._idle):
+            await self._wake.wait()
+        if self._wake.is_set():
+            self._wake = anyio.Event()
+
+    async def _pruner(self) -> None:
+        while True:
+            try:
+                pruned = self._core.prune_plans()
+                if pruned:
+                    log.info("pruned finished plans", extra={"count": pruned})
+            except Exception:
+                log.exception("could not prune plans")
+            await anyio.sleep(PRUNE_SECONDS)

@@ -1,0 +1,365 @@
+"""Street networks from OpenStreetMap files (.osm.pbf, .osm, .osm.xml), read with pyosmium.
+
+`import_network` reads the file once: osmium keeps the location of every node in memory (about
+16 bytes per node of the file) and hands each `highway`-tagged way over with the locations of
+its nodes; only those ways reach Python. It returns a `StreetNetwork` with one edge per pair of
+consecutive nodes of each kept way. The file must list nodes before ways, as OpenStreetMap
+extracts do.
+
+Which ways are kept
+-------------------
+Only ways whose `highway` value is in the table below; every other value is skipped
+(construction, proposed, abandoned, platform, raceway, bus_guideway, busway, escape, elevator,
+via_ferrata, the non-standard "trail", ...). Ways tagged `area=yes` (pedestrian squares drawn as
+outlines) are skipped too. A kept way must also be open to walking or cycling (see below),
+except collector, arterial and motorway roads, which are always kept for their air even when
+nobody may walk or cycle on them (their edges then have `Access.NONE`).
+
+Road class (how much traffic pollution an edge stands for)
+----------------------------------------------------------
+- PATH: footway, path, pedestrian, steps, cycleway, bridleway, track, corridor
+- LOCAL: residential, living_street, service, unclassified, road
+- COLLECTOR: tertiary, secondary and their _link roads
+- ARTERIAL: primary, trunk and their _link roads
+- MOTORWAY: motorway, motorway_link
+
+Walking (also used for running)
+-------------------------------
+1. `foot=yes|designated|permissive` allows walking, whatever else is tagged.
+2. `foot=no|private|use_sidepath` forbids it.
+3. `access=no|private` forbids it.
+4. Otherwise walking is allowed everywhere except on motorway(_link) and trunk(_link) roads (in
+   Finland trunk roads are often expressways with separate paths beside them).
+Walking ignores one-way streets; `sidewalk=*` tags do not matter (a street is walkable whether
+or not its sidewalk is drawn as a separate footway).
+
+Cycling
+-------
+1. `bicycle=yes|designated|permissive` allows cycling, whatever else is tagged.
+2. `bicycle=no|private|use_sidepath|dismount` forbids it (having to push the bike counts as no).
+3. `vehicle=no|private` or `access=no|private` forbids it (a bicycle is a vehicle).
+4. Otherwise cycling is allowed everywhere except on motorway(_link), trunk(_link), footway,
+   pedestrian, steps and corridor ways.
+Direction, for a way cyclists may use (forward is the way's own node order):
+1. `oneway:bicycle=no` opens both directions; `oneway:bicycle=yes|true|1` only forward;
+   `oneway:bicycle=-1|reverse` only backward.
+2. A contraflow lane or track opens both directions: `cycleway`, `cycleway:left`,
+   `cycleway:right` or `cycleway:both` = opposite, opposite_lane, opposite_track, ... or
+   `cycleway:left|right|both:oneway=no|-1`.
+3. `oneway=yes|true|1` only forward; `oneway=-1|reverse` only backward; `oneway=no` both.
+4. Without a `oneway` tag, roundabouts (`junction=roundabout|circular`) and motorways are
+   one-way forward; everything else is two-way.
+
+Edges and nodes
+---------------
+- One edge per pair of consecutive nodes of a kept way, with the way's class and access. Its
+  length is the haversine distance in metres on the core's sphere (radius 6,371,008.8 m);
+  zero-length segments (repeated nodes, two nodes at one place) are dropped.
+- Only nodes that end at least one edge become graph nodes, numbered 0..n-1 in the order of
+  their OpenStreetMap ids; coordinates are float64 degrees.
+- A way whose nodes are partly missing from the file (an extract clipped at its border) is
+  split at the missing nodes: the segments between nodes that are present are kept.
+
+Progress
+--------
+`progress(stage, count)` is called with stage "ways" every 100,000 `highway`-tagged ways read
+and once at the end of the file (the count read so far), then once with "nodes" (graph nodes)
+and once with "edges" (edges built). Nodes are read by osmium itself and are not counted.
+
+Errors
+------
+ValueError, with a message naming the file, for a missing or unreadable file (osmium's own
+message is included) and for a file without a single edge someone may walk or cycle on.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import osmium
+import osmium.filter
+
+from cleanair_core.geo import EARTH_RADIUS_M
+from cleanair_core.street_network import Access, RoadClass, StreetNetwork
+
+Progress = Callable[[str, int], None]
+
+#: How often (in elements of a stage) `progress` is called.
+PROGRESS_EVERY = 100_000
+
+# osmium's fixed-point coordinates: degrees x 1e7; a node missing from the file has an
+# undefined location, outside these bounds.
+_COORDINATE_PRECISION = 10_000_000.0
+_MAX_X = 1_800_000_000
+_MAX_Y = 900_000_000
+
+#: The road class of each kept `highway` value; any other value is skipped.
+ROAD_CLASSES: Mapping[str, RoadClass] = {
+    **dict.fromkeys(
+        (
+            "footway",
+            "path",
+            "pedestrian",
+            "steps",
+            "cycleway",
+            "bridleway",
+            "track",
+            "corridor",
+        ),
+        RoadClass.PATH,
+    ),
+    **dict.fromkeys(
+        ("residential", "living_street", "service", "unclassified", "road"), RoadClass.LOCAL
+    ),
+    **dict.fromkeys(
+        ("tertiary", "tertiary_link", "secondary", "secondary_link"), RoadClass.COLLECTOR
+    ),
+    **dict.fromkeys(("primary", "primary_link", "trunk", "trunk_link"), RoadClass.ARTERIAL),
+    **dict.fromkeys(("motorway", "motorway_link"), RoadClass.MOTORWAY),
+}
+
+_ALLOWED = frozenset({"yes", "designated", "permissive"})
+_ACCESS_DENIED = frozenset({"no", "private"})
+_FOOT_DENIED = frozenset({"no", "private", "use_sidepath"})
+_BICYCLE_DENIED = frozenset({"no", "private", "use_sidepath", "dismount"})
+_NO_FOOT_BY_DEFAULT = frozenset({"motorway", "motorway_link", "trunk", "trunk_link"})
+_NO_BIKE_BY_DEFAULT = _NO_FOOT_BY_DEFAULT | {"footway", "pedestrian", "steps", "corridor"}
+_ONEWAY_YES = frozenset({"yes", "true", "1"})
+_ONEWAY_REVERSE = frozenset({"-1", "reverse"})
+_ONEWAY_NO = frozenset({"no", "false", "0"})
+_IMPLIED_ONEWAY_HIGHWAYS = frozenset({"motorway", "motorway_link"})
+_IMPLIED_ONEWAY_JUNCTIONS = frozenset({"roundabout", "circular"})
+_CONTRAFLOW_KEYS = ("cycleway", "cycleway:left", "cycleway:right", "cycleway:both")
+_CONTRAFLOW_ONEWAY_KEYS = ("cycleway:left:oneway", "cycleway:right:oneway", "cycleway:both:oneway")
+#: Classes kept for their air even when nobody may walk or cycle on them.
+_KEPT_FOR_AIR = frozenset({RoadClass.COLLECTOR, RoadClass.ARTERIAL, RoadClass.MOTORWAY})
+#: Every tag the rules read (besides `highway`).
+_RULE_KEYS = (
+    "area",
+    "access",
+    "foot",
+    "vehicle",
+    "bicycle",
+    "oneway",
+    "oneway:bicycle",
+    "junction",
+    *_CONTRAFLOW_KEYS,
+    *_CONTRAFLOW_ONEWAY_KEYS,
+)
+
+
+def classify_way(tags: Mapping[str, str]) -> tuple[RoadClass, Access] | None:
+    """The road class and access of a way with `tags`, or None when it is not kept.
+
+    The rules are those of the module documentation.
+    """
+    highway = tags.get("highway")
+    if highway is None:
+        return None
+    road_class = ROAD_CLASSES.get(highway)
+    if road_class is None or tags.get("area") == "yes":
+        return None
+    access = Access.NONE
+    if _may_walk(highway, tags):
+        access |= Access.FOOT
+    if _may_cycle(highway, tags):
+        access |= _bike_directions(highway, tags)
+    if access == Access.NONE and road_class not in _KEPT_FOR_AIR:
+        return None
+    return road_class, access
+
+
+def _may_walk(highway: str, tags: Mapping[str, str]) -> bool:
+    foot = tags.get("foot")
+    if foot in _ALLOWED:
+        return True
+    if foot in _FOOT_DENIED or tags.get("access") in _ACCESS_DENIED:
+        return False
+    return highway not in _NO_FOOT_BY_DEFAULT
+
+
+def _may_cycle(highway: str, tags: Mapping[str, str]) -> bool:
+    bicycle = tags.get("bicycle")
+    if bicycle in _ALLOWED:
+        return True
+    if (
+        bicycle in _BICYCLE_DENIED
+        or tags.get("vehicle") in _ACCESS_DENIED
+        or tags.get("access") in _ACCESS_DENIED
+    ):
+        return False
+    return highway not in _NO_BIKE_BY_DEFAULT
+
+
+def _bike_directions(highway: str, tags: Mapping[str, str]) -> Access:
+    oneway_bicycle = tags.get("oneway:bicycle")
+    if oneway_bicycle in _ONEWAY_NO:
+        return Access.BIKE
+    if oneway_bicycle in _ONEWAY_YES:
+        return Access.BIKE_FORWARD
+    if oneway_bicycle in _ONEWAY_REVERSE:
+        return Access.BIKE_BACKWARD
+    if any(tags.get(key, "").startswith("opposite") for key in _CONTRAFLOW_KEYS) or any(
+        tags.get(key) in ("no", "-1") for key in _CONTRAFLOW_ONEWAY_KEYS
+    ):
+        return Access.BIKE
+    oneway = tags.get("oneway")
+    if oneway in _ONEWAY_YES:
+        return Access.BIKE_FORWARD
+    if oneway in _ONEWAY_REVERSE:
+        return Access.BIKE_BACKWARD
+    if oneway is None and (
+        highway in _IMPLIED_ONEWAY_HIGHWAYS or tags.get("junction") in _IMPLIED_ONEWAY_JUNCTIONS
+    ):
+        return Access.BIKE_FORWARD
+    return Access.BIKE
+
+
+def haversine_m(
+    lat1: npt.NDArray[np.float64],
+    lon1: npt.NDArray[np.float64],
+    lat2: npt.NDArray[np.float64],
+    lon2: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """Great-circle distances in metres, elementwise (the core's `distance_m`, vectorised)."""
+    phi1, phi2 = np.radians(lat1), np.radians(lat2)
+    h = (
+        np.sin((phi2 - phi1) / 2.0) ** 2
+        + np.cos(phi1) * np.cos(phi2) * np.sin(np.radians(lon2 - lon1) / 2.0) ** 2
+    )
+    distance: npt.NDArray[np.float64] = (
+        2.0 * EARTH_RADIUS_M * np.arcsin(np.minimum(1.0, np.sqrt(h)))
+    )
+    return distance
+
+
+def import_network(
+    path: str | Path,
+    name: str,
+    progress: Progress | None = None,
+    clock_now: datetime | None = None,
+) -> StreetNetwork:
+    """The walkable and cyclable street network in the OpenStreetMap file at `path`.
+
+    `name` names the network, `clock_now` becomes its `imported_at` and the file's name its
+    `source`. Raises ValueError when the file cannot be read or holds no usable streets.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no OpenStreetMap file at {path}")
+    report: Progress = progress if progress is not None else _no_progress
+    try:
+        ways = _read_ways(path, report)
+    except RuntimeError as exc:  # how osmium reports unreadable files and parse errors
+        raise ValueError(f"cannot read the OpenStreetMap file {path}: {exc}") from exc
+    network = _build(name, path, ways, clock_now)
+    report("nodes", network.node_count)
+    report("edges", network.edge_count)
+    if not np.any(network.edge_access != Access.NONE):
+        raise ValueError(f"no walkable or cyclable streets in {path}")
+    return network
+
+
+def _no_progress(stage: str, count: int) -> None:
+    """The default progress callback: ignores everything."""
+
+
+@attrs.frozen
+class _Ways:
+    """The kept ways: their node references and fixed-point locations, concatenated."""
+
+    refs: npt.NDArray[np.int64]
+    x: npt.NDArray[np.int32]  # longitude x 1e7; _UNDEFINED when the file lacks the node
+    y: npt.NDArray[np.int32]  # latitude x 1e7
+    ends: npt.NDArray[np.int64]  # where each way's references end
+    road_class: npt.NDArray[np.uint8]  # per way
+    access: npt.NDArray[np.uint8]  # per way
+
+
+def _read_ways(path: Path, report: Progress) -> _Ways:
+    """Read the file once: osmium keeps every node's location and hands each highway-tagged
+    way over with its nodes' locations; only ways reach Python."""
+    refs = array("q")
+    xs = array("i")
+    ys = array("i")
+    ends = array("q")
+    classes = array("B")
+    accesses = array("B")
+    seen = 0
+    processor = (
+        osmium.FileProcessor(str(path), osmium.osm.NODE | osmium.osm.WAY)
+        .with_locations()
+        .with_filter(osmium.filter.EntityFilter(osmium.osm.WAY))
+        .with_filter(osmium.filter.KeyFilter("highway"))
+    )
+    for way in processor:
+        if not isinstance(way, osmium.osm.Way):
+            continue
+        seen += 1
+        if seen % PROGRESS_EVERY == 0:
+            report("ways", seen)
+        way_tags = way.tags
+        highway = way_tags.get("highway")
+        if highway is None or highway not in ROAD_CLASSES:
+            continue
+        tags = {"highway": highway}
+        for key in _RULE_KEYS:
+            value = way_tags.get(key)
+            if value is not None:
+                tags[key] = value
+        kept = classify_way(tags)
+        if kept is None:
+            continue
+        for node in way.nodes:
+            location = node.location
+            refs.append(node.ref)
+            xs.append(location.x)
+            ys.append(location.y)
+        ends.append(len(refs))
+        classes.append(kept[0])
+        accesses.append(kept[1])
+    report("ways", seen)
+    return _Ways(
+        refs=np.array(refs, dtype=np.int64),
+        x=np.array(xs, dtype=np.int32),
+        y=np.array(ys, dtype=np.int32),
+        ends=np.array(ends, dtype=np.int64),
+        road_class=np.array(classes, dtype=np.uint8),
+        access=np.array(accesses, dtype=np.uint8),
+    )
+
+
+def _build(name: str, path: Path, ways: _Ways, clock_now: datetime | None) -> StreetNetwork:
+    """The network of the segments between consecutive located nodes of each way."""
+    present = (np.abs(ways.x) <= _MAX_X) & (np.abs(ways.y) <= _MAX_Y)
+    lat = ways.y / _COORDINATE_PRECISION
+    lon = ways.x / _COORDINATE_PRECISION
+    # Segment k joins references k and k + 1 when both are in the same way and located.
+    way_of = np.repeat(np.arange(ways.ends.size), np.diff(ways.ends, prepend=0))
+    start = np.flatnonzero((way_of[:-1] == way_of[1:]) & present[:-1] & present[1:])
+    end = start + 1
+    length = haversine_m(lat[start], lon[start], lat[end], lon[end])
+    keep = length > 0.0
+    start, end, length = start[keep], end[keep], length[keep]
+    # The nodes that end an edge, numbered 0..n-1 in the order of their OSM ids.
+    both = np.concatenate((start, end))
+    _, first, number = np.unique(ways.refs[both], return_index=True, return_inverse=True)
+    number = number.reshape(-1)
+    return StreetNetwork(
+        name=name,
+        node_lat=lat[both[first]],
+        node_lon=lon[both[first]],
+        edge_from=number[: start.size].astype(np.int32),
+        edge_to=number[start.size :].astype(np.int32),
+        edge_length=length,
+        edge_class=ways.road_class[way_of[start]],
+        edge_access=ways.access[way_of[start]],
+        source=path.name,
+        imported_at=clock_now,
+    )

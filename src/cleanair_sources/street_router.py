@@ -1,0 +1,204 @@
+"""The graph router: shortest paths on a street network with SciPy's sparse-graph Dijkstra.
+
+Why SciPy (`scipy.sparse.csgraph.dijkstra`): per-search edge costs arrive as a NumPy array
+(length x (1 + s x exposure) for every edge at once), and csgraph takes such an array as the
+matrix data with no per-edge Python call; the same library's `cKDTree` snaps points to edges.
+The benchmark in `bench/` compares it with NetworkX on the same graph.
+
+Per activity the router keeps the directed arcs it may use (foot arcs both ways; bike arcs as
+the one-way rules allow), with parallel arcs between one pair of nodes grouped so that each
+search keeps the cheapest of them (a sparse matrix holds one value per pair).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
+from scipy.spatial import cKDTree
+
+from cleanair_core.geo import EARTH_RADIUS_M, Point
+from cleanair_core.street_network import (
+    Access,
+    FloatArray,
+    Path,
+    PlanActivityType,
+    Router,
+    Snap,
+    StreetNetwork,
+)
+
+#: Points are laid along every usable edge at most this far apart for snapping.
+SNAP_SPACING_M = 10.0
+Int64Array = npt.NDArray[np.int64]
+
+
+@attrs.frozen
+class _Arcs:
+    """The directed arcs of one activity, sorted by (from, to) pair and grouped."""
+
+    edge: Int64Array  # the network edge of each arc
+    pairs_from: Int64Array  # per group: from node
+    pairs_to: Int64Array  # per group: to node
+    starts: Int64Array  # per group: first arc
+    keys: Int64Array  # per group: from * n + to, sorted
+
+
+@attrs.frozen
+class _Snapper:
+    tree: cKDTree
+    edge: Int64Array  # the edge of each tree point
+
+
+def _xy(lat: FloatArray, lon: FloatArray, lat0: float) -> FloatArray:
+    """Local metric coordinates (equirectangular about `lat0`): fine at city scale."""
+    scale = math.cos(math.radians(lat0))
+    xy: FloatArray = np.column_stack(
+        (np.radians(lon) * scale * EARTH_RADIUS_M, np.radians(lat) * EARTH_RADIUS_M)
+    )
+    return xy
+
+
+class ScipyRouter(Router):
+    """A `Router` over one network."""
+
+    def __init__(self, network: StreetNetwork) -> None:
+        self.network = network
+        south, _, north, _ = network.bounds
+        self._lat0 = (south + north) / 2
+        self._arcs = {activity: self._build_arcs(activity) for activity in PlanActivityType}
+        self._snappers: dict[PlanActivityType, _Snapper | None] = {}
+
+    def _build_arcs(self, activity: PlanActivityType) -> _Arcs:
+        net = self.network
+        access = net.edge_access
+        edges = np.arange(net.edge_count, dtype=np.int64)
+        if activity is PlanActivityType.CYCLING:
+            forward = (access & np.uint8(Access.BIKE_FORWARD)) != 0
+            backward = (access & np.uint8(Access.BIKE_BACKWARD)) != 0
+        else:
+            forward = backward = (access & np.uint8(Access.FOOT)) != 0
+        src = np.concatenate((net.edge_from[forward], net.edge_to[backward])).astype(np.int64)
+        dst = np.concatenate((net.edge_to[forward], net.edge_from[backward])).astype(np.int64)
+        edge = np.concatenate((edges[forward], edges[backward]))
+        keys = src * net.node_count + dst
+        order = np.argsort(keys, kind="stable")
+        keys, edge, src, dst = keys[order], edge[order], src[order], dst[order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else edges[:0]
+        return _Arcs(edge, src[starts], dst[starts], starts, keys[starts])
+
+    def snap(self, point: Point, activity: PlanActivityType) -> Snap | None:
+        snapper = self._snapper(activity)
+        if snapper is None:
+            return None
+        here = _xy(np.array([point.lat]), np.array([point.lon]), self._lat0)[0]
+        distance, index = snapper.tree.query(here)
+        edge = int(snapper.edge[int(index)])
+        net = self.network
+        ends = (int(net.edge_from[edge]), int(net.edge_to[edge]))
+        coords = _xy(net.node_lat[list(ends)], net.node_lon[list(ends)], self._lat0)
+        nearer = ends[int(np.argmin(np.linalg.norm(coords - here, axis=1)))]
+        return Snap(nearer, float(distance))
+
+    def _snapper(self, activity: PlanActivityType) -> _Snapper | None:
+        if activity not in self._snappers:
+            self._snappers[activity] = self._build_snapper(activity)
+        return self._snappers[activity]
+
+    def _build_snapper(self, activity: PlanActivityType) -> _Snapper | None:
+        net = self.network
+        usable = np.flatnonzero(net.usable(activity))
+        if len(usable) == 0:
+            return None
+        a = _xy(
+            net.node_lat[net.edge_from[usable]], net.node_lon[net.edge_from[usable]], self._lat0
+        )
+        b = _xy(net.node_lat[net.edge_to[usable]], net.node_lon[net.edge_to[usable]], self._lat0)
+        steps = np.maximum(1, np.ceil(net.edge_length[usable] / SNAP_SPACING_M)).astype(np.int64)
+        owner = np.repeat(np.arange(len(usable)), steps + 1)
+        offsets = np.arange(len(owner)) - np.repeat(np.cumsum(steps + 1) - (steps + 1), steps + 1)
+        t = (offsets / np.repeat(steps, steps + 1))[:, None]
+        points = a[owner] + t * (b[owner] - a[owner])
+        return _Snapper(cKDTree(points), usable[owner].astype(np.int64))
+
+    def path(
+        self,
+        origin: int,
+        destination: int,
+        activity: PlanActivityType,
+        costs: FloatArray,
+        limit: float | None = None,
+    ) -> Path | None:
+        if origin == destination:
+            return Path([origin], [])
+        arcs = self._arcs[activity]
+        if len(arcs.edge) == 0:
+            return None
+        arc_costs = np.asarray(costs, dtype=np.float64)[arcs.edge]
+        cheapest = np.minimum.reduceat(arc_costs, arcs.starts)
+        finite = np.isfinite(cheapest)
+        n = self.network.node_count
+        graph = csr_matrix(
+            (cheapest[finite], (arcs.pairs_from[finite], arcs.pairs_to[finite])), shape=(n, n)
+        )
+        # `limit` stops the search once every node cheaper than it is settled: the cost of a
+        # known path bounds the search to the part of the graph that could beat it.
+        distances, predecessors = dijkstra(
+            graph,
+            directed=True,
+            indices=origin,
+            return_predecessors=True,
+            limit=np.inf if limit is None else limit,
+        )
+        if predecessors[destination] < 0 or not np.isfinite(distances[destination]):
+            return None
+        nodes = [destination]
+        while nodes[-1] != origin:
+            nodes.append(int(predecessors[nodes[-1]]))
+        nodes.reverse()
+        return Path(nodes, self._edges_along(nodes, arcs, arc_costs))
+
+    def _edges_along(self, nodes: Sequence[int], arcs: _Arcs, arc_costs: FloatArray) -> list[int]:
+        n = self.network.node_count
+        keys = np.array(nodes[:-1], dtype=np.int64) * n + np.array(nodes[1:], dtype=np.int64)
+        groups = np.searchsorted(arcs.keys, keys)
+        ends = np.r_[arcs.starts[1:], len(arcs.edge)]
+        edges = []
+        for group in groups:
+            first, last = int(arcs.starts[group]), int(ends[group])
+            best = first + int(np.argmin(arc_costs[first:last]))
+            edges.append(int(arcs.edge[best]))
+        return edges
+
+
+class LoadedNetworks:
+    """The `StreetNetworks` port over routers built in this process."""
+
+    def __init__(self, networks: Sequence[StreetNetwork] = ()) -> None:
+        self._routers: list[ScipyRouter] = []
+        self.replace(networks)
+
+    def replace(self, networks: Sequence[StreetNetwork]) -> None:
+        routers = [ScipyRouter(network) for network in networks if network.edge_count > 0]
+        routers.sort(key=lambda r: _area(r.network))  # the most detailed fit first
+        self._routers = routers
+
+    @property
+    def names(self) -> list[str]:
+        return [router.network.name for router in self._routers]
+
+    def covering(self, points: Sequence[Point]) -> ScipyRouter | None:
+        for router in self._routers:
+            if all(router.network.covers(point) for point in points):
+                return router
+        return None
+
+
+def _area(network: StreetNetwork) -> float:
+    south, west, north, east = network.bounds
+    return (north - south) * (east - west)

@@ -1,0 +1,230 @@
+"""The route planner on hand-made graphs where the cleanest path is known."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cleanair_core.air_quality import Sample
+from cleanair_core.errors import PlanRejected
+from cleanair_core.geo import Point, distance_m
+from cleanair_core.plans import PlanRequest
+from cleanair_core.pollutants import Concentrations, Pollutant
+from cleanair_core.route_planning import (
+    SNAP_DISTANCE_M,
+    PlanResult,
+    plan_routes,
+    within_buffer,
+)
+from cleanair_core.street_network import Access, PlanActivityType, StreetNetwork
+from cleanair_sources.street_router import LoadedNetworks
+from support.networks import DLAT, DLON, ORIGIN, grid
+
+NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+WALK = PlanActivityType.WALKING
+
+
+class AirByLatitude:
+    """Dirty air (lots of NO2) south of `edge_lat`, clean north of it."""
+
+    update_interval = 3600
+
+    def __init__(self, edge_lat: float, dirty: float = 90.0, clean: float = 10.0) -> None:
+        self.edge_lat = edge_lat
+        self.dirty = dirty
+        self.clean = clean
+        self.calls = 0
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        self.calls += 1
+        return [
+            {
+                Pollutant.NO2: self.dirty if s.point.lat < self.edge_lat else self.clean,
+                Pollutant.PM25: 5.0,
+            }
+            for s in samples
+        ]
+
+
+class Uniform:
+    update_interval = 3600
+
+    def __init__(self, air: Concentrations) -> None:
+        self.air = air
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        return [dict(self.air) for _ in samples]
+
+
+def plan(
+    network: StreetNetwork,
+    source: object,
+    start: Point,
+    end: Point,
+    activity: PlanActivityType = WALK,
+) -> PlanResult:
+    request = PlanRequest(start, end, activity, NOW)
+    return asyncio.run(plan_routes(request, LoadedNetworks([network]), source))  # type: ignore[arg-type]
+
+
+def at(i: int, j: int) -> Point:
+    return Point(ORIGIN.lat + i * DLAT, ORIGIN.lon + j * DLON)
+
+
+# -- a dirty main street with a clean parallel one --------------------------------------------
+
+
+def test_the_cleanest_route_avoids_the_dirty_street() -> None:
+    network = grid(4, 10)
+    # Row 0 is dirty; rows 1-3 are clean: the clean way goes up, along row 1, and down.
+    result = plan(network, AirByLatitude(ORIGIN.lat + DLAT / 2), at(0, 0), at(0, 9))
+    cleanest, baseline = result.routes[0], result.routes[-1]
+    assert baseline.goal.title == "Shortest route"
+    assert cleanest.goal.title == "Cleanest air"
+    assert all(p.lat == pytest.approx(ORIGIN.lat) for p in baseline.route.points)
+    assert any(p.lat > ORIGIN.lat + DLAT / 2 for p in cleanest.route.points)
+    assert cleanest.distance > baseline.distance
+    assert cleanest.dose_delta_pct is not None
+    assert cleanest.dose_delta_pct > 0
+    assert result.best_route_index == 0
+    assert result.original_distance == baseline.distance
+    assert result.original_dose == baseline.route.summary.inhaled_dose
+    assert "less pollution inhaled for" in cleanest.goal.description
+    assert f"{cleanest.dose_delta_pct:.0f} %" in cleanest.goal.description
+
+
+def test_without_a_cleaner_way_the_direct_route_stands_alone() -> None:
+    network = grid(3, 6)
+    result = plan(network, Uniform({Pollutant.NO2: 30.0}), at(0, 0), at(0, 5))
+    assert len(result.routes) == 1
+    only = result.routes[0]
+    assert only.goal.title == "Direct route is the cleanest"
+    assert only.distance_delta == 0
+    assert only.dose_delta_pct == 0.0
+    assert result.best_route_index == 0
+
+
+def test_deltas_match_distances_and_doses() -> None:
+    network = grid(5, 8)
+    result = plan(network, AirByLatitude(ORIGIN.lat + 1.5 * DLAT), at(0, 0), at(1, 7))
+    base = result.routes[-1]
+    for route in result.routes:
+        assert route.distance_delta == round(route.distance - base.distance)
+        dose, base_dose = route.route.summary.inhaled_dose, base.route.summary.inhaled_dose
+        assert dose is not None
+        assert base_dose is not None
+        assert route.dose_delta_pct == round((1 - dose / base_dose) * 100, 1)
+        assert route.duration == pytest.approx(route.route.duration_s, abs=0.1)
+
+
+# -- rejections -------------------------------------------------------------------------------
+
+
+def test_a_point_outside_every_network_is_rejected() -> None:
+    network = grid(3, 3)
+    outside = Point(ORIGIN.lat - 0.01, ORIGIN.lon)
+    with pytest.raises(PlanRejected, match="No street network covers"):
+        plan(network, Uniform({Pollutant.NO2: 5.0}), outside, at(0, 2))
+
+
+@pytest.mark.parametrize("which", ["start", "end"])
+def test_an_end_far_from_any_usable_street_is_rejected(which: str) -> None:
+    # Streets only in columns 0-3; the nodes of columns 4-11 stretch the box without streets.
+    gap = grid(3, 12, skip=lambda a, b: a[1] > 3 or b[1] > 3)
+    away = at(1, 11)
+    assert distance_m(away, at(1, 3)) > SNAP_DISTANCE_M
+    start, end = (away, at(0, 0)) if which == "start" else (at(0, 0), away)
+    with pytest.raises(PlanRejected, match=f"within 250 m of the {which}"):
+        plan(gap, Uniform({Pollutant.NO2: 5.0}), start, end)
+
+
+def test_unconnected_points_are_rejected() -> None:
+    # Two islands: columns 0-2 and 4-6, no street between them.
+    network = grid(3, 7, skip=lambda a, b: 3 in (a[1], b[1]))
+    with pytest.raises(PlanRejected, match="No walking route connects"):
+        plan(network, Uniform({Pollutant.NO2: 5.0}), at(0, 0), at(0, 6))
+
+
+def test_missing_air_data_is_a_loud_failure() -> None:
+    network = grid(3, 4)
+    with pytest.raises(PlanRejected, match="Air-quality data covers too little"):
+        plan(network, Uniform({}), at(0, 0), at(0, 3))
+
+
+def test_cycling_respects_one_way_streets() -> None:
+    # Row 0 is one-way eastward... for the way back west a cyclist must use row 1.
+    def one_way(a: tuple[int, int], b: tuple[int, int]) -> int:
+        if a[0] == b[0] == 0:
+            return Access.FOOT | Access.BIKE_FORWARD
+        return Access.FOOT | Access.BIKE
+
+    network = grid(2, 6, access=one_way)
+    air = Uniform({Pollutant.NO2: 20.0})
+    walking = plan(network, air, at(0, 5), at(0, 0), PlanActivityType.WALKING)
+    cycling = plan(network, air, at(0, 5), at(0, 0), PlanActivityType.CYCLING)
+    assert cycling.original_distance > walking.original_distance
+    east = plan(network, air, at(0, 0), at(0, 5), PlanActivityType.CYCLING)
+    assert east.original_distance == pytest.approx(walking.original_distance, abs=0.2)
+
+
+# -- near-duplicates --------------------------------------------------------------------------
+
+
+def test_within_buffer() -> None:
+    line = [at(0, 0), at(0, 5)]
+    near = [Point(p.lat + 0.0003, p.lon) for p in line]  # ~33 m north
+    far = [Point(p.lat + 0.0006, p.lon) for p in line]  # ~67 m north
+    assert within_buffer(near, line, 50.0)
+    assert not within_buffer(far, line, 50.0)
+    assert within_buffer([at(0, 2)], line, 1.0)  # on the segment, between its vertices
+    assert not within_buffer([], line, 50.0)
+
+
+# -- properties -------------------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.integers(2, 6),
+    cols=st.integers(2, 7),
+    dirty=st.lists(st.floats(0.0, 200.0), min_size=42, max_size=42),
+    ends=st.tuples(st.integers(0, 41), st.integers(0, 41)),
+)
+def test_every_route_is_a_connected_path_and_the_best_is_no_dirtier(
+    rows: int, cols: int, dirty: list[float], ends: tuple[int, int]
+) -> None:
+    network = grid(rows, cols)
+
+    class Patchy:
+        update_interval = 3600
+
+        async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+            out: list[Concentrations] = []
+            for s in samples:
+                i = round((s.point.lat - ORIGIN.lat) / DLAT * 2)
+                j = round((s.point.lon - ORIGIN.lon) / DLON * 2)
+                out.append({Pollutant.NO2: dirty[(i * 7 + j) % len(dirty)]})
+            return out
+
+    n = rows * cols
+    start, end = network.node(ends[0] % n), network.node(ends[1] % n)
+    result = plan(network, Patchy(), start, end)
+    pairs = {
+        frozenset((int(a), int(b))) for a, b in zip(network.edge_from, network.edge_to, strict=True)
+    }
+    index = {(network.node(k).lat, network.node(k).lon): k for k in range(n)}
+    for route in result.routes:
+        nodes = [index[(p.lat, p.lon)] for p in route.route.points]
+        assert nodes[0] == ends[0] % n
+        assert nodes[-1] == ends[1] % n
+        assert all(frozenset(step) in pairs for step in itertools.pairwise(nodes))
+        assert route.distance_delta == round(route.distance - result.original_distance)
+    best = result.routes[result.best_route_index].route.summary.inhaled_dose
+    if best is not None and result.original_dose is not None:
+        assert best <= result.original_dose

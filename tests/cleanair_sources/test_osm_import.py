@@ -1,0 +1,427 @@
+"""Importing OpenStreetMap files: which ways are kept, their classes, access and geometry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import osmium
+import pytest
+from osmium.osm.mutable import Node, Way
+
+from cleanair_core.geo import Point, distance_m
+from cleanair_core.street_network import Access, PlanActivityType, RoadClass, StreetNetwork
+from cleanair_sources import osm_import
+from cleanair_sources.osm_import import classify_way, haversine_m, import_network
+
+HELSINKI = Path(osm_import.__file__).parent / "data" / "helsinki.osm.pbf"
+
+FOOT = Access.FOOT
+BIKE = Access.BIKE
+FWD = Access.BIKE_FORWARD
+BACK = Access.BIKE_BACKWARD
+NONE = Access.NONE
+
+#: A 3 x 3 grid of nodes about 100 m apart; node id = 1 + 3 * row + column.
+GRID: dict[int, tuple[float, float]] = {
+    1 + 3 * row + col: (60.17 + row * 0.0009, 24.94 + col * 0.0018)
+    for row in range(3)
+    for col in range(3)
+}
+
+WayRow = tuple[int, Sequence[int], Mapping[str, str]]
+
+#: Kept ways of the grid, one per rule, with the (class, access) each edge must get.
+KEPT: dict[tuple[int, int], tuple[RoadClass, Access]] = {
+    (1, 2): (RoadClass.LOCAL, FOOT | BIKE),  # residential
+    (2, 3): (RoadClass.LOCAL, FOOT | BIKE),
+    (4, 5): (RoadClass.ARTERIAL, FOOT | BIKE),  # primary
+    (5, 6): (RoadClass.ARTERIAL, FOOT | BIKE),
+    (7, 8): (RoadClass.PATH, FOOT),  # footway
+    (8, 9): (RoadClass.PATH, FOOT | BIKE),  # cycleway
+    (1, 4): (RoadClass.MOTORWAY, NONE),  # motorway: kept for its air only
+    (2, 5): (RoadClass.LOCAL, FOOT | FWD),  # oneway residential
+    (5, 8): (RoadClass.LOCAL, FOOT | BIKE),  # oneway, oneway:bicycle=no
+    (3, 6): (RoadClass.PATH, FOOT),  # steps
+    (6, 9): (RoadClass.COLLECTOR, FOOT | BACK),  # secondary, oneway=-1
+}
+GRID_WAYS: list[WayRow] = [
+    (101, [1, 2, 3], {"highway": "residential", "name": "Katu"}),
+    (102, [4, 5, 6], {"highway": "primary"}),
+    (103, [7, 8], {"highway": "footway"}),
+    (104, [8, 9], {"highway": "cycleway"}),
+    (105, [1, 4], {"highway": "motorway"}),
+    (106, [4, 7], {"highway": "service", "access": "private"}),  # nobody may use it: dropped
+    (107, [2, 5], {"highway": "residential", "oneway": "yes"}),
+    (108, [5, 8], {"highway": "residential", "oneway": "yes", "oneway:bicycle": "no"}),
+    (109, [3, 6], {"highway": "steps"}),
+    (110, [6, 9], {"highway": "secondary", "oneway": "-1"}),
+    # Never kept: not a street, not built, a platform, an area, not a highway at all.
+    (120, [1, 5], {"highway": "construction"}),
+    (121, [7, 9], {"highway": "platform"}),
+    (122, [1, 2, 5, 4, 1], {"highway": "pedestrian", "area": "yes"}),
+    (123, [2, 6], {"building": "yes"}),
+    (124, [3, 5], {"highway": "proposed"}),
+]
+
+
+def write_osm(path: Path, nodes: Mapping[int, tuple[float, float]], ways: Sequence[WayRow]) -> Path:
+    """An OpenStreetMap file (format from the suffix) with `nodes` (id -> lat, lon) and `ways`."""
+    with osmium.SimpleWriter(str(path)) as writer:
+        for node_id in sorted(nodes):
+            lat, lon = nodes[node_id]
+            writer.add_node(Node(id=node_id, location=(lon, lat)))
+        for way_id, refs, tags in ways:
+            writer.add_way(Way(id=way_id, nodes=list(refs), tags=dict(tags)))
+    return path
+
+
+def osm_edges(
+    network: StreetNetwork, nodes: Mapping[int, tuple[float, float]]
+) -> dict[tuple[int, int], tuple[RoadClass, Access, float]]:
+    """The network's edges keyed by the OSM ids of their ends (found by location)."""
+    by_location = {(round(lat, 7), round(lon, 7)): node_id for node_id, (lat, lon) in nodes.items()}
+    ids = [
+        by_location[(round(float(lat), 7), round(float(lon), 7))]
+        for lat, lon in zip(network.node_lat, network.node_lon, strict=True)
+    ]
+    edges: dict[tuple[int, int], tuple[RoadClass, Access, float]] = {}
+    for k in range(network.edge_count):
+        key = (ids[network.edge_from[k]], ids[network.edge_to[k]])
+        assert key not in edges, f"duplicate edge {key}"
+        edges[key] = (
+            RoadClass(int(network.edge_class[k])),
+            Access(int(network.edge_access[k])),
+            float(network.edge_length[k]),
+        )
+    return edges
+
+
+@pytest.fixture
+def grid_file(tmp_path: Path) -> Path:
+    return write_osm(tmp_path / "grid.osm.pbf", GRID, GRID_WAYS)
+
+
+def test_a_grid_keeps_one_edge_per_segment_of_each_usable_way(grid_file: Path) -> None:
+    network = import_network(grid_file, "grid")
+    edges = osm_edges(network, GRID)
+    assert {key: value[:2] for key, value in edges.items()} == KEPT
+    assert network.edge_count == 11
+    assert network.node_count == 9  # every grid node ends some kept edge
+
+
+def test_edge_lengths_are_haversine_metres(grid_file: Path) -> None:
+    network = import_network(grid_file, "grid")
+    for (a, b), (_, _, length) in osm_edges(network, GRID).items():
+        assert length == pytest.approx(distance_m(Point(*GRID[a]), Point(*GRID[b])), abs=1e-6)
+        assert 95.0 < length < 105.0
+
+
+def test_the_arrays_have_the_core_types(grid_file: Path) -> None:
+    network = import_network(grid_file, "grid")
+    assert network.node_lat.dtype == np.float64
+    assert network.node_lon.dtype == np.float64
+    assert network.edge_from.dtype == np.int32
+    assert network.edge_to.dtype == np.int32
+    assert network.edge_length.dtype == np.float64
+    assert network.edge_class.dtype == np.uint8
+    assert network.edge_access.dtype == np.uint8
+    assert network.node_lat.shape == network.node_lon.shape == (network.node_count,)
+    for column in ("edge_to", "edge_length", "edge_class", "edge_access"):
+        assert getattr(network, column).shape == (network.edge_count,)
+    assert np.all(network.edge_length > 0)
+
+
+def test_name_source_and_import_time_are_recorded(grid_file: Path) -> None:
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    network = import_network(str(grid_file), "Kallio", clock_now=now)
+    assert network.name == "Kallio"
+    assert network.source == "grid.osm.pbf"
+    assert network.imported_at == now
+    assert import_network(grid_file, "x").imported_at is None
+
+
+def test_only_nodes_of_kept_ways_are_numbered_0_to_n_minus_1(tmp_path: Path) -> None:
+    nodes = {**GRID, 50: (60.2, 25.0), 51: (60.201, 25.0)}  # 50, 51: only a building uses them
+    ways = [*GRID_WAYS, (130, [50, 51], {"building": "yes"})]
+    network = import_network(write_osm(tmp_path / "g.osm.pbf", nodes, ways), "g")
+    assert network.node_count == 9
+    used = np.union1d(network.edge_from, network.edge_to)
+    assert used.tolist() == list(range(network.node_count))
+    # Numbered in the order of OSM ids: the grid's ids run south-west to north-east.
+    assert np.all(np.diff(network.node_lat) >= 0)
+
+
+def test_usable_follows_access(grid_file: Path) -> None:
+    network = import_network(grid_file, "grid")
+    edges = list(osm_edges(network, GRID))
+    walk = {edges[k] for k in np.flatnonzero(network.usable(PlanActivityType.WALKING))}
+    ride = {edges[k] for k in np.flatnonzero(network.usable(PlanActivityType.CYCLING))}
+    assert walk == {key for key, (_, access) in KEPT.items() if access & FOOT}
+    assert ride == {(1, 2), (2, 3), (4, 5), (5, 6), (8, 9), (2, 5), (5, 8), (6, 9)}
+
+
+def test_ways_clipped_at_the_extract_border_are_split_at_the_missing_nodes(
+    tmp_path: Path,
+) -> None:
+    nodes = {10: (60.17, 24.94), 11: (60.1705, 24.94), 13: (60.1715, 24.94), 14: (60.172, 24.94)}
+    ways: list[WayRow] = [
+        (1, [10, 11, 12, 13, 14], {"highway": "footway"}),  # node 12 is outside the extract
+        (2, [98, 99], {"highway": "footway"}),  # wholly outside
+        (3, [99, 10], {"highway": "footway"}),  # one end outside
+    ]
+    network = import_network(write_osm(tmp_path / "clip.osm.pbf", nodes, ways), "clip")
+    assert set(osm_edges(network, nodes)) == {(10, 11), (13, 14)}
+    assert network.node_count == 4
+
+
+def test_zero_length_segments_are_dropped(tmp_path: Path) -> None:
+    nodes = {1: (60.17, 24.94), 2: (60.17, 24.94), 3: (60.171, 24.94)}  # 1 and 2 coincide
+    ways: list[WayRow] = [(1, [1, 1, 2, 3], {"highway": "path"})]
+    network = import_network(write_osm(tmp_path / "zero.osm.pbf", nodes, ways), "zero")
+    assert network.edge_count == 1
+    assert network.node_count == 2
+    assert network.edge_length[0] == pytest.approx(111.2, abs=0.1)
+
+
+@pytest.mark.parametrize("suffix", [".osm", ".osm.xml"])
+def test_xml_files_import_like_pbf(tmp_path: Path, grid_file: Path, suffix: str) -> None:
+    xml = write_osm(tmp_path / f"grid{suffix}", GRID, GRID_WAYS)
+    from_xml, from_pbf = import_network(xml, "x"), import_network(grid_file, "p")
+    for column in ("node_lat", "node_lon", "edge_from", "edge_to", "edge_length"):
+        assert np.array_equal(getattr(from_xml, column), getattr(from_pbf, column))
+    assert np.array_equal(from_xml.edge_access, from_pbf.edge_access)
+
+
+def test_progress_reports_each_stage_and_its_count(grid_file: Path) -> None:
+    calls: list[tuple[str, int]] = []
+    network = import_network(grid_file, "grid", progress=lambda s, n: calls.append((s, n)))
+    highway_ways = sum(1 for _, _, tags in GRID_WAYS if "highway" in tags)
+    assert calls == [("ways", highway_ways), ("nodes", 9), ("edges", network.edge_count)]
+
+
+def test_progress_is_reported_every_so_many_ways(
+    grid_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(osm_import, "PROGRESS_EVERY", 4)
+    calls: list[tuple[str, int]] = []
+    import_network(grid_file, "grid", progress=lambda s, n: calls.append((s, n)))
+    assert [n for stage, n in calls if stage == "ways"] == [4, 8, 12, 14]
+
+
+def test_a_file_without_usable_streets_is_a_clear_error(tmp_path: Path) -> None:
+    ways: list[WayRow] = [
+        (1, [1, 2], {"building": "yes"}),
+        (2, [2, 3], {"highway": "motorway"}),  # air only: not a street anyone may use
+        (3, [4, 5], {"highway": "footway", "access": "no"}),
+        (4, [5, 6], {"highway": "proposed"}),
+    ]
+    path = write_osm(tmp_path / "empty.osm.pbf", GRID, ways)
+    with pytest.raises(ValueError, match=r"no walkable or cyclable streets in .*empty\.osm\.pbf"):
+        import_network(path, "empty")
+
+
+def test_a_file_with_nodes_only_is_a_clear_error(tmp_path: Path) -> None:
+    path = write_osm(tmp_path / "nodes.osm.pbf", GRID, [])
+    with pytest.raises(ValueError, match="no walkable or cyclable streets"):
+        import_network(path, "nodes")
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"no OpenStreetMap file at .*missing\.osm\.pbf"):
+        import_network(tmp_path / "missing.osm.pbf", "missing")
+
+
+@pytest.mark.parametrize(
+    ("file_name", "content"),
+    [
+        ("garbage.osm.pbf", b"this is not a protocol buffer"),
+        ("broken.osm", b"<osm version='0.6'><node id='1' lat='60' lon='24'><tag k="),
+        ("notes.txt", b"highway=footway"),
+    ],
+)
+def test_an_unreadable_file_is_a_value_error_naming_it(
+    tmp_path: Path, file_name: str, content: bytes
+) -> None:
+    path = tmp_path / file_name
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"cannot read the OpenStreetMap file .*{file_name}"):
+        import_network(path, "bad")
+
+
+# --- the rules, way by way -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tags", "expected"),
+    [
+        # Road classes.
+        ({"highway": "footway"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "path"}, (RoadClass.PATH, FOOT | BIKE)),
+        ({"highway": "pedestrian"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "steps"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "cycleway"}, (RoadClass.PATH, FOOT | BIKE)),
+        ({"highway": "bridleway"}, (RoadClass.PATH, FOOT | BIKE)),
+        ({"highway": "track"}, (RoadClass.PATH, FOOT | BIKE)),
+        ({"highway": "corridor"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "residential"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "living_street"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "service"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "unclassified"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "road"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "tertiary"}, (RoadClass.COLLECTOR, FOOT | BIKE)),
+        ({"highway": "tertiary_link"}, (RoadClass.COLLECTOR, FOOT | BIKE)),
+        ({"highway": "secondary"}, (RoadClass.COLLECTOR, FOOT | BIKE)),
+        ({"highway": "secondary_link"}, (RoadClass.COLLECTOR, FOOT | BIKE)),
+        ({"highway": "primary"}, (RoadClass.ARTERIAL, FOOT | BIKE)),
+        ({"highway": "primary_link"}, (RoadClass.ARTERIAL, FOOT | BIKE)),
+        ({"highway": "trunk"}, (RoadClass.ARTERIAL, NONE)),
+        ({"highway": "trunk_link"}, (RoadClass.ARTERIAL, NONE)),
+        ({"highway": "motorway"}, (RoadClass.MOTORWAY, NONE)),
+        ({"highway": "motorway_link"}, (RoadClass.MOTORWAY, NONE)),
+        # Walking.
+        ({"highway": "trunk", "foot": "yes"}, (RoadClass.ARTERIAL, FOOT)),
+        ({"highway": "trunk", "foot": "designated"}, (RoadClass.ARTERIAL, FOOT)),
+        ({"highway": "cycleway", "foot": "no"}, (RoadClass.PATH, BIKE)),
+        ({"highway": "primary", "foot": "use_sidepath"}, (RoadClass.ARTERIAL, BIKE)),
+        ({"highway": "residential", "foot": "private"}, (RoadClass.LOCAL, BIKE)),
+        ({"highway": "footway", "access": "no", "foot": "yes"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "footway", "access": "private", "foot": "permissive"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "residential", "sidewalk": "no"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "residential", "access": "destination"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "residential", "oneway": "yes"}, (RoadClass.LOCAL, FOOT | FWD)),
+        # Cycling.
+        ({"highway": "footway", "bicycle": "yes"}, (RoadClass.PATH, FOOT | BIKE)),
+        ({"highway": "pedestrian", "bicycle": "designated"}, (RoadClass.PATH, FOOT | BIKE)),
+        ({"highway": "steps", "bicycle": "permissive"}, (RoadClass.PATH, FOOT | BIKE)),
+        ({"highway": "path", "bicycle": "no"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "track", "bicycle": "private"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "primary", "bicycle": "use_sidepath"}, (RoadClass.ARTERIAL, FOOT)),
+        ({"highway": "cycleway", "bicycle": "dismount"}, (RoadClass.PATH, FOOT)),
+        ({"highway": "service", "vehicle": "no"}, (RoadClass.LOCAL, FOOT)),
+        ({"highway": "service", "vehicle": "no", "bicycle": "yes"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "service", "access": "no", "bicycle": "yes"}, (RoadClass.LOCAL, BIKE)),
+        ({"highway": "motorway", "bicycle": "yes"}, (RoadClass.MOTORWAY, FWD)),
+        ({"highway": "trunk", "bicycle": "yes", "foot": "yes"}, (RoadClass.ARTERIAL, FOOT | BIKE)),
+        # Directions for bicycles.
+        ({"highway": "residential", "oneway": "true"}, (RoadClass.LOCAL, FOOT | FWD)),
+        ({"highway": "residential", "oneway": "1"}, (RoadClass.LOCAL, FOOT | FWD)),
+        ({"highway": "residential", "oneway": "-1"}, (RoadClass.LOCAL, FOOT | BACK)),
+        ({"highway": "residential", "oneway": "no"}, (RoadClass.LOCAL, FOOT | BIKE)),
+        ({"highway": "cycleway", "oneway": "yes"}, (RoadClass.PATH, FOOT | FWD)),
+        ({"highway": "tertiary", "junction": "roundabout"}, (RoadClass.COLLECTOR, FOOT | FWD)),
+        ({"highway": "tertiary", "junction": "circular"}, (RoadClass.COLLECTOR, FOOT | FWD)),
+        (
+            {"highway": "tertiary", "junction": "roundabout", "oneway": "no"},
+            (RoadClass.COLLECTOR, FOOT | BIKE),
+        ),
+        (
+            {"highway": "residential", "oneway": "yes", "oneway:bicycle": "no"},
+            (RoadClass.LOCAL, FOOT | BIKE),
+        ),
+        ({"highway": "residential", "oneway:bicycle": "yes"}, (RoadClass.LOCAL, FOOT | FWD)),
+        ({"highway": "residential", "oneway:bicycle": "-1"}, (RoadClass.LOCAL, FOOT | BACK)),
+        (
+            {"highway": "residential", "oneway": "yes", "cycleway": "opposite"},
+            (RoadClass.LOCAL, FOOT | BIKE),
+        ),
+        (
+            {"highway": "residential", "oneway": "yes", "cycleway:left": "opposite_lane"},
+            (RoadClass.LOCAL, FOOT | BIKE),
+        ),
+        (
+            {"highway": "secondary", "oneway": "yes", "cycleway:right": "opposite_track"},
+            (RoadClass.COLLECTOR, FOOT | BIKE),
+        ),
+        (
+            {"highway": "residential", "oneway": "-1", "cycleway:both": "opposite_share_busway"},
+            (RoadClass.LOCAL, FOOT | BIKE),
+        ),
+        (
+            {"highway": "residential", "oneway": "yes", "cycleway:left:oneway": "-1"},
+            (RoadClass.LOCAL, FOOT | BIKE),
+        ),
+        (
+            {"highway": "residential", "oneway": "yes", "cycleway:right": "lane"},
+            (RoadClass.LOCAL, FOOT | FWD),
+        ),
+        # Kept for air though nobody may use them.
+        (
+            {"highway": "primary", "foot": "use_sidepath", "bicycle": "use_sidepath"},
+            (RoadClass.ARTERIAL, NONE),
+        ),
+        ({"highway": "secondary", "access": "no"}, (RoadClass.COLLECTOR, NONE)),
+        # Not kept.
+        ({"highway": "service", "access": "private"}, None),
+        ({"highway": "footway", "access": "no"}, None),
+        ({"highway": "steps", "foot": "no"}, None),
+        ({"highway": "pedestrian", "area": "yes"}, None),
+        ({"highway": "construction"}, None),
+        ({"highway": "proposed"}, None),
+        ({"highway": "abandoned"}, None),
+        ({"highway": "platform"}, None),
+        ({"highway": "raceway"}, None),
+        ({"highway": "bus_guideway"}, None),
+        ({"highway": "busway"}, None),
+        ({"highway": "escape"}, None),
+        ({"highway": "elevator"}, None),
+        ({"highway": "trail"}, None),
+        ({"building": "yes"}, None),
+        ({}, None),
+    ],
+)
+def test_way_rules(tags: dict[str, str], expected: tuple[RoadClass, Access] | None) -> None:
+    assert classify_way(tags) == expected
+
+
+def test_haversine_matches_the_core_distance() -> None:
+    rng = np.random.default_rng(7)
+    lat1, lat2 = rng.uniform(-89, 89, 200), rng.uniform(-89, 89, 200)
+    lon1, lon2 = rng.uniform(-180, 180, 200), rng.uniform(-180, 180, 200)
+    vectorised = haversine_m(lat1, lon1, lat2, lon2)
+    for k in range(200):
+        expected = distance_m(Point(lat1[k], lon1[k]), Point(lat2[k], lon2[k]))
+        assert vectorised[k] == pytest.approx(expected, rel=1e-12, abs=1e-6)
+
+
+# --- the shipped Helsinki extract ----------------------------------------------------------------
+
+
+def test_the_shipped_helsinki_extract_imports() -> None:
+    started = time.perf_counter()
+    network = import_network(HELSINKI, "helsinki")
+    took = time.perf_counter() - started
+    nbytes = sum(
+        getattr(network, column).nbytes
+        for column in (
+            "node_lat",
+            "node_lon",
+            "edge_from",
+            "edge_to",
+            "edge_length",
+            "edge_class",
+            "edge_access",
+        )
+    )
+    classes = np.bincount(network.edge_class, minlength=len(RoadClass))
+    print(
+        f"Helsinki: {network.node_count} nodes, {network.edge_count} edges, "
+        f"{network.edge_length.sum() / 1000:.1f} km, classes {classes.tolist()}, "
+        f"{nbytes} bytes of arrays, imported in {took:.3f} s"
+    )
+    south, west, north, east = network.bounds
+    assert 60.1 <= south < north <= 60.3
+    assert 24.8 <= west < east <= 25.1
+    assert 5_000 < network.edge_count < 50_000
+    assert network.node_count < network.edge_count * 2
+    for road_class in (RoadClass.PATH, RoadClass.LOCAL, RoadClass.COLLECTOR, RoadClass.ARTERIAL):
+        assert classes[road_class] > 0, road_class
+    assert network.usable(PlanActivityType.WALKING).sum() > 5_000
+    assert network.usable(PlanActivityType.CYCLING).sum() > 1_000
+    # No edge is empty, and none is longer than the extract.
+    assert network.edge_length.min() > 0.0
+    assert network.edge_length.max() < 2_000.0
+    assert network.source == "helsinki.osm.pbf"

@@ -1,0 +1,161 @@
+"""The SciPy router against NetworkX on random graphs, and its snapping and one-way rules."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cleanair_core.geo import Point
+from cleanair_core.street_network import Access, PlanActivityType, RoadClass, StreetNetwork
+from cleanair_sources.street_router import LoadedNetworks, ScipyRouter
+from support.networks import DLAT, DLON, ORIGIN, grid
+
+WALK, CYCLE = PlanActivityType.WALKING, PlanActivityType.CYCLING
+
+
+def network_of(n: int, edges: list[tuple[int, int, float]], access: list[int]) -> StreetNetwork:
+    lat = np.array([ORIGIN.lat + 0.001 * i for i in range(n)])
+    lon = np.array([ORIGIN.lon + 0.001 * (i % 3) for i in range(n)])
+    return StreetNetwork(
+        "random",
+        lat,
+        lon,
+        np.array([a for a, _, _ in edges], dtype=np.int32),
+        np.array([b for _, b, _ in edges], dtype=np.int32),
+        np.array([w for _, _, w in edges], dtype=np.float64),
+        np.full(len(edges), RoadClass.LOCAL, dtype=np.uint8),
+        np.array(access, dtype=np.uint8),
+    )
+
+
+def path_cost(network: StreetNetwork, edges: list[int]) -> float:
+    return float(network.edge_length[edges].sum()) if edges else 0.0
+
+
+graphs = st.integers(2, 12).flatmap(
+    lambda n: st.tuples(
+        st.just(n),
+        st.lists(
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.floats(1.0, 100.0)),
+            min_size=1,
+            max_size=40,
+        ).map(lambda es: [e for e in es if e[0] != e[1]]),
+        st.integers(0, n - 1),
+        st.integers(0, n - 1),
+    )
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(graphs, st.data())
+def test_paths_are_as_cheap_as_networkx_finds(
+    graph: tuple[int, list[tuple[int, int, float]], int, int], data: st.DataObject
+) -> None:
+    n, edges, origin, destination = graph
+    flags = [
+        data.draw(st.sampled_from([Access.FOOT | Access.BIKE, Access.FOOT | Access.BIKE_FORWARD]))
+        for _ in edges
+    ]
+    network = network_of(n, edges, flags)
+    router = ScipyRouter(network)
+    for activity in (WALK, CYCLE):
+        reference = nx.MultiDiGraph()
+        reference.add_nodes_from(range(n))
+        for (a, b, w), flag in zip(edges, flags, strict=True):
+            reference.add_edge(a, b, weight=w)
+            if activity is WALK or flag & Access.BIKE_BACKWARD:
+                reference.add_edge(b, a, weight=w)
+        found = router.path(origin, destination, activity, network.edge_length)
+        try:
+            best = nx.dijkstra_path_length(reference, origin, destination)
+        except nx.NetworkXNoPath:
+            assert found is None
+            continue
+        assert found is not None
+        assert found.nodes[0] == origin
+        assert found.nodes[-1] == destination
+        assert len(found.edges) == len(found.nodes) - 1
+        for (a, b), edge in zip(
+            zip(found.nodes, found.nodes[1:], strict=False), found.edges, strict=True
+        ):
+            assert {a, b} == {int(network.edge_from[edge]), int(network.edge_to[edge])}
+        assert path_cost(network, found.edges) == pytest.approx(best)
+        # A limit at the optimum changes nothing; a limit below it finds nothing.
+        bounded = router.path(origin, destination, activity, network.edge_length, best * 1.000001)
+        assert bounded is not None
+        assert path_cost(network, bounded.edges) == pytest.approx(best)
+        if best > 0:
+            assert (
+                router.path(origin, destination, activity, network.edge_length, best * 0.5) is None
+            )
+
+
+def test_parallel_edges_use_the_cheaper_one() -> None:
+    network = network_of(2, [(0, 1, 50.0), (0, 1, 20.0), (1, 0, 30.0)], [Access.FOOT] * 3)
+    path = ScipyRouter(network).path(0, 1, WALK, network.edge_length)
+    assert path is not None
+    assert path.edges == [1]
+    costs = np.array([5.0, 20.0, 30.0])
+    cheaper = ScipyRouter(network).path(0, 1, WALK, costs)
+    assert cheaper is not None
+    assert cheaper.edges == [0]
+
+
+def test_infinite_costs_close_edges() -> None:
+    network = network_of(3, [(0, 1, 10.0), (1, 2, 10.0), (0, 2, 50.0)], [Access.FOOT] * 3)
+    router = ScipyRouter(network)
+    costs = np.array([10.0, np.inf, 50.0])
+    path = router.path(0, 2, WALK, costs)
+    assert path is not None
+    assert path.nodes == [0, 2]
+    assert router.path(0, 2, WALK, np.full(3, np.inf)) is None
+
+
+def test_the_same_node_is_an_empty_path() -> None:
+    network = grid(2, 2)
+    path = ScipyRouter(network).path(3, 3, WALK, network.edge_length)
+    assert path is not None
+    assert (path.nodes, path.edges) == ([3], [])
+
+
+def test_snapping_finds_the_nearest_usable_edge() -> None:
+    # Column 1 of the middle row is a footway cyclists may not use.
+    def access(a: tuple[int, int], b: tuple[int, int]) -> int:
+        return Access.FOOT if a[0] == b[0] == 1 else Access.FOOT | Access.BIKE
+
+    network = grid(3, 3, access=access)
+    router = ScipyRouter(network)
+    # Just north of the middle of the middle row's first edge, nearer node (1, 0).
+    point = Point(ORIGIN.lat + DLAT + 0.00005, ORIGIN.lon + 0.4 * DLON)
+    walk = router.snap(point, WALK)
+    assert walk is not None
+    assert walk.node == 3
+    assert walk.distance_m < 10
+    cycle = router.snap(point, CYCLE)
+    assert cycle is not None
+    assert cycle.node != 3 or cycle.distance_m > 10  # the footway does not count
+    assert cycle.distance_m > walk.distance_m
+
+
+def test_no_usable_edge_means_no_snap() -> None:
+    network = grid(2, 2, access=lambda a, b: Access.FOOT)
+    assert ScipyRouter(network).snap(ORIGIN, CYCLE) is None
+
+
+def test_the_smallest_covering_network_is_chosen() -> None:
+    city = grid(20, 20, name="city")
+    quarter = grid(4, 4, name="quarter")
+    networks = LoadedNetworks([city, quarter])
+    assert networks.names == ["quarter", "city"]
+    inside = [ORIGIN, Point(ORIGIN.lat + 2 * DLAT, ORIGIN.lon + 2 * DLON)]
+    far = [ORIGIN, Point(ORIGIN.lat + 15 * DLAT, ORIGIN.lon + 15 * DLON)]
+    chosen = networks.covering(inside)
+    assert chosen is not None
+    assert chosen.network.name == "quarter"
+    wide = networks.covering(far)
+    assert wide is not None
+    assert wide.network.name == "city"
+    assert networks.covering([Point(0.0, 0.0)]) is None
