@@ -9,6 +9,8 @@
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
 5. Credit debits on SQLite, core alone.
+6.-8. Route planning: plans on the Helsinki network, path searches on a 100,000-edge grid
+   (SciPy vs NetworkX) and the memory of a loaded network; see `bench/planning.py`.
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -34,6 +36,7 @@ from typing import Any
 import attrs
 from litestar import Litestar, get
 
+from bench import planning
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits import CreditLimits, Debit
 from cleanair_core.exposure import personal_score
@@ -446,6 +449,7 @@ async def main() -> None:
         f"{ROUTE_AIM_MS:g} ms: warm p99 {verdict(route.warm[2] / 1e6)}; "
         f"cold-cache p99 {verdict(route.cold[2] / 1e6)}; first call {verdict(route.first)}"
     )
+    await planning.main()
 
 
 if __name__ == "__main__":

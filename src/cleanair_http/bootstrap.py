@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
+import numpy as np
 
 from cleanair_core.air_quality import AirQualitySource
 from cleanair_core.clock import Clock
@@ -23,6 +26,9 @@ from cleanair_core.wifi_location import LocalWifiGeolocator
 from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from cleanair_sources.near_road import NetworkNearRoad
 
 USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
 #: The street network loaded on first start when none is stored: central Helsinki from the
@@ -120,11 +126,15 @@ def build_sources(settings: Settings, store: Store, keys: TokenKeys) -> Sources:
 class _NearestOf:
     """Near-road proximity over several networks: the highest any of them gives."""
 
-    def __init__(self, parts: list[Callable[[Point], float]]) -> None:
+    def __init__(self, parts: list[NetworkNearRoad]) -> None:
         self._parts = parts
 
     def __call__(self, point: Point) -> float:
         return max(part(point) for part in self._parts)
+
+    def many(self, lats: Sequence[float], lons: Sequence[float]) -> list[float]:
+        values = [part.many(lats, lons) for part in self._parts]
+        return [float(v) for v in functools.reduce(np.maximum, values)]
 
 
 async def close_sources(sources: Sources | None) -> None:

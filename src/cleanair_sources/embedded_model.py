@@ -381,17 +381,24 @@ class EmbeddedModel:
 
     # --- the model -------------------------------------------------------------------------------
 
-    def concentrations_at(self, point: Point, at: datetime) -> Concentrations:
-        """PM2.5, PM10, NO2, O3 and SO2 in µg/m³ at `point` and `at` (timezone-aware)."""
+    def concentrations_at(
+        self, point: Point, at: datetime, near_road: float | None = None
+    ) -> Concentrations:
+        """PM2.5, PM10, NO2, O3 and SO2 in µg/m³ at `point` and `at` (timezone-aware).
+
+        `near_road` is the point's proximity to traffic when the caller already has it (a
+        batch computes it for all its points at once); otherwise the hook is asked.
+        """
         lat, lon = point.lat, point.lon
         hours = _hours_since_epoch(at)
         (b_pm25, b_pm10, b_no2, b_o3, b_so2, u_pm25, u_pm10, u_no2, u_so2, titration, hemi) = (
             self._cell(round(lat * _CELL_QUANTUM), round(lon * _CELL_QUANTUM))
         )
         road = 0.0
-        if self._near_road is not None:
-            road = float(self._near_road(point))
-            road = min(max(road, 0.0), 1.0) if math.isfinite(road) else 0.0
+        if near_road is None and self._near_road is not None:
+            near_road = float(self._near_road(point))
+        if near_road is not None:
+            road = min(max(near_road, 0.0), 1.0) if math.isfinite(near_road) else 0.0
 
         # Local solar time: the hour of day, interpolated between the hourly table entries.
         local = hours + lon / 15.0
@@ -469,11 +476,22 @@ class EmbeddedModel:
         for start in range(0, len(samples), YIELD_EVERY):
             if start:
                 await asyncio.sleep(0)
+            chunk = samples[start : start + YIELD_EVERY]
+            roads = self._near_roads(chunk)
             answers.extend(
-                self.concentrations_at(sample.point, sample.at)
-                for sample in samples[start : start + YIELD_EVERY]
+                self.concentrations_at(sample.point, sample.at, road)
+                for sample, road in zip(chunk, roads, strict=True)
             )
         return answers
+
+    def _near_roads(self, samples: Sequence[Sample]) -> list[float | None]:
+        """Proximity to traffic for a batch: one vectorised call when the hook has `many`."""
+        many = getattr(self._near_road, "many", None)
+        if many is None:
+            return [None] * len(samples)
+        lats = [sample.point.lat for sample in samples]
+        lons = [sample.point.lon for sample in samples]
+        return [float(value) for value in many(lats, lons)]
 
 
 def _hours_since_epoch(at: datetime) -> float:

@@ -90,6 +90,10 @@ from cleanair_core.street_network import Access, RoadClass, StreetNetwork
 
 Progress = Callable[[str, int], None]
 
+#: The packaged default network: central Helsinki (about 1.0 x 1.7 km), © OpenStreetMap
+#: contributors, ODbL 1.0; origin and licence in data/README.md.
+HELSINKI_EXTRACT = Path(__file__).parent / "data" / "helsinki.osm.pbf"
+
 #: How often (in elements of a stage) `progress` is called.
 PROGRESS_EVERY = 100_000
 

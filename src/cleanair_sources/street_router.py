@@ -5,9 +5,14 @@ Why SciPy (`scipy.sparse.csgraph.dijkstra`): per-search edge costs arrive as a N
 matrix data with no per-edge Python call; the same library's `cKDTree` snaps points to edges.
 The benchmark in `bench/` compares it with NetworkX on the same graph.
 
-Per activity the router keeps the directed arcs it may use (foot arcs both ways; bike arcs as
-the one-way rules allow), with parallel arcs between one pair of nodes grouped so that each
-search keeps the cheapest of them (a sparse matrix holds one value per pair).
+Per mode (foot for walking and running, bike for cycling) the router keeps the directed arcs
+it may use (foot arcs both ways; bike arcs as the one-way rules allow), with parallel arcs
+between one pair of nodes grouped so that each search keeps the cheapest of them (a sparse
+matrix holds one value per pair).
+
+Snapping only considers edges of the mode's largest connected piece of network: OpenStreetMap
+extracts hold small islands (a courtyard path, a station's inner walkways cut off at the
+extract's border) and a start snapped onto one would have no route anywhere.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
+from scipy.sparse.csgraph import connected_components, dijkstra
 from scipy.spatial import cKDTree
 
 from cleanair_core.geo import EARTH_RADIUS_M, Point
@@ -71,7 +76,9 @@ class ScipyRouter(Router):
         self.network = network
         south, _, north, _ = network.bounds
         self._lat0 = (south + north) / 2
-        self._arcs = {activity: self._build_arcs(activity) for activity in PlanActivityType}
+        foot, bike = PlanActivityType.WALKING, PlanActivityType.CYCLING
+        self._mode = {activity: bike if activity is bike else foot for activity in PlanActivityType}
+        self._arcs = {mode: self._build_arcs(mode) for mode in (foot, bike)}
         self._snappers: dict[PlanActivityType, _Snapper | None] = {}
 
     def _build_arcs(self, activity: PlanActivityType) -> _Arcs:
@@ -106,13 +113,30 @@ class ScipyRouter(Router):
         return Snap(nearer, float(distance))
 
     def _snapper(self, activity: PlanActivityType) -> _Snapper | None:
-        if activity not in self._snappers:
-            self._snappers[activity] = self._build_snapper(activity)
-        return self._snappers[activity]
+        mode = self._mode[activity]
+        if mode not in self._snappers:
+            self._snappers[mode] = self._build_snapper(mode)
+        return self._snappers[mode]
+
+    def _main_piece(self, activity: PlanActivityType) -> npt.NDArray[np.bool_]:
+        """Per node: is it in the largest (weakly) connected piece of the mode's network."""
+        arcs = self._arcs[activity]
+        n = self.network.node_count
+        ones = np.ones(len(arcs.pairs_from))
+        graph = csr_matrix((ones, (arcs.pairs_from, arcs.pairs_to)), shape=(n, n))
+        _, labels = connected_components(graph, directed=True, connection="weak")
+        touched = np.zeros(n, dtype=bool)
+        touched[arcs.pairs_from] = True
+        if not touched.any():
+            return touched
+        largest = np.bincount(labels[touched]).argmax()
+        main: npt.NDArray[np.bool_] = labels == largest
+        return main
 
     def _build_snapper(self, activity: PlanActivityType) -> _Snapper | None:
         net = self.network
-        usable = np.flatnonzero(net.usable(activity))
+        main = self._main_piece(activity)
+        usable = np.flatnonzero(net.usable(activity) & main[net.edge_from] & main[net.edge_to])
         if len(usable) == 0:
             return None
         a = _xy(
@@ -136,7 +160,7 @@ class ScipyRouter(Router):
     ) -> Path | None:
         if origin == destination:
             return Path([origin], [])
-        arcs = self._arcs[activity]
+        arcs = self._arcs[self._mode[activity]]
         if len(arcs.edge) == 0:
             return None
         arc_costs = np.asarray(costs, dtype=np.float64)[arcs.edge]

@@ -144,11 +144,26 @@ def test_an_end_far_from_any_usable_street_is_rejected(which: str) -> None:
         plan(gap, Uniform({Pollutant.NO2: 5.0}), start, end)
 
 
-def test_unconnected_points_are_rejected() -> None:
-    # Two islands: columns 0-2 and 4-6, no street between them.
-    network = grid(3, 7, skip=lambda a, b: 3 in (a[1], b[1]))
-    with pytest.raises(PlanRejected, match="No walking route connects"):
-        plan(network, Uniform({Pollutant.NO2: 5.0}), at(0, 0), at(0, 6))
+def test_unreachable_points_are_rejected() -> None:
+    # One-way eastward for bikes all along: a cyclist cannot ride west.
+    network = grid(1, 5, access=lambda a, b: Access.FOOT | Access.BIKE_FORWARD)
+    air = Uniform({Pollutant.NO2: 5.0})
+    with pytest.raises(PlanRejected, match="No cycling route connects"):
+        plan(network, air, at(0, 4), at(0, 0), PlanActivityType.CYCLING)
+    assert plan(network, air, at(0, 4), at(0, 0), WALK).routes
+
+
+def test_a_start_on_a_small_island_joins_the_main_network() -> None:
+    # Columns 0-1 of row 2 form a two-node island; the rest is one connected grid.
+    def cut(a: tuple[int, int], b: tuple[int, int]) -> bool:
+        island = {(2, 0), (2, 1)}
+        return (a in island) != (b in island)
+
+    network = grid(3, 6, skip=cut)
+    result = plan(network, Uniform({Pollutant.NO2: 5.0}), at(2, 0), at(0, 5))
+    first = result.routes[-1].route.points[0]
+    assert first not in (at(2, 0), at(2, 1))
+    assert distance_m(first, at(2, 0)) <= SNAP_DISTANCE_M
 
 
 def test_missing_air_data_is_a_loud_failure() -> None:

@@ -334,3 +334,43 @@ def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None
     (example,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
     exec(compile(example, str(DOC), "exec"), {})
     assert "more NO2 at the kerb" in capsys.readouterr().out
+
+
+class BatchedNearRoad:
+    """A near-road hook with a vectorised `many`, counting how it is asked."""
+
+    def __init__(self) -> None:
+        self.single = 0
+        self.batches: list[int] = []
+
+    def _value(self, lat: float, lon: float) -> float:
+        return abs(math.sin(lat * 7000.0 + lon * 3000.0))
+
+    def __call__(self, point: Point) -> float:
+        self.single += 1
+        return self._value(point.lat, point.lon)
+
+    def many(self, lats: list[float], lons: list[float]) -> list[float]:
+        self.batches.append(len(lats))
+        return [self._value(a, b) for a, b in zip(lats, lons, strict=True)]
+
+
+def test_a_batch_asks_the_near_road_hook_once_per_slice(gazetteer: Gazetteer) -> None:
+    import asyncio
+
+    from cleanair_core.air_quality import Sample
+    from cleanair_sources.embedded_model import YIELD_EVERY
+
+    hook = BatchedNearRoad()
+    batched = EmbeddedModel(gazetteer, near_road=hook)
+    when = datetime(2026, 11, 23, 8, tzinfo=UTC)
+    samples = [
+        Sample(Point(60.16 + i * 1e-4, 24.93 + (i % 7) * 1e-4), when)
+        for i in range(YIELD_EVERY + 10)
+    ]
+    answers = asyncio.run(batched.concentrations(samples))
+    assert hook.batches == [YIELD_EVERY, 10]
+    assert hook.single == 0
+    one_by_one = [batched.concentrations_at(s.point, s.at) for s in samples]
+    assert hook.single == len(samples)
+    assert answers == one_by_one

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,13 +14,11 @@ from hypothesis import strategies as st
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
 from cleanair_core.pollutants import Pollutant
 from cleanair_core.street_network import Access, RoadClass, StreetNetwork
-from cleanair_sources import osm_import
 from cleanair_sources.embedded_model import EmbeddedModel, NearRoadIncrement
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.near_road import DECAY_M, REACH_M, NetworkNearRoad, proximity
-from cleanair_sources.osm_import import import_network
+from cleanair_sources.osm_import import HELSINKI_EXTRACT, import_network
 
-HELSINKI = Path(osm_import.__file__).parent / "data" / "helsinki.osm.pbf"
 M_PER_DEG_LAT = EARTH_RADIUS_M * math.pi / 180.0
 
 M_PER_DEG_LON = M_PER_DEG_LAT * math.cos(math.radians(60.0))
@@ -189,7 +186,8 @@ def test_it_never_grows_with_distance(
     nearer, farther = sorted((d1, d2))
     a = near(east_of(ARTERIAL_LON, side * nearer, lat))
     b = near(east_of(ARTERIAL_LON, side * farther, lat))
-    assert 0.0 <= b <= a <= 1.0
+    assert 0.0 <= b <= a + 1e-12  # up to rounding (~1e-9 m in Earth-centred coordinates)
+    assert a <= 1.0
     if 60.0 <= lat <= 60.02 and farther < REACH_M - 1.0 and farther - nearer > 0.01:
         assert b < a  # strictly, beside the road and within its reach
 
@@ -205,6 +203,46 @@ def test_many_equals_one_by_one(near: NetworkNearRoad, points: list[tuple[float,
     one_by_one = [near(Point(lat, lon)) for lat, lon in points]
     # Equal up to rounding: Earth-centred coordinates (~6.4e6 m) carry ~1e-9 m of it.
     assert together.tolist() == pytest.approx(one_by_one, abs=1e-9)
+
+
+def brute_force(network: StreetNetwork, lat: float, lon: float) -> float:
+    """max over all edges of weight · f(distance to the edge's chord), edge by edge."""
+
+    def xyz(la: float, lo: float) -> np.ndarray:
+        phi, lam = math.radians(la), math.radians(lo)
+        return EARTH_RADIUS_M * np.array(
+            [math.cos(phi) * math.cos(lam), math.cos(phi) * math.sin(lam), math.sin(phi)]
+        )
+
+    weights = {0: 0.0, 1: 0.15, 2: 0.5, 3: 1.0, 4: 1.0}
+    p = xyz(lat, lon)
+    best = 0.0
+    for k in range(network.edge_count):
+        start = network.node(int(network.edge_from[k]))
+        end = network.node(int(network.edge_to[k]))
+        a, b = xyz(start.lat, start.lon), xyz(end.lat, end.lon)
+        t = min(max(float(np.dot(p - a, b - a) / np.dot(b - a, b - a)), 0.0), 1.0)
+        d = float(np.linalg.norm(p - (a + t * (b - a))))
+        best = max(best, weights[int(network.edge_class[k])] * float(proximity(np.array([d]))[0]))
+    return best
+
+
+def test_it_matches_a_brute_force_search() -> None:
+    rng = np.random.default_rng(11)
+    segments: list[Segment] = []
+    for _ in range(80):  # random streets up to ~400 m long in a 1.5 km square
+        lat, lon = 60.0 + rng.uniform(0, 0.0135), 24.0 + rng.uniform(0, 0.027)
+        end = (lat + rng.uniform(-0.0025, 0.0025), lon + rng.uniform(-0.005, 0.005))
+        segments.append(((lat, lon), end, RoadClass(int(rng.integers(0, 5)))))
+    network = network_of(segments)
+    near = NetworkNearRoad(network)
+    lats = 60.0 + rng.uniform(-0.003, 0.0165, 400)
+    lons = 24.0 + rng.uniform(-0.006, 0.033, 400)
+    expected = [brute_force(network, la, lo) for la, lo in zip(lats, lons, strict=True)]
+    assert near.many(lats, lons).tolist() == pytest.approx(expected, abs=1e-9)
+    one_by_one = [near(Point(la, lo)) for la, lo in zip(lats, lons, strict=True)]
+    assert one_by_one == pytest.approx(expected, abs=1e-9)
+    assert 0.0 < float(np.mean(np.array(expected) > 0.0)) < 1.0
 
 
 def test_many_keeps_the_shape_and_ignores_non_finite_points(near: NetworkNearRoad) -> None:
@@ -236,7 +274,7 @@ def gazetteer() -> Gazetteer:
 
 @pytest.fixture(scope="module")
 def helsinki() -> StreetNetwork:
-    return import_network(HELSINKI, "helsinki")
+    return import_network(HELSINKI_EXTRACT, "helsinki")
 
 
 def test_helsinki_primary_roads_raise_no2_against_300_m_away(

@@ -15,9 +15,12 @@ from osmium.osm.mutable import Node, Way
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.street_network import Access, PlanActivityType, RoadClass, StreetNetwork
 from cleanair_sources import osm_import
-from cleanair_sources.osm_import import classify_way, haversine_m, import_network
-
-HELSINKI = Path(osm_import.__file__).parent / "data" / "helsinki.osm.pbf"
+from cleanair_sources.osm_import import (
+    HELSINKI_EXTRACT,
+    classify_way,
+    haversine_m,
+    import_network,
+)
 
 FOOT = Access.FOOT
 BIKE = Access.BIKE
@@ -392,7 +395,7 @@ def test_haversine_matches_the_core_distance() -> None:
 
 def test_the_shipped_helsinki_extract_imports() -> None:
     started = time.perf_counter()
-    network = import_network(HELSINKI, "helsinki")
+    network = import_network(HELSINKI_EXTRACT, "helsinki")
     took = time.perf_counter() - started
     nbytes = sum(
         getattr(network, column).nbytes

@@ -1,0 +1,481 @@
+"""Route planning benchmarks (the last section of `python -m bench`).
+
+6. Plans on the shipped central-Helsinki network: `plan_routes` end to end (snapping, the
+   baseline search, the air along the corridor's edges from the embedded model with the
+   network's near-road increment, three alternative searches, enriching every route) for
+   random walks 0.5-3 km apart; the time in path searches and in the air-quality source are
+   measured separately by wrapping the router and the source.
+7. Path searches on a generated city-scale grid (230 x 230 nodes about 100 m apart, jittered,
+   105,340 edges; 23 x 21 km): per plan the baseline plus three alternatives (the planner's
+   cost length x (1 + s x exposure) with its sensitivities, a synthetic exposure per edge),
+   with `ScipyRouter` and with NetworkX's `dijkstra_path` on the same arcs and the same costs.
+   The two must find paths of the same cost. NetworkX reads each search's costs through a
+   weight function over a per-search list, which is how a NetworkX router would take them.
+8. Memory of a loaded network: its arrays (nbytes), the router (arcs for every activity and
+   the snapping k-d trees) and the near-road model, by tracemalloc (NumPy and Python
+   allocations; scipy's k-d tree nodes are C++ and not traced) and as the growth of the
+   resident set (RSS). For comparison, a NetworkX DiGraph of the same arcs.
+
+Aim: baseline plus alternatives (4 searches) under one second on a city-scale network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import os
+import random
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from cleanair_core.air_quality import Concentrations, Sample
+from cleanair_core.errors import PlanRejected
+from cleanair_core.geo import Point, distance_m
+from cleanair_core.plans import PlanRequest
+from cleanair_core.route_planning import SENSITIVITIES, plan_routes
+from cleanair_core.street_network import (
+    Access,
+    FloatArray,
+    Path,
+    PlanActivityType,
+    RoadClass,
+    Snap,
+    StreetNetwork,
+)
+from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
+from cleanair_sources.embedded_model import EmbeddedModel
+from cleanair_sources.gazetteer import Gazetteer
+from cleanair_sources.near_road import NetworkNearRoad
+from cleanair_sources.osm_import import haversine_m, import_network
+from cleanair_sources.street_router import ScipyRouter
+
+HELSINKI_PLANS = 10
+HELSINKI_MIN_M = 500.0
+HELSINKI_MAX_M = 3_000.0
+GRID_SIZE = 230
+GRID_PLANS = 10
+#: Random grid trips between these direct distances (the contract's cap is 15 km).
+GRID_MIN_M = 1_000.0
+GRID_MAX_M = 15_000.0
+SEARCH_AIM_S = 1.0
+WALK = PlanActivityType.WALKING
+
+Percentiles = tuple[float, float]
+
+
+def percentiles(seconds: Sequence[float]) -> Percentiles:
+    """p50 and p99 as the other sections take them (with ~10 samples p99 is the maximum)."""
+    ordered = sorted(seconds)
+    return ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:7.1f} MiB"
+
+
+# -- 6. plans on Helsinki -----------------------------------------------------------------------
+
+
+class TimedRouter:
+    """A router that adds up the time spent in `path`."""
+
+    def __init__(self, router: ScipyRouter) -> None:
+        self._router = router
+        self.network = router.network
+        self.seconds = 0.0
+        self.searches = 0
+
+    def snap(self, point: Point, activity: PlanActivityType) -> Snap | None:
+        return self._router.snap(point, activity)
+
+    def path(
+        self,
+        origin: int,
+        destination: int,
+        activity: PlanActivityType,
+        costs: FloatArray,
+        limit: float | None = None,
+    ) -> Path | None:
+        started = time.perf_counter()
+        try:
+            return self._router.path(origin, destination, activity, costs, limit)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.searches += 1
+
+
+class TimedNetworks:
+    """The `StreetNetworks` port over one timed router."""
+
+    def __init__(self, router: TimedRouter) -> None:
+        self.router = router
+
+    def covering(self, points: Sequence[Point]) -> TimedRouter | None:
+        return self.router if all(self.router.network.covers(p) for p in points) else None
+
+
+class TimedSource:
+    """An air-quality source that adds up the time spent answering."""
+
+    def __init__(self, inner: EmbeddedModel) -> None:
+        self._inner = inner
+        self.update_interval = inner.update_interval
+        self.seconds = 0.0
+        self.samples = 0
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        started = time.perf_counter()
+        try:
+            return await self._inner.concentrations(samples)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.samples += len(samples)
+
+
+def walk_pairs(network: StreetNetwork, n: int, seed: int) -> list[tuple[Point, Point]]:
+    """`n` random (start, end) pairs of walkable nodes HELSINKI_MIN_M..HELSINKI_MAX_M apart."""
+    rng = random.Random(seed)
+    walkable = network.usable(WALK)
+    nodes = np.unique(np.concatenate((network.edge_from[walkable], network.edge_to[walkable])))
+    pairs: list[tuple[Point, Point]] = []
+    while len(pairs) < n:
+        a, b = (network.node(int(rng.choice(nodes))) for _ in range(2))
+        if HELSINKI_MIN_M <= distance_m(a, b) <= HELSINKI_MAX_M:
+            pairs.append((a, b))
+    return pairs
+
+
+async def helsinki_plans(network: StreetNetwork, model: EmbeddedModel) -> dict[str, Any]:
+    router = TimedRouter(ScipyRouter(network))
+    networks = TimedNetworks(router)
+    source = TimedSource(model)
+    at = datetime.now(UTC)
+    # The first plan also builds the snapping tree and warms the model's caches.
+    warm_start, warm_end = walk_pairs(network, 1, seed=99)[0]
+    started = time.perf_counter()
+    await plan_routes(PlanRequest(warm_start, warm_end, WALK, at), networks, source)
+    first = time.perf_counter() - started
+    totals, searches, air, routes, direct, walked = [], [], [], [], [], []
+    rejected: dict[str, int] = {}
+    for start, end in walk_pairs(network, 2 * HELSINKI_PLANS, seed=6):
+        if len(totals) == HELSINKI_PLANS:
+            break
+        router.seconds = source.seconds = 0.0
+        source.samples = 0
+        started = time.perf_counter()
+        try:
+            result = await plan_routes(PlanRequest(start, end, WALK, at), networks, source)
+        except PlanRejected as exc:
+            rejected[exc.detail] = rejected.get(exc.detail, 0) + 1
+            continue
+        totals.append(time.perf_counter() - started)
+        searches.append(router.seconds)
+        air.append(source.seconds)
+        routes.append(len(result.routes))
+        direct.append(distance_m(start, end))
+        walked.append(result.original_distance)
+    return {
+        "first": first,
+        "total": percentiles(totals),
+        "searches": percentiles(searches),
+        "air": percentiles(air),
+        "search_share": sum(searches) / sum(totals),
+        "air_share": sum(air) / sum(totals),
+        "samples": source.samples,
+        "plans": len(totals),
+        "rejected": rejected,
+        "routes": sum(routes) / len(routes),
+        "direct": (min(direct), max(direct)),
+        "walked": (min(walked), max(walked)),
+    }
+
+
+# -- 7. a city-scale grid: ScipyRouter vs NetworkX ----------------------------------------------
+
+
+def city_grid(size: int = GRID_SIZE, seed: int = 11) -> StreetNetwork:
+    """A size x size street grid about 100 m apart with jittered nodes, east of Helsinki;
+    every 10th street an arterial, every 5th a collector, the rest local streets."""
+    rng = np.random.default_rng(seed)
+    n = size * size
+    row, col = np.divmod(np.arange(n), size)
+    lat = 60.10 + row * 0.0009 + rng.uniform(-0.00025, 0.00025, n)
+    lon = 24.70 + col * 0.0018 + rng.uniform(-0.0005, 0.0005, n)
+    index = np.arange(n).reshape(size, size)
+    frm = np.concatenate((index[:, :-1].ravel(), index[:-1, :].ravel())).astype(np.int32)
+    to = np.concatenate((index[:, 1:].ravel(), index[1:, :].ravel())).astype(np.int32)
+    # The street an edge runs along: its row for east-west edges, its column for north-south.
+    street = np.concatenate((row[index[:, :-1].ravel()], col[index[:-1, :].ravel()]))
+    road_class = np.where(
+        street % 10 == 0,
+        RoadClass.ARTERIAL,
+        np.where(street % 5 == 0, RoadClass.COLLECTOR, RoadClass.LOCAL),
+    ).astype(np.uint8)
+    access = np.full(frm.size, Access.FOOT | Access.BIKE, dtype=np.uint8)
+    length = haversine_m(lat[frm], lon[frm], lat[to], lon[to])
+    return StreetNetwork("grid", lat, lon, frm, to, length, road_class, access)
+
+
+def networkx_graph(network: StreetNetwork) -> nx.DiGraph:
+    """The walking arcs (every edge both ways), each knowing its network edge."""
+    graph = nx.DiGraph()
+    frm, to = network.edge_from.tolist(), network.edge_to.tolist()
+    edges = range(network.edge_count)
+    graph.add_edges_from((a, b, {"edge": e}) for a, b, e in zip(frm, to, edges, strict=True))
+    graph.add_edges_from((b, a, {"edge": e}) for a, b, e in zip(frm, to, edges, strict=True))
+    return graph
+
+
+def networkx_path(graph: nx.DiGraph, origin: int, destination: int, costs: FloatArray) -> list[int]:
+    per_edge = costs.tolist()
+
+    def weight(_u: int, _v: int, data: dict[str, int]) -> float:
+        return float(per_edge[data["edge"]])
+
+    nodes: list[int] = nx.dijkstra_path(graph, origin, destination, weight=weight)
+    return nodes
+
+
+def path_cost(nodes: Sequence[int], edge_of: Callable[[int, int], int], costs: FloatArray) -> float:
+    return float(sum(costs[edge_of(a, b)] for a, b in itertools.pairwise(nodes)))
+
+
+def grid_searches(network: StreetNetwork) -> dict[str, Any]:
+    started = time.perf_counter()
+    router = ScipyRouter(network)
+    router_build = time.perf_counter() - started
+    started = time.perf_counter()
+    graph = networkx_graph(network)
+    graph_build = time.perf_counter() - started
+
+    rng = np.random.default_rng(12)
+    # A synthetic exposure: busier streets are dirtier, with noise; 0..1 as the planner's.
+    weight = np.array([0.0, 0.15, 0.5, 1.0, 1.0])[network.edge_class]
+    exposure = np.clip(0.6 * weight + 0.4 * rng.uniform(0, 1, network.edge_count), 0, 1)
+    lengths = network.edge_length.astype(np.float64)
+    costs = [lengths, *(lengths * (1.0 + s * exposure) for s in SENSITIVITIES)]
+
+    def edge_of(a: int, b: int) -> int:
+        return int(graph[a][b]["edge"])
+
+    scipy_plans, unbounded_plans, networkx_plans, trips = [], [], [], []
+    n = network.node_count
+    while len(scipy_plans) < GRID_PLANS:
+        origin, destination = (int(v) for v in rng.integers(n, size=2))
+        trip = distance_m(network.node(origin), network.node(destination))
+        if not GRID_MIN_M <= trip <= GRID_MAX_M:
+            continue
+        trips.append(trip)
+        scipy_seconds = unbounded_seconds = networkx_seconds = 0.0
+        baseline: Path | None = None
+        for cost in costs:
+            # As the planner: the baseline unbounded, each alternative bounded by the
+            # baseline's cost under the alternative's costs.
+            limit = None
+            if baseline is not None:
+                limit = float(cost[baseline.edges].sum()) * (1 + 1e-9) + 1e-6
+            started = time.perf_counter()
+            ours = router.path(origin, destination, WALK, cost, limit)
+            scipy_seconds += time.perf_counter() - started
+            started = time.perf_counter()
+            router.path(origin, destination, WALK, cost)
+            unbounded_seconds += time.perf_counter() - started
+            started = time.perf_counter()
+            theirs = networkx_path(graph, origin, destination, cost)
+            networkx_seconds += time.perf_counter() - started
+            assert ours is not None
+            baseline = baseline or ours
+            ours_cost = float(cost[ours.edges].sum())
+            theirs_cost = path_cost(theirs, edge_of, cost)
+            if abs(ours_cost - theirs_cost) > 1e-6 * max(1.0, theirs_cost):
+                raise SystemExit(f"grid: path costs differ: {ours_cost} vs {theirs_cost}")
+        scipy_plans.append(scipy_seconds)
+        unbounded_plans.append(unbounded_seconds)
+        networkx_plans.append(networkx_seconds)
+    return {
+        "router_build": router_build,
+        "graph_build": graph_build,
+        "scipy": percentiles(scipy_plans),
+        "unbounded": percentiles(unbounded_plans),
+        "networkx": percentiles(networkx_plans),
+        "ratio": sum(networkx_plans) / sum(scipy_plans),
+        "unbounded_ratio": sum(networkx_plans) / sum(unbounded_plans),
+        "trips": (min(trips), max(trips)),
+    }
+
+
+# -- 8. memory --------------------------------------------------------------------------------
+
+
+def network_nbytes(network: StreetNetwork) -> int:
+    arrays = (
+        network.node_lat,
+        network.node_lon,
+        network.edge_from,
+        network.edge_to,
+        network.edge_length,
+        network.edge_class,
+        network.edge_access,
+    )
+    return sum(a.nbytes for a in arrays)
+
+
+def measured(build: Callable[[], object]) -> tuple[object, int, int]:
+    """What `build` returns, the bytes it left traced by tracemalloc, and the RSS growth."""
+    gc.collect()
+    rss = rss_bytes()
+    tracemalloc.start()
+    try:
+        built = build()
+        traced, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    gc.collect()
+    return built, traced, rss_bytes() - rss
+
+
+def build_snappers(router: ScipyRouter) -> ScipyRouter:
+    """Snap once per activity, as plans of every kind do: the router builds its snapping
+    trees (one per activity) on first use."""
+    south, west, north, east = router.network.bounds
+    middle = Point((south + north) / 2, (west + east) / 2)
+    for activity in PlanActivityType:
+        router.snap(middle, activity)
+    return router
+
+
+def memory(network: StreetNetwork, *, with_networkx: bool) -> dict[str, Any]:
+    """The parts a server holds per network, each measured while the earlier ones are held."""
+    figures: dict[str, Any] = {"arrays": network_nbytes(network)}
+    router = ScipyRouter(network)  # measured again below, this one only to snap with
+    held: list[object] = []
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("arcs", lambda: ScipyRouter(network)),
+        ("snappers", lambda: build_snappers(router)),
+        ("near_road", lambda: NetworkNearRoad(network)),
+    ]
+    if with_networkx:
+        steps.append(("networkx", lambda: networkx_graph(network)))
+    for name, build in steps:
+        built, traced, rss = measured(build)
+        held.append(built)
+        figures[name] = (traced, rss)
+    held.clear()
+    return figures
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def seconds_line(name: str, stats: Percentiles) -> str:
+    return f"  {name:<44} p50 {stats[0] * 1e3:8.1f} ms  p99 {stats[1] * 1e3:8.1f} ms"
+
+
+def memory_lines(name: str, figures: dict[str, Any]) -> list[str]:
+    lines = [f"  {name}: network arrays {mib(figures['arrays'])}"]
+    labels = {
+        "arcs": "router arcs (3 activities)",
+        "snappers": "router snapping trees (3 activities)",
+        "near_road": "near-road model (k-d trees)",
+        "networkx": "NetworkX DiGraph of the walking arcs",
+    }
+    for key, label in labels.items():
+        if key in figures:
+            traced, rss = figures[key]
+            lines.append(f"    {label:<44} traced {mib(traced)}  RSS +{mib(max(rss, 0))}")
+    parts = ("arcs", "snappers", "near_road")
+    traced = figures["arrays"] + sum(figures[p][0] for p in parts)
+    rss = figures["arrays"] + sum(max(figures[p][1], 0) for p in parts)
+    lines.append(
+        f"    {'loaded total (arrays + router + near-road)':<44} traced {mib(traced)}  "
+        f"RSS +{mib(rss)}"
+    )
+    if "networkx" in figures:
+        ratio = figures["networkx"][0] / (figures["arrays"] + figures["arcs"][0])
+        lines.append(f"    {'':<44} NetworkX graph: {ratio:.1f}x the arrays + arcs it stands for")
+    return lines
+
+
+async def main() -> None:
+    started = time.perf_counter()
+    helsinki = import_network(DEFAULT_NETWORK_FILE, "helsinki")
+    near_road = NetworkNearRoad(helsinki)
+    model = EmbeddedModel(Gazetteer.load(), near_road=near_road)
+    plans = await helsinki_plans(helsinki, model)
+    print(
+        f"route plans, central Helsinki ({helsinki.node_count:,} nodes, "
+        f"{helsinki.edge_count:,} edges; {plans['plans']} random walks "
+        f"{plans['direct'][0] / 1e3:.1f}-{plans['direct'][1] / 1e3:.1f} km apart, "
+        f"{plans['walked'][0] / 1e3:.1f}-{plans['walked'][1] / 1e3:.1f} km on foot; "
+        "embedded model with the network's near-road increment; core alone):"
+    )
+    print(f"  first plan (builds the snapping tree) {plans['first'] * 1e3:.0f} ms")
+    print(seconds_line("plan_routes end to end", plans["total"]))
+    print(seconds_line("  of which path searches (4 per plan)", plans["searches"]))
+    print(seconds_line("  of which the air-quality source", plans["air"]))
+    print(
+        f"  {'':<44} share of plan time: searches {plans['search_share']:.1%}, "
+        f"air {plans['air_share']:.1%}; {plans['samples']:,} air samples in the last plan; "
+        f"{plans['routes']:.1f} routes per plan"
+    )
+    for reason, count in plans["rejected"].items():
+        print(f"  {'':<44} rejected {count}x (not timed): {reason}")
+
+    grid = city_grid()
+    searches = grid_searches(grid)
+    print(
+        f"path searches, generated city grid ({grid.node_count:,} nodes, {grid.edge_count:,} "
+        f"edges; {GRID_PLANS} trips {searches['trips'][0] / 1e3:.1f}-"
+        f"{searches['trips'][1] / 1e3:.1f} km; baseline + {len(SENSITIVITIES)} alternatives "
+        "per plan):"
+    )
+    print(
+        f"  build: ScipyRouter {searches['router_build'] * 1e3:.0f} ms, "
+        f"NetworkX DiGraph {searches['graph_build'] * 1e3:.0f} ms"
+    )
+    print(seconds_line("ScipyRouter, 4 searches as the planner", searches["scipy"]))
+    print(seconds_line("ScipyRouter, 4 searches without a limit", searches["unbounded"]))
+    print(seconds_line("NetworkX dijkstra_path, 4 searches", searches["networkx"]))
+    print(
+        f"  {'':<44} NetworkX / ScipyRouter: {searches['ratio']:.1f}x the time "
+        f"({searches['unbounded_ratio']:.1f}x without the limit); same path costs"
+    )
+
+    print(
+        "memory of a loaded network (tracemalloc: NumPy + Python; RSS growth in this process "
+        "also counts scipy's untraced k-d tree nodes):"
+    )
+    for line in memory_lines("Helsinki", memory(helsinki, with_networkx=False)):
+        print(line)
+    for line in memory_lines("city grid", memory(grid, with_networkx=True)):
+        print(line)
+
+    def verdict(seconds: float) -> str:
+        return f"{seconds * 1e3:.0f} ms, {'met' if seconds < SEARCH_AIM_S else 'NOT met'}"
+
+    print(
+        f"aim: baseline + alternatives under {SEARCH_AIM_S:g} s on a city-scale network "
+        f"({grid.edge_count:,} edges): ScipyRouter p99 {verdict(searches['scipy'][1])}; "
+        f"NetworkX p99 {verdict(searches['networkx'][1])}"
+    )
+    print(
+        f"  (not part of the aim: a whole Helsinki plan p99 {plans['total'][1] * 1e3:.0f} ms, "
+        f"{plans['air_share']:.0%} of it in the air-quality source)"
+    )
+    print(f"  (route planning section took {time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
