@@ -75,8 +75,11 @@ class PlanWorker:
         every = max(1.0, self._core.policy.plan_lease_seconds / 3)
         while True:
             await anyio.sleep(every)
-            if not self._core.renew_plan_lease(plan.id):
-                return
+            try:
+                if not self._core.renew_plan_lease(plan.id):
+                    return
+            except Exception:  # a busy database must not end the worker; try again soon
+                log.exception("could not renew a plan's lease", extra={"plan": str(plan.id)})
 
     async def _sleep(self) -> None:
         with anyio.move_on_after(self._idle):

@@ -84,6 +84,8 @@ async def poll_plan(
         plan_id = uuid.UUID(request_id)
     except ValueError:
         raise Unprocessable() from None
+    if str(plan_id) != request_id.lower():  # braces, urn: or no hyphens: not the uuid format
+        raise Unprocessable()
     plan = core_of(request).poll_plan(caller_of(request), plan_id)
     result = None
     if plan.status is PlanStatus.COMPLETED and plan.result is not None:
