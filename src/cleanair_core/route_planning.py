@@ -22,9 +22,9 @@ How (after Green Paths, science.md "Cleaner routes"; the numbers are ours, in do
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import attrs
 import numpy as np
@@ -32,12 +32,11 @@ import numpy.typing as npt
 
 from cleanair_core.activities import speed_m_s
 from cleanair_core.air_quality import AirQualitySource, Sample
-from cleanair_core.dose import GUIDELINE_LEVELS
+from cleanair_core.dose import air_load, dose_pollutants
 from cleanair_core.errors import PlanRejected
 from cleanair_core.exposure import EnvironmentType
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
 from cleanair_core.plans import PlanRequest
-from cleanair_core.pollutants import SCORED
 from cleanair_core.route_enrichment import EnrichedRoute, enrich_route
 from cleanair_core.route_times import estimated_times
 from cleanair_core.street_network import (
@@ -69,11 +68,16 @@ MAX_ROUTES = len(SENSITIVITIES) + 1
 
 EdgeIndices = npt.NDArray[np.intp]
 T = TypeVar("T")
-#: Runs CPU-heavy work (path searches) somewhere else than the event loop, e.g. a thread.
-Offload = Callable[[Callable[[], T]], Awaitable[T]]
 
 
-async def _inline(work: Callable[[], T]) -> T:
+class Offload(Protocol):
+    """Runs CPU-heavy work (path searches) somewhere else than the event loop, e.g. a thread
+    (`anyio.to_thread.run_sync`)."""
+
+    async def __call__(self, work: Callable[[], T], /) -> T: ...
+
+
+async def _inline(work: Callable[[], T], /) -> T:
     return work()
 
 
@@ -126,11 +130,11 @@ async def plan_routes(
     request: PlanRequest,
     networks: StreetNetworks,
     source: AirQualitySource,
-    offload: Offload[object] | None = None,
+    offload: Offload | None = None,
 ) -> PlanResult:
     """Plan `request`. Raises PlanRejected (with a readable reason) when there is no street
     data near an end or no path, and SourceUnavailable when the air cannot be had."""
-    run = offload or _inline
+    run: Offload = offload or _inline
     router = networks.covering([request.start, request.end])
     if router is None:
         raise PlanRejected("No street network covers the start and the end")
@@ -138,15 +142,16 @@ async def plan_routes(
     origin = _snap(router, request.start, activity, "start")
     destination = _snap(router, request.end, activity, "end")
     network = router.network
-    lengths = network.edge_length.astype(np.float64)
+    lengths = network.edge_length
 
     baseline_path = await run(lambda: router.path(origin, destination, activity, lengths))
-    if not isinstance(baseline_path, Path):
+    if baseline_path is None:
         raise PlanRejected(f"No {activity.value} route connects the start and the end")
 
-    corridor = _corridor(network, request.start, request.end, baseline_path)
+    midpoints = _midpoints(network)
+    corridor = _corridor(midpoints, request.start, request.end, baseline_path)
     baseline_edges = np.asarray(baseline_path.edges, dtype=np.int64)
-    exposure = await _edge_exposure(network, corridor, source, request.start_time)
+    exposure = await _edge_exposure(midpoints, corridor, source, request.start_time)
 
     def alternatives() -> list[Path]:
         found = []
@@ -160,7 +165,6 @@ async def plan_routes(
         return found
 
     paths = await run(alternatives)
-    assert isinstance(paths, list)
     baseline = await _candidate(network, baseline_path, request, source)
     candidates = [baseline]
     for path in paths:
@@ -195,9 +199,11 @@ def _distances_m(lat: FloatArray, lon: FloatArray, point: Point) -> FloatArray:
     return distances
 
 
-def _corridor(network: StreetNetwork, start: Point, end: Point, baseline: Path) -> EdgeIndices:
+def _corridor(
+    midpoints: tuple[FloatArray, FloatArray], start: Point, end: Point, baseline: Path
+) -> EdgeIndices:
     """Indices of the edges inside the detour ellipse, plus the baseline's edges."""
-    lat, lon = _midpoints(network)
+    lat, lon = midpoints
     budget = distance_m(start, end) * CORRIDOR_FACTOR + CORRIDOR_MARGIN_M
     inside = _distances_m(lat, lon, start) + _distances_m(lat, lon, end) <= budget
     inside[np.asarray(baseline.edges, dtype=np.int64)] = True
@@ -206,19 +212,21 @@ def _corridor(network: StreetNetwork, start: Point, end: Point, baseline: Path) 
 
 
 async def _edge_exposure(
-    network: StreetNetwork, corridor: EdgeIndices, source: AirQualitySource, at: datetime
+    midpoints: tuple[FloatArray, FloatArray],
+    corridor: EdgeIndices,
+    source: AirQualitySource,
+    at: datetime,
 ) -> FloatArray:
     """Per edge, 0..1 (inf outside the corridor or without data); see the module docstring."""
-    lat, lon = _midpoints(network)
+    lat, lon = midpoints
     samples = [Sample(Point(float(lat[i]), float(lon[i])), at) for i in corridor]
     airs = await source.concentrations(samples)
-    loads = np.full(network.edge_count, np.inf)
+    loads = np.full(len(lat), np.inf)
     known = 0
     for edge, air in zip(corridor, airs, strict=True):
-        values = [(air.get(p), GUIDELINE_LEVELS[p]) for p in SCORED]
-        multiples = [max(0.0, v) / g for v, g in values if v is not None]
-        if multiples:
-            loads[int(edge)] = sum(multiples) / len(multiples)
+        pollutants = dose_pollutants([air])
+        if pollutants:
+            loads[int(edge)] = air_load(air, pollutants)
             known += 1
     if len(samples) == 0 or known < MIN_DATA_COVERAGE * len(samples):
         raise PlanRejected("Air-quality data covers too little of the area to plan routes")

@@ -376,7 +376,7 @@ class CleanAir:
         """Take the oldest pending plan no live worker holds (None when there is none)."""
         return self.store.claim_plan(self.clock.now(), self.policy.plan_lease)
 
-    async def run_plan(self, plan: Plan, offload: Offload[object] | None = None) -> None:
+    async def run_plan(self, plan: Plan, offload: Offload | None = None) -> None:
         """Plan a claimed plan and store its outcome.
 
         A rejected plan or a source outage fails with a readable reason and is refunded; so is
@@ -401,7 +401,7 @@ class CleanAir:
         else:
             self.store.complete_plan(plan.id, encode_plan_result(result), self.clock.now())
 
-    async def work_on_next_plan(self, offload: Offload[object] | None = None) -> Plan | None:
+    async def work_on_next_plan(self, offload: Offload | None = None) -> Plan | None:
         """Claim and run one plan; the plan taken, or None when there was none."""
         plan = self.claim_next_plan()
         if plan is not None:
