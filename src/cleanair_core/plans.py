@@ -60,6 +60,13 @@ class Plan:
     lease_until: datetime | None = None
 
 
+def check_new_plan(plan: Plan) -> None:
+    """Raise ValueError unless `plan` is as submitted: pending, never claimed or finished."""
+    state = (plan.status, plan.result, plan.error, plan.finished_at, plan.attempts)
+    if state != (PlanStatus.PENDING, None, None, None, 0) or plan.lease_until is not None:
+        raise ValueError("a submitted plan is new: pending, never claimed, never finished")
+
+
 class PlanStore(Protocol):
     """Plans shared by every process on one database."""
 

@@ -25,22 +25,9 @@ from cleanair_core.credits import (
     month_key,
 )
 from cleanair_core.pairing import PairingCode
-from cleanair_core.plans import Plan, PlanStatus
+from cleanair_core.plans import Plan, PlanStatus, check_new_plan
 from cleanair_core.street_network import NetworkSummary, StreetNetwork
 from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
-
-
-def _check_new_plan(plan: Plan) -> None:
-    state = (
-        plan.status,
-        plan.result,
-        plan.error,
-        plan.finished_at,
-        plan.attempts,
-        plan.lease_until,
-    )
-    if state != (PlanStatus.PENDING, None, None, None, 0, None):
-        raise ValueError("a submitted plan is new: pending, never claimed, never finished")
 
 
 class MemoryStore:
@@ -265,7 +252,7 @@ class MemoryStore:
 
     # route plans (the lock is reentrant: a plan and its ledger entry change under one hold)
     def submit_plan(self, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
-        _check_new_plan(plan)
+        check_new_plan(plan)
         with self._lock:
             if plan.id in self._plans:
                 raise ValueError("duplicate plan")

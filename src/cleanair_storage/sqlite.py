@@ -37,7 +37,7 @@ from cleanair_core.credits import (
 )
 from cleanair_core.geo import Point
 from cleanair_core.pairing import PairingCode
-from cleanair_core.plans import Plan, PlanRequest, PlanStatus
+from cleanair_core.plans import Plan, PlanRequest, PlanStatus, check_new_plan
 from cleanair_core.scopes import format_scopes, parse_scopes
 from cleanair_core.street_network import NetworkSummary, PlanActivityType, StreetNetwork
 from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
@@ -87,19 +87,6 @@ def _array(blob: bytes, kind: type[np.generic]) -> np.ndarray:
     # A native, writable copy: numpy can work on it in place, and the blob can be freed.
     native = np.dtype(kind)
     return np.frombuffer(blob, dtype=native.newbyteorder("<")).astype(native)
-
-
-def _check_new_plan(plan: Plan) -> None:
-    state = (
-        plan.status,
-        plan.result,
-        plan.error,
-        plan.finished_at,
-        plan.attempts,
-        plan.lease_until,
-    )
-    if state != (PlanStatus.PENDING, None, None, None, 0, None):
-        raise ValueError("a submitted plan is new: pending, never claimed, never finished")
 
 
 def _open(path: str) -> sqlite3.Connection:
@@ -546,7 +533,7 @@ class SqliteStore:
         )
 
     def submit_plan(self, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
-        _check_new_plan(plan)
+        check_new_plan(plan)
         request = plan.request
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM plans WHERE id = ?", (str(plan.id),)).fetchone():
