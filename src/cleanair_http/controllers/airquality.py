@@ -13,6 +13,7 @@ from cleanair_core.attribution import validate_client_label
 from cleanair_core.errors import Unprocessable
 from cleanair_core.exposure import EnvironmentType
 from cleanair_core.geo import Point
+from cleanair_core.plan_documents import route_document
 from cleanair_core.route_enrichment import Waypoint
 from cleanair_core.scopes import Scope
 from cleanair_core.wifi import WifiAccessPoint
@@ -20,7 +21,6 @@ from cleanair_http import schemas
 from cleanair_http.auth import authorization_of, authorized_for, core_of
 from cleanair_http.client_address import client_address
 from cleanair_http.openapi import SECURITY, error_responses
-from cleanair_http.route_bodies import enriched_route_body
 
 _GUARDS = [authorized_for(Scope.AQ_READ)]
 T = TypeVar("T")
@@ -165,4 +165,5 @@ async def enrich_route(
         activity=data.activity_type or ActivityType.OTHER,
         environment=data.environment_type or EnvironmentType.OUTDOOR,
     )
-    return enriched_route_body(route)
+    # The same contract shape (and rounding) a plan's routes are stored in.
+    return msgspec.convert(route_document(route), schemas.EnrichedRoute)
