@@ -46,3 +46,51 @@ def test_open_meteo_and_ichnaea_can_be_chosen() -> None:
 def test_bad_source_settings_fail_naming_the_variable(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError, match=named):
         Settings.from_env(env)
+
+
+def test_plan_settings_reach_the_policy() -> None:
+    from cleanair_http.bootstrap import policy_from
+
+    defaults = Settings.from_env({})
+    assert (defaults.plan_workers, defaults.default_network) == (2, True)
+    settings = Settings.from_env(
+        {
+            "CLEANAIR_PLAN_WORKERS": "0",
+            "CLEANAIR_PLAN_LEASE_SECONDS": "5",
+            "CLEANAIR_PLAN_RETENTION_DAYS": "3",
+            "CLEANAIR_DEFAULT_NETWORK": "off",
+        }
+    )
+    assert (settings.plan_workers, settings.default_network) == (0, False)
+    policy = policy_from(settings)
+    assert policy.plan_lease_seconds == 5
+    assert policy.plan_retention_seconds == 3 * 24 * 3600
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("CLEANAIR_PLAN_WORKERS", "-1"),
+        ("CLEANAIR_PLAN_LEASE_SECONDS", "0"),
+        ("CLEANAIR_PLAN_RETENTION_DAYS", "a week"),
+        ("CLEANAIR_DEFAULT_NETWORK", "maybe"),
+    ],
+)
+def test_bad_plan_settings_fail_naming_the_variable(name: str, raw: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({name: raw})
+
+
+def test_the_default_network_is_imported_once_and_only_when_wanted() -> None:
+    from cleanair_http.bootstrap import DEFAULT_NETWORK_NAME, street_networks
+    from cleanair_storage.memory import MemoryStore
+
+    store = MemoryStore()
+    assert street_networks(Settings(default_network=False), store) == []
+    assert store.network_summaries() == []
+    [imported] = street_networks(Settings(), store)
+    assert imported.name == DEFAULT_NETWORK_NAME
+    assert [n.name for n in store.network_summaries()] == [DEFAULT_NETWORK_NAME]
+    # A restart loads what is stored rather than importing again.
+    [loaded] = street_networks(Settings(), store)
+    assert loaded is imported
