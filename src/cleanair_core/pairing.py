@@ -1,7 +1,17 @@
-"""Pairing codes: 6 digits from a CSPRNG, valid 60 s, single use, redeemed atomically."""
+"""Pairing codes: 6 digits from a CSPRNG, valid 60 s, single use, redeemed atomically.
+
+Online guessing is bounded by a global guess budget: at most `budget` distinct codes may be
+tried within any 60 s, whatever the number of client addresses. A code lives 60 s, so every
+code faces at most `budget` distinct guesses in its whole life, and the odds of guessing it
+are at most budget / 10**6 (1e-4 at the default 100). Trying a code already tried in that
+window spends nothing, so honest retries never lock anyone out; an attacker who spends the
+budget locks redemptions out until their oldest guess is 60 s old, then must spend it again.
+The arithmetic is in docs/security.md.
+"""
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -9,8 +19,12 @@ from typing import Protocol
 
 import attrs
 
+from cleanair_core.errors import RateLimited
+
 PAIRING_CODE_TTL = timedelta(seconds=60)
 CODE_DIGITS = 6
+#: The guess budget counts codes tried within one code life: every live code sees them all.
+GUESS_WINDOW = PAIRING_CODE_TTL
 
 
 @attrs.frozen
@@ -28,8 +42,40 @@ def new_code(randbelow: Callable[[int], int] = secrets.randbelow) -> str:
     return f"{randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
 
 
+def is_well_formed(code: str) -> bool:
+    """Six ASCII digits: anything else can match no code and costs no guess."""
+    return len(code) == CODE_DIGITS and code.isascii() and code.isdigit()
+
+
+@attrs.frozen
+class GuessLog:
+    """The distinct codes tried in the guess window ending now, as a store sees them."""
+
+    #: Whether the code being tried is among them (a retry: it spends nothing).
+    known: bool
+    #: How many distinct codes were tried in the window.
+    tried: int
+    #: When the longest-unretried of them was last tried (None when there are none).
+    oldest: datetime | None
+
+
+def check_guess(log: GuessLog, budget: int, now: datetime) -> None:
+    """Admit a code to be tried, or raise RateLimited until the budget frees a place.
+
+    A known code is always admitted: trying it again tells an attacker nothing new about
+    any live code. A new one needs a free place; the next place frees when the oldest guess
+    leaves the window, which is the Retry-After.
+    """
+    if log.known or log.tried < budget:
+        return
+    if log.oldest is None:  # a budget below 1 is refused by Policy; be safe anyway
+        raise RateLimited(math.ceil(GUESS_WINDOW.total_seconds()))
+    reset = log.oldest + GUESS_WINDOW
+    raise RateLimited(max(1, math.ceil((reset - now).total_seconds())))
+
+
 class PairingCodeStore(Protocol):
-    """Storage port for pairing codes."""
+    """Storage port for pairing codes and the guess log."""
 
     def add_pairing_code(self, code: PairingCode, now: datetime) -> bool:
         """Insert; False when a live code with the same hash exists (the caller draws again).
@@ -42,3 +88,8 @@ class PairingCodeStore(Protocol):
 
         Of two concurrent redemptions of one code exactly one gets the user.
         """
+
+    def admit_pairing_guess(self, code_hash: str, now: datetime, budget: int) -> None:
+        """Atomically, across every process sharing the store: forget guesses last tried
+        `GUESS_WINDOW` or longer ago, decide with `check_guess` (which may raise
+        RateLimited), and record `code_hash` as tried at `now` (refreshing a known one)."""

@@ -46,22 +46,8 @@ class RateLimitStore(Protocol):
         """Count one event for `key` in the window starting at `window_start` and return the
         window's count so far; a counter from an older window starts again at zero."""
 
-    def peek(self, key: str, window_start: int) -> int:
-        """The count for `key` in the window starting at `window_start`, without counting."""
-
 
 def enforce(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
     """Count this request and raise RateLimited when it is over the rule's limit."""
     if store.hit(f"{rule.name}:{subject}", rule.window_start(at)) > rule.limit:
         raise RateLimited(rule.retry_after(at))
-
-
-def ensure_budget(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
-    """Raise RateLimited when the budget (counted by `spend_budget`) is used up."""
-    if store.peek(f"{rule.name}:{subject}", rule.window_start(at)) >= rule.limit:
-        raise RateLimited(rule.retry_after(at))
-
-
-def spend_budget(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
-    """Count one event against a budget that `ensure_budget` checks."""
-    store.hit(f"{rule.name}:{subject}", rule.window_start(at))

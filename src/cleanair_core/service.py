@@ -38,7 +38,7 @@ from cleanair_core.exposure import EnvironmentType
 from cleanair_core.forecast_window import check_in_window, local_day_hours, parse_timezone
 from cleanair_core.forecasting import Forecast, forecast_hours
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.pairing import PAIRING_CODE_TTL, PairingCode, new_code
+from cleanair_core.pairing import PAIRING_CODE_TTL, PairingCode, is_well_formed, new_code
 from cleanair_core.places import Place
 from cleanair_core.plan_documents import encode_plan_result
 from cleanair_core.plans import MAX_PLAN_DISTANCE_M, POLLS_PER_MINUTE, Plan, PlanRequest, PlanStatus
@@ -54,8 +54,6 @@ from cleanair_core.street_network import PlanActivityType
 from cleanair_core.tokens import Environment, TokenKeys, issue_token
 from cleanair_core.wifi import WifiAccessPoint
 
-_GLOBAL = "global"
-
 
 @attrs.frozen
 class Policy:
@@ -67,9 +65,8 @@ class Policy:
     requests_per_minute: int = 600
     #: Redemption attempts per minute per client address.
     pairing_attempts_per_minute: int = 10
-    #: Failed redemptions allowed in `pairing_failure_window` seconds, across all clients.
-    pairing_failure_budget: int = 100
-    pairing_failure_window: int = 600
+    #: Distinct codes that may be tried within any code life (60 s), across all clients.
+    pairing_guess_budget: int = attrs.field(default=100, validator=attrs.validators.ge(1))
     #: Seconds a worker holds a plan before another may take it; the worker renews it while
     #: it works, so this is how long a plan waits after its worker died.
     plan_lease_seconds: int = 60
@@ -93,12 +90,6 @@ class Policy:
     @property
     def pairing_attempts(self) -> RateLimit:
         return RateLimit("pairing-attempts", self.pairing_attempts_per_minute)
-
-    @property
-    def pairing_failures(self) -> RateLimit:
-        return RateLimit(
-            "pairing-failures", self.pairing_failure_budget, self.pairing_failure_window
-        )
 
 
 class CleanAir:
@@ -194,19 +185,18 @@ class CleanAir:
     def redeem_pairing_code(self, code: str, name: str, client_address: str) -> IssuedConnection:
         """Exchange a pairing code for a user connection with the pairing scopes.
 
-        Raises RateLimited when the address or the global failure budget is spent, and
-        InvalidPairingCode (one error for every cause) when the code cannot be redeemed.
+        Raises RateLimited when the address's attempts or the global guess budget are spent,
+        and InvalidPairingCode (one error for every cause) when the code cannot be redeemed.
         """
         now = self.clock.now()
-        limits = self.store
-        rate_limits.enforce(limits, self.policy.pairing_attempts, client_address, now)
-        rate_limits.ensure_budget(limits, self.policy.pairing_failures, _GLOBAL, now)
-        user_name = None
-        if len(code) == 6 and code.isascii() and code.isdigit():
-            user_name = self.store.redeem_pairing_code(self.keys.hash_pairing_code(code), now)
+        rate_limits.enforce(self.store, self.policy.pairing_attempts, client_address, now)
+        if not is_well_formed(code):
+            raise InvalidPairingCode()
+        code_hash = self.keys.hash_pairing_code(code)
+        self.store.admit_pairing_guess(code_hash, now, self.policy.pairing_guess_budget)
+        user_name = self.store.redeem_pairing_code(code_hash, now)
         user = self.store.get_user(user_name) if user_name is not None else None
         if user is None or not user.premium:
-            rate_limits.spend_budget(limits, self.policy.pairing_failures, _GLOBAL, now)
             raise InvalidPairingCode()
         return self._new_connection(Owner(OwnerKind.USER, user.name), name, USER_SCOPES)
 

@@ -71,8 +71,7 @@ def policy_from(settings: Settings) -> Policy:
         credits=CreditLimits(monthly=settings.monthly_credits, daily=settings.daily_credits),
         requests_per_minute=settings.requests_per_minute,
         pairing_attempts_per_minute=settings.pairing_attempts_per_minute,
-        pairing_failure_budget=settings.pairing_failure_budget,
-        pairing_failure_window=settings.pairing_failure_window,
+        pairing_guess_budget=settings.pairing_guess_budget,
         plan_lease_seconds=settings.plan_lease_seconds,
         plan_retention_seconds=settings.plan_retention_days * 24 * 3600,
     )

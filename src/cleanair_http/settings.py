@@ -18,6 +18,16 @@ ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 OPEN_METEO_URL = "https://air-quality-api.open-meteo.com"
 
 
+#: Variables earlier versions read, and what replaced them: set, they stop start-up rather
+#: than be silently ignored.
+RETIRED = {
+    "CLEANAIR_PAIRING_FAILURE_BUDGET": "use CLEANAIR_PAIRING_GUESS_BUDGET (distinct codes "
+    "tried per 60 s, all clients together; see docs/security.md)",
+    "CLEANAIR_PAIRING_FAILURE_WINDOW_SECONDS": "the guess budget's window is the 60 s life of "
+    "a pairing code (see docs/security.md)",
+}
+
+
 class SettingsError(Exception):
     """One or more settings are invalid; the message names each of them."""
 
@@ -33,8 +43,8 @@ class Settings:
     secret_key_file: Path | None = None
     requests_per_minute: int = 600
     pairing_attempts_per_minute: int = 10
-    pairing_failure_budget: int = 100
-    pairing_failure_window: int = 600
+    #: Distinct pairing codes tried within any 60 s (a code's life), all clients together.
+    pairing_guess_budget: int = 100
     trusted_proxies: tuple[ProxyNetwork, ...] = ()
     log_level: str = "INFO"
     #: "embedded" (the offline model) or "open-meteo".
@@ -81,8 +91,7 @@ class Settings:
             secret_key_file=read("CLEANAIR_SECRET_KEY_FILE", Path, None),
             requests_per_minute=read("CLEANAIR_RATE_LIMIT_PER_MINUTE", _positive, 600),
             pairing_attempts_per_minute=read("CLEANAIR_PAIRING_ATTEMPTS_PER_MINUTE", _positive, 10),
-            pairing_failure_budget=read("CLEANAIR_PAIRING_FAILURE_BUDGET", _positive, 100),
-            pairing_failure_window=read("CLEANAIR_PAIRING_FAILURE_WINDOW_SECONDS", _positive, 600),
+            pairing_guess_budget=read("CLEANAIR_PAIRING_GUESS_BUDGET", _positive, 100),
             trusted_proxies=read("CLEANAIR_TRUSTED_PROXIES", _networks, ()),
             log_level=read("CLEANAIR_LOG_LEVEL", _log_level, "INFO"),
             air_quality_source=read(
@@ -98,6 +107,9 @@ class Settings:
             plan_retention_days=read("CLEANAIR_PLAN_RETENTION_DAYS", _positive, 7),
             default_network=read("CLEANAIR_DEFAULT_NETWORK", _flag, True),
         )
+        for name, use in RETIRED.items():
+            if env.get(name):
+                problems.append(f"{name}: no longer read; {use}")
         if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is None:
             problems.append("CLEANAIR_ICHNAEA_URL: required when CLEANAIR_WIFI_GEOLOCATOR=ichnaea")
         if settings.daily_credits > settings.monthly_credits:

@@ -24,7 +24,7 @@ from cleanair_core.credits import (
     day_key,
     month_key,
 )
-from cleanair_core.pairing import PairingCode
+from cleanair_core.pairing import GUESS_WINDOW, GuessLog, PairingCode, check_guess
 from cleanair_core.plans import Plan, PlanStatus, check_new_plan
 from cleanair_core.street_network import NetworkSummary, StreetNetwork
 from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
@@ -40,6 +40,7 @@ class MemoryStore:
         self._connections: dict[uuid.UUID, Connection] = {}
         self._by_hash: dict[str, uuid.UUID] = {}
         self._codes: dict[str, tuple[PairingCode, bool]] = {}
+        self._guesses: dict[str, datetime] = {}
         self._entries: list[LedgerEntry] = []
         self._refunded: set[int] = set()
         self._windows: defaultdict[tuple[str, str], int] = defaultdict(int)
@@ -136,6 +137,15 @@ class MemoryStore:
             self._codes[code_hash] = (existing[0], True)
             return existing[0].user
 
+    def admit_pairing_guess(self, code_hash: str, now: datetime, budget: int) -> None:
+        with self._lock:
+            horizon = now - GUESS_WINDOW
+            self._guesses = {h: at for h, at in self._guesses.items() if at > horizon}
+            oldest = min(self._guesses.values(), default=None)
+            log = GuessLog(code_hash in self._guesses, len(self._guesses), oldest)
+            check_guess(log, budget, now)
+            self._guesses[code_hash] = now
+
     # credit ledger
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
         with self._lock:
@@ -215,11 +225,6 @@ class MemoryStore:
             count = count + 1 if start == window_start else 1
             self._counters[key] = (window_start, count)
             return count
-
-    def peek(self, key: str, window_start: int) -> int:
-        with self._lock:
-            start, count = self._counters.get(key, (window_start, 0))
-            return count if start == window_start else 0
 
     # client labels
     def add_client_label(self, label: str, at: datetime) -> bool:

@@ -163,3 +163,17 @@ def m003_plans_and_street_networks(db: Database) -> None:
             edge_access BLOB NOT NULL
         )"""
     )
+
+
+@migrations()
+def m004_pairing_guesses(db: Database) -> None:
+    # The global guess budget (cleanair_core.pairing): the keyed hash of each distinct code
+    # tried in the last 60 s and when it was last tried. It never holds more than the budget
+    # plus the guesses that aged out since the last attempt (they are deleted on the next).
+    db.execute(
+        """
+        CREATE TABLE pairing_guesses (
+            code_hash TEXT PRIMARY KEY,
+            tried_at REAL NOT NULL
+        ) WITHOUT ROWID"""
+    )

@@ -36,7 +36,7 @@ from cleanair_core.credits import (
     month_key,
 )
 from cleanair_core.geo import Point
-from cleanair_core.pairing import PairingCode
+from cleanair_core.pairing import GUESS_WINDOW, GuessLog, PairingCode, check_guess
 from cleanair_core.plans import Plan, PlanRequest, PlanStatus, check_new_plan
 from cleanair_core.scopes import format_scopes, parse_scopes
 from cleanair_core.street_network import NetworkSummary, PlanActivityType, StreetNetwork
@@ -299,6 +299,23 @@ class SqliteStore:
             ).fetchone()
             return None if row is None else str(row[0])
 
+    def admit_pairing_guess(self, code_hash: str, now: datetime, budget: int) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "DELETE FROM pairing_guesses WHERE tried_at <= ?", (_ts(now - GUESS_WINDOW),)
+            )
+            known, tried, oldest = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM pairing_guesses WHERE code_hash = ?), "
+                "COUNT(*), MIN(tried_at) FROM pairing_guesses",
+                (code_hash,),
+            ).fetchone()
+            check_guess(GuessLog(bool(known), tried, _dt(oldest)), budget, now)
+            conn.execute(
+                "INSERT INTO pairing_guesses (code_hash, tried_at) VALUES (?, ?) "
+                "ON CONFLICT (code_hash) DO UPDATE SET tried_at = excluded.tried_at",
+                (code_hash, _ts(now)),
+            )
+
     # credit ledger ------------------------------------------------------------------------
     @staticmethod
     def _usage(conn: sqlite3.Connection, pool: str, at: datetime) -> Usage:
@@ -417,17 +434,6 @@ class SqliteStore:
                 (key, window_start),
             ).fetchone()
             return int(row[0])
-
-    def peek(self, key: str, window_start: int) -> int:
-        row = (
-            self._read()
-            .execute(
-                "SELECT count FROM rate_limits WHERE key = ? AND window_start = ?",
-                (key, window_start),
-            )
-            .fetchone()
-        )
-        return 0 if row is None else int(row[0])
 
     # client labels ------------------------------------------------------------------------
     def add_client_label(self, label: str, at: datetime) -> bool:

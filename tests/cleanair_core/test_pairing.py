@@ -14,7 +14,7 @@ from cleanair_core.accounts import Owner, OwnerKind
 from cleanair_core.clock import ManualClock
 from cleanair_core.connections import IssuedConnection
 from cleanair_core.errors import InvalidPairingCode, OperatorError, RateLimited
-from cleanair_core.pairing import new_code
+from cleanair_core.pairing import PAIRING_CODE_TTL, new_code
 from cleanair_core.scopes import Scope
 from cleanair_core.service import CleanAir, Policy
 from cleanair_core.tokens import TokenKeys
@@ -24,7 +24,7 @@ from cleanair_storage.sqlite import SqliteStore
 KEYS = TokenKeys(b"pairing-tests-server-key-32-bytes!!")
 # A whole minute and a whole 10-minute window start here, so rate-limit resets are known.
 ALIGNED = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
-LENIENT = Policy(pairing_attempts_per_minute=1000, pairing_failure_budget=1000)
+LENIENT = Policy(pairing_attempts_per_minute=1000, pairing_guess_budget=1000)
 
 
 def make_service(
@@ -174,7 +174,7 @@ def test_codes_of_two_users_stay_apart() -> None:
 
 
 def test_attempts_are_limited_per_address() -> None:
-    policy = Policy(pairing_attempts_per_minute=3, pairing_failure_budget=1000)
+    policy = Policy(pairing_attempts_per_minute=3, pairing_guess_budget=1000)
     core, clock = make_service(policy, ALIGNED + timedelta(seconds=15.25))
     for _ in range(3):
         with pytest.raises(InvalidPairingCode):
@@ -194,7 +194,7 @@ def test_attempts_are_limited_per_address() -> None:
 
 
 def test_successful_attempts_count_against_the_address() -> None:
-    policy = Policy(pairing_attempts_per_minute=2, pairing_failure_budget=1000)
+    policy = Policy(pairing_attempts_per_minute=2, pairing_guess_budget=1000)
     core, _ = make_service(policy)
     for _ in range(2):
         core.redeem_pairing_code(core.create_pairing_code("alice"), "phone", "10.0.0.1")
@@ -202,37 +202,120 @@ def test_successful_attempts_count_against_the_address() -> None:
         core.redeem_pairing_code(core.create_pairing_code("alice"), "phone", "10.0.0.1")
 
 
-def test_global_failure_budget_blocks_even_valid_codes() -> None:
-    policy = Policy(
-        pairing_attempts_per_minute=1000, pairing_failure_budget=5, pairing_failure_window=600
-    )
-    # 590 s into a 10-minute window: the budget resets in 10 s, while a fresh code lives 60 s.
-    core, clock = make_service(policy, ALIGNED + timedelta(seconds=590))
-    code = core.create_pairing_code("alice")
-    for address in range(5):
-        with pytest.raises(InvalidPairingCode):
-            core.redeem_pairing_code(other_code(code), "phone", f"10.0.1.{address}")
+def guessing_service(budget: int, start: datetime = ALIGNED) -> tuple[CleanAir, ManualClock]:
+    """A service whose only limit on guessing is the global guess budget."""
+    policy = Policy(pairing_attempts_per_minute=1000, pairing_guess_budget=budget)
+    return make_service(policy, start)
 
+
+def wrong_codes(code: str, count: int) -> list[str]:
+    """`count` distinct well-formed codes, none of them `code`."""
+    return [f"{(int(code) + k) % 1_000_000:06d}" for k in range(1, count + 1)]
+
+
+def test_an_attack_locks_redemptions_out_for_one_code_life_at_most() -> None:
+    # Not aligned to any minute: the lock-out runs from the attack, not from a window edge.
+    core, clock = guessing_service(5, ALIGNED + timedelta(seconds=17.5))
+    code = core.create_pairing_code("alice")
+    for address, wrong in enumerate(wrong_codes(code, 5)):  # five addresses, five guesses
+        with pytest.raises(InvalidPairingCode):
+            core.redeem_pairing_code(wrong, "phone", f"10.0.1.{address}")
+
+    clock.advance(10)
     with pytest.raises(RateLimited) as raised:
         core.redeem_pairing_code(code, "phone", "10.0.2.1")
-    assert raised.value.retry_after == 10
-
-    clock.advance(9.5)
-    with pytest.raises(RateLimited):
+    assert raised.value.retry_after == 50
+    clock.advance(49.5)
+    with pytest.raises(RateLimited) as raised:
         core.redeem_pairing_code(code, "phone", "10.0.2.1")
+    assert raised.value.retry_after == 1
 
-    clock.advance(0.5)  # the next window: the code, not consumed while blocked, works
-    issued = core.redeem_pairing_code(code, "phone", "10.0.2.1")
+    # 60 s after the attack: the code (not consumed while refused) has just died with the
+    # lock-out, and the user's fresh code goes through.
+    clock.advance(0.5)
+    fresh = core.create_pairing_code("alice")
+    assert core.redeem_pairing_code(fresh, "phone", "10.0.2.1").connection.owner.name == "alice"
+
+
+def test_the_lock_out_ends_when_the_oldest_guess_is_a_code_life_old() -> None:
+    core, clock = guessing_service(3)
+    guesses = wrong_codes("000000", 4)
+    for k, wrong in enumerate(guesses[:3]):  # one guess every 20 s
+        with pytest.raises(InvalidPairingCode):
+            core.redeem_pairing_code(wrong, "phone", "10.0.0.1")
+        if k < 2:
+            clock.advance(20)
+    with pytest.raises(RateLimited) as raised:
+        core.redeem_pairing_code(guesses[3], "phone", "10.0.0.2")
+    assert raised.value.retry_after == 20  # the first guess leaves the window 60 s after it
+    clock.advance(20)
+    with pytest.raises(InvalidPairingCode):  # one place freed, for one new code
+        core.redeem_pairing_code(guesses[3], "phone", "10.0.0.2")
+    with pytest.raises(RateLimited):
+        core.redeem_pairing_code(core.create_pairing_code("alice"), "phone", "10.0.0.3")
+
+
+def test_retrying_a_tried_code_spends_nothing() -> None:
+    core, _ = guessing_service(2)
+    code = core.create_pairing_code("alice")
+    (typo,) = wrong_codes(code, 1)
+    for address in range(20):
+        with pytest.raises(InvalidPairingCode):
+            core.redeem_pairing_code(typo, "phone", f"10.0.0.{address}")
+    issued = core.redeem_pairing_code(code, "phone", "10.0.1.1")  # the second of two places
     assert issued.connection.owner.name == "alice"
-
-
-def test_successes_do_not_spend_the_failure_budget() -> None:
-    policy = Policy(pairing_attempts_per_minute=1000, pairing_failure_budget=2)
-    core, _ = make_service(policy)
-    for _ in range(5):
-        core.redeem_pairing_code(core.create_pairing_code("alice"), "phone", "10.0.0.1")
+    # Both places are taken now, yet either code may still be tried again: a retry tells an
+    # attacker nothing new, so it is answered (401), not refused (429).
     with pytest.raises(InvalidPairingCode):
-        core.redeem_pairing_code("000000", "phone", "10.0.0.1")
+        core.redeem_pairing_code(code, "phone", "10.0.1.2")
+    with pytest.raises(InvalidPairingCode):
+        core.redeem_pairing_code(typo, "phone", "10.0.1.3")
+    with pytest.raises(RateLimited):
+        core.redeem_pairing_code(wrong_codes(code, 2)[1], "phone", "10.0.1.4")
+
+
+def test_malformed_codes_spend_no_guess() -> None:
+    core, _ = guessing_service(1)
+    for malformed in ["12345", "abcdef", "1234567", FULLWIDTH_DIGITS]:
+        with pytest.raises(InvalidPairingCode):
+            core.redeem_pairing_code(malformed, "phone", "10.0.0.1")
+    core.redeem_pairing_code(core.create_pairing_code("alice"), "phone", "10.0.0.1")
+
+
+def test_a_guess_budget_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="pairing_guess_budget"):
+        Policy(pairing_guess_budget=0)
+
+
+#: An attack as hypothesis draws it: (seconds since the previous attempt, code tried).
+ATTEMPTS = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 0.25, 1.0, 7.5, 29.75, 30.0, 59.75, 60.0, 61.0]),
+        st.integers(min_value=0, max_value=11),
+    ),
+    max_size=60,
+)
+
+
+@given(attempts=ATTEMPTS, budget=st.integers(min_value=1, max_value=4))
+def test_no_code_life_sees_more_distinct_guesses_than_the_budget(
+    attempts: list[tuple[float, int]], budget: int
+) -> None:
+    """The property the odds rest on: in any 60 s (the life of a code) at most `budget`
+    distinct codes reach the code check, however the attempts are timed and repeated."""
+    core, clock = guessing_service(budget)
+    checked: list[tuple[datetime, int]] = []
+    for step, (wait, guess) in enumerate(attempts):
+        clock.advance(wait)
+        try:
+            core.redeem_pairing_code(f"{guess:06d}", "phone", f"10.0.{step}.1")
+        except InvalidPairingCode:
+            checked.append((clock.now(), guess))
+        except RateLimited:
+            pass
+    for start, _ in checked:
+        life = {guess for at, guess in checked if start <= at < start + PAIRING_CODE_TTL}
+        assert len(life) <= budget
 
 
 # -- concurrency ------------------------------------------------------------------------------
@@ -274,5 +357,21 @@ def test_two_threads_redeeming_one_code_only_one_wins(tmp_path: Path) -> None:
             assert (len(winners), len(losers)) == (1, 1), outcomes
             assert winners[0].connection.scopes == frozenset(Scope)
         assert len(core.connections_of_user("alice")) == 20
+    finally:
+        store.close()
+
+
+def test_twenty_concurrent_redemptions_of_one_code_spend_one_guess(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "pairing.db")
+    try:
+        policy = Policy(pairing_attempts_per_minute=1000, pairing_guess_budget=2)
+        core = CleanAir(store, KEYS, policy, ManualClock(ALIGNED))
+        core.add_user("alice")
+        code = core.create_pairing_code("alice")
+        outcomes = redeem_together(core, code, [f"10.0.0.{k}" for k in range(20)])
+        assert sum(isinstance(o, IssuedConnection) for o in outcomes) == 1
+        assert sum(isinstance(o, InvalidPairingCode) for o in outcomes) == 19, outcomes
+        # One place of two was spent by all twenty: the user's next code still goes through.
+        core.redeem_pairing_code(core.create_pairing_code("alice"), "phone", "10.0.1.1")
     finally:
         store.close()

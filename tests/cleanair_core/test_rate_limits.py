@@ -15,7 +15,7 @@ from cleanair_core.clock import ManualClock
 from cleanair_core.connections import Caller
 from cleanair_core.errors import RateLimited
 from cleanair_core.ports import Store
-from cleanair_core.rate_limits import PLAN_POLLING, RateLimit, enforce, ensure_budget, spend_budget
+from cleanair_core.rate_limits import PLAN_POLLING, RateLimit, enforce
 from cleanair_core.scopes import USER_SCOPES
 from cleanair_core.service import CleanAir, Policy
 from cleanair_core.tokens import TokenKeys
@@ -76,20 +76,6 @@ def test_long_windows_align_to_the_epoch(store: Store) -> None:
     at = ALIGNED + timedelta(minutes=20, seconds=30)
     enforce(store, rule, "x", at)
     assert retry_after_of_excess(store, rule, "x", at) == 39 * 60 + 30
-
-
-def test_budget_is_checked_without_counting(store: Store) -> None:
-    rule = RateLimit("failures", 3, window_seconds=600)
-    at = ALIGNED + timedelta(seconds=100)
-    for _ in range(10):
-        ensure_budget(store, rule, "global", at)  # looking does not spend
-    for _ in range(3):
-        ensure_budget(store, rule, "global", at)
-        spend_budget(store, rule, "global", at)
-    with pytest.raises(RateLimited) as raised:
-        ensure_budget(store, rule, "global", at)
-    assert raised.value.retry_after == 500
-    ensure_budget(store, rule, "global", ALIGNED + timedelta(seconds=600))
 
 
 @pytest.mark.parametrize(("limit", "window"), [(0, 60), (-1, 60), (1, 0), (5, -60)])

@@ -130,19 +130,23 @@ def test_attempts_per_address_are_limited_with_retry_after(
     assert client.post(URL, json={"code": code, "name": "x"}).status_code == 201
 
 
-def test_the_global_failure_budget_blocks_every_address(core: CleanAir, clock: ManualClock) -> None:
-    policy = Policy(pairing_failure_budget=3, pairing_failure_window=600)
-    tight = CleanAir(core.store, core.keys, policy, clock)
-    clock.set(clock.now().replace(minute=0, second=0, microsecond=0))
+def test_the_global_guess_budget_blocks_every_address_for_a_minute(
+    core: CleanAir, clock: ManualClock
+) -> None:
+    policy = Policy(pairing_guess_budget=3)
+    codes = iter([424242, 535353])  # the user's codes, none of the guesses
+    tight = CleanAir(core.store, core.keys, policy, clock, randbelow=lambda _: next(codes))
     with TestClient(create_app(tight)) as client:
-        for _ in range(3):
-            assert client.post(URL, json={"code": "000000", "name": "x"}).status_code == 401
+        for guess in ["000000", "000001", "000002"]:
+            assert client.post(URL, json={"code": guess, "name": "x"}).status_code == 401
+        # A retry of a code already tried is answered, whatever the budget.
+        assert client.post(URL, json={"code": "000001", "name": "x"}).status_code == 401
         tight.add_user("alice")
         code = tight.create_pairing_code("alice")
         blocked = client.post(URL, json={"code": code, "name": "x"})
         assert blocked.status_code == 429
-        assert blocked.headers["retry-after"] == "600"
-        clock.advance(600)
+        assert blocked.headers["retry-after"] == "60"
+        clock.advance(60)
         fresh = tight.create_pairing_code("alice")
         assert client.post(URL, json={"code": fresh, "name": "x"}).status_code == 201
 

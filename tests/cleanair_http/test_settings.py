@@ -94,3 +94,22 @@ def test_the_default_network_is_imported_once_and_only_when_wanted() -> None:
     # A restart loads what is stored rather than importing again.
     [loaded] = street_networks(Settings(), store)
     assert loaded is imported
+
+
+def test_the_pairing_guess_budget_reaches_the_policy() -> None:
+    from cleanair_http.bootstrap import policy_from
+
+    assert policy_from(Settings.from_env({})).pairing_guess_budget == 100
+    settings = Settings.from_env({"CLEANAIR_PAIRING_GUESS_BUDGET": "40"})
+    assert policy_from(settings).pairing_guess_budget == 40
+    with pytest.raises(SettingsError, match="CLEANAIR_PAIRING_GUESS_BUDGET"):
+        Settings.from_env({"CLEANAIR_PAIRING_GUESS_BUDGET": "0"})
+
+
+@pytest.mark.parametrize(
+    "retired", ["CLEANAIR_PAIRING_FAILURE_BUDGET", "CLEANAIR_PAIRING_FAILURE_WINDOW_SECONDS"]
+)
+def test_retired_variables_stop_start_up_instead_of_being_ignored(retired: str) -> None:
+    with pytest.raises(SettingsError, match=f"{retired}: no longer read") as raised:
+        Settings.from_env({retired: "100"})
+    assert "docs/security.md" in str(raised.value)

@@ -10,7 +10,7 @@ import pytest
 from cleanair_core.accounts import Owner, OwnerKind, Partner, User
 from cleanair_core.connections import Connection
 from cleanair_core.credits import CreditLimits, Debit, LedgerEntry, Usage
-from cleanair_core.errors import CreditsExhausted
+from cleanair_core.errors import CreditsExhausted, RateLimited
 from cleanair_core.pairing import PairingCode
 from cleanair_core.ports import Store
 from cleanair_core.scopes import Scope
@@ -197,6 +197,29 @@ def test_pairing_code_dies_at_its_expiry(store: Store) -> None:
     assert store.redeem_pairing_code("h2", other.expires_at - timedelta(microseconds=1)) == "alice"
 
 
+def test_pairing_guesses_fill_the_budget_and_age_out(store: Store) -> None:
+    for k in range(3):
+        store.admit_pairing_guess(f"g{k}", T0 + timedelta(seconds=10 * k), 3)
+    with pytest.raises(RateLimited) as raised:
+        store.admit_pairing_guess("g3", T0 + timedelta(seconds=25), 3)
+    assert raised.value.retry_after == 35  # g0 leaves the window at T0 + 60 s
+    store.admit_pairing_guess("g1", T0 + timedelta(seconds=25), 3)  # known: admitted
+    # At T0 + 60 s g0 is gone (a guess lives strictly less than a code life).
+    store.admit_pairing_guess("g3", T0 + timedelta(seconds=60), 3)
+    with pytest.raises(RateLimited) as raised:
+        store.admit_pairing_guess("g4", T0 + timedelta(seconds=60), 3)
+    # g1 was refreshed at +25 s, so g2 (+20 s) is now the oldest.
+    assert raised.value.retry_after == 20
+
+
+def test_a_retried_guess_stays_as_long_as_it_is_retried(store: Store) -> None:
+    store.admit_pairing_guess("g0", T0, 1)
+    for second in range(50, 500, 50):
+        store.admit_pairing_guess("g0", T0 + timedelta(seconds=second), 1)
+        with pytest.raises(RateLimited):
+            store.admit_pairing_guess("new", T0 + timedelta(seconds=second + 1), 1)
+
+
 def test_same_hash_while_live_is_refused(store: Store) -> None:
     assert store.add_pairing_code(make_code("h1", "alice"), T0)
     later = T0 + timedelta(seconds=59)
@@ -348,23 +371,17 @@ def test_entries_are_per_pool_and_in_order(store: Store) -> None:
 # -- rate-limit counters ----------------------------------------------------------------------
 
 
-def test_rate_limit_hit_and_peek(store: Store) -> None:
-    assert store.peek("k", 600) == 0
+def test_rate_limit_hits_count_per_key(store: Store) -> None:
     assert [store.hit("k", 600) for _ in range(3)] == [1, 2, 3]
-    assert store.peek("k", 600) == 3
-    assert store.peek("k", 600) == 3  # peeking does not count
     assert store.hit("other", 600) == 1
-    assert store.peek("k", 600) == 3
+    assert store.hit("k", 600) == 4
 
 
 def test_rate_limit_window_change_resets(store: Store) -> None:
     store.hit("k", 600)
     store.hit("k", 600)
-    assert store.peek("k", 660) == 0
     assert store.hit("k", 660) == 1
     assert store.hit("k", 660) == 2
-    assert store.peek("k", 660) == 2
-    assert store.peek("k", 600) == 0
 
 
 # -- client labels ----------------------------------------------------------------------------
