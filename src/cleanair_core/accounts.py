@@ -9,7 +9,9 @@ from typing import Protocol
 
 import attrs
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
+# Only ever used with fullmatch: with `match`, `$` also matches before a trailing newline,
+# which let "bob\n" in beside "bob".
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
 
 
 class OwnerKind(StrEnum):
@@ -46,7 +48,7 @@ class Partner:
 
 def validate_account_name(name: str) -> str:
     """Account names are operator input; keep them printable and unambiguous."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ValueError(
             "a name is 1 to 100 characters of letters, digits and . _ @ + -, "
             "starting with a letter or digit"

@@ -13,6 +13,7 @@ Ports:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from enum import IntEnum, IntFlag, StrEnum
@@ -28,6 +29,20 @@ from cleanair_core.geo import Point
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.int32]
 ByteArray = npt.NDArray[np.uint8]
+
+
+_NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def validate_network_name(name: str) -> str:
+    """Network names are operator input shown in listings: 1 to 64 letters, digits and
+    . _ -, starting with a letter or digit (a whole match: "city\n" is not "city")."""
+    if not _NETWORK_NAME.fullmatch(name):
+        raise ValueError(
+            "a network name is 1 to 64 characters of letters, digits and . _ -, "
+            "starting with a letter or digit"
+        )
+    return name
 
 
 class PlanActivityType(StrEnum):

@@ -9,10 +9,12 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from cleanair_core.errors import OperatorError
 from cleanair_core.scopes import Scope, format_scopes
 from cleanair_core.service import CleanAir
+from cleanair_core.street_network import validate_network_name
 from cleanair_core.wifi_location import (
     IMPORT_BATCH_SIZE,
     PROGRESS_EVERY_ROWS,
@@ -21,10 +23,18 @@ from cleanair_core.wifi_location import (
 )
 from cleanair_http.bootstrap import build_core
 from cleanair_http.settings import Settings, SettingsError
+from cleanair_http.terminal import escape_nonprintable
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse echoes unrecognised arguments verbatim in its usage errors."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(escape_nonprintable(message))
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="cleanair",
         description="Operate cleanair: serve the API and manage users, partners and pairing.",
         epilog="Settings come from CLEANAIR_* environment variables (see README).",
@@ -134,7 +144,7 @@ def _import_wifi(core: CleanAir, path: Path) -> None:
         ) from None
     print(f"imported {report.imported} access points, skipped {report.skipped} rows")
     for error in report.first_errors:  # line numbers and reasons only, never a BSSID
-        print(f"cleanair: line {error.line}: {error.reason}", file=sys.stderr)
+        print(f"cleanair: line {error.line}: {escape_nonprintable(error.reason)}", file=sys.stderr)
     if report.skipped > len(report.first_errors):
         print(
             f"cleanair: ... and {report.skipped - len(report.first_errors)} more skipped rows",
@@ -148,43 +158,52 @@ def _import_network(core: CleanAir, path: Path, name: str | None) -> None:
 
     if not path.is_file():
         raise OperatorError(f"no such file: {path}")
-    name = name or path.name.split(".")[0]
+    name = validate_network_name(name or path.name.split(".")[0])
     started = time.monotonic()
 
     def progress(stage: str, count: int) -> None:
-        print(f"cleanair: {stage}: {count:,}", file=sys.stderr, flush=True)
+        print(f"cleanair: {escape_nonprintable(stage)}: {count:,}", file=sys.stderr, flush=True)
 
     network = import_network(path, name, progress, core.clock.now())
     core.store.save_network(network)
     print(
-        f"imported network {network.name}: {network.node_count:,} nodes, "
+        f"imported network {escape_nonprintable(network.name)}: {network.node_count:,} nodes, "
         f"{network.edge_count:,} edges in {time.monotonic() - started:.1f} s"
     )
+
+
+def _list_connections(core: CleanAir, user: str) -> None:
+    listed = core.connections_of_user(user)  # "no user ..." comes before any header
+    print("id\tname\tscopes\tcreated\trevoked")
+    for c in listed:
+        scopes = ",".join(format_scopes(c.scopes))
+        # Any text an API client chose, tabs and newlines included: escaped, so it can
+        # neither draw over the terminal nor break the table's rows and columns.
+        name = escape_nonprintable(c.name)
+        print(f"{c.id}\t{name}\t{scopes}\t{_when(c.created_at)}\t{_when(c.revoked_at)}")
 
 
 def _list_networks(core: CleanAir) -> None:
     print("name\tnodes\tedges\tsouth,west,north,east\tsource\timported")
     for n in core.store.network_summaries():
         bounds = ",".join(f"{v:.5f}" for v in n.bounds)
-        print(f"{n.name}\t{n.nodes}\t{n.edges}\t{bounds}\t{n.source}\t{_when(n.imported_at)}")
+        name, source = escape_nonprintable(n.name), escape_nonprintable(n.source)
+        print(f"{name}\t{n.nodes}\t{n.edges}\t{bounds}\t{source}\t{_when(n.imported_at)}")
 
 
 def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - one arm per command
     match args.command, getattr(args, "action", None):
         case "users", "add":
             user = core.add_user(args.user, premium=args.premium)
-            print(f"added user {user.name} ({'premium' if user.premium else 'not premium'})")
+            plan = "premium" if user.premium else "not premium"
+            print(f"added user {escape_nonprintable(user.name)} ({plan})")
         case "users", "set-premium":
             core.set_premium(args.user, args.state == "on")
-            print(f"premium {args.state} for {args.user}")
+            print(f"premium {args.state} for {escape_nonprintable(args.user)}")
         case "pairing-code", _:
-            print(core.create_pairing_code(args.user))
+            print(escape_nonprintable(core.create_pairing_code(args.user)))
         case "connections", "list":
-            print("id\tname\tscopes\tcreated\trevoked")
-            for c in core.connections_of_user(args.user):
-                scopes = ",".join(format_scopes(c.scopes))
-                name = c.name.replace("\t", " ").replace("\n", " ")
-                print(f"{c.id}\t{name}\t{scopes}\t{_when(c.created_at)}\t{_when(c.revoked_at)}")
+            _list_connections(core, args.user)
         case "connections", "revoke":
             try:
                 connection_id = uuid.UUID(args.connection_id)
@@ -194,25 +213,26 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - o
             print(f"revoked {connection_id}")
         case "partners", "add":
             core.add_partner(args.partner)
-            print(f"added partner {args.partner}")
+            print(f"added partner {escape_nonprintable(args.partner)}")
         case "partners", "issue-token":
             issued = core.issue_partner_token(
                 args.partner, args.name, [Scope(s) for s in args.scope]
             )
-            print(issued.token)
+            print(escape_nonprintable(issued.token))
         case "partners", "deactivate":
             core.deactivate_partner(args.partner)
-            print(f"deactivated partner {args.partner}")
+            print(f"deactivated partner {escape_nonprintable(args.partner)}")
         case "clients", "add":
             core.add_client_label(args.label)
-            print(f"recognised client label {args.label}")
+            print(f"recognised client label {escape_nonprintable(args.label)}")
         case "usage", _:
             usage = core.usage_by_label(args.user)
             if args.json:
+                # ensure_ascii escapes everything outside printable ASCII, DEL included.
                 print(json.dumps(usage, sort_keys=True))
             else:
                 for label, credits in sorted(usage.items()):
-                    print(f"{label}\t{credits}")
+                    print(f"{escape_nonprintable(label)}\t{credits}")
         case "wifi", "import":
             _import_wifi(core, args.file)
         case "network", "import":
@@ -222,7 +242,7 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - o
         case "network", "delete":
             if not core.store.delete_network(args.name):
                 raise OperatorError(f"no network {args.name}")
-            print(f"deleted network {args.name}")
+            print(f"deleted network {escape_nonprintable(args.name)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -235,12 +255,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return serve(settings, args.host, args.port)
         core = build_core(settings, with_sources=False)
     except SettingsError as exc:
-        print(f"cleanair: {exc}", file=sys.stderr)
+        # One bad setting per line: those line breaks are the CLI's own, the rest is escaped.
+        lines = (escape_nonprintable(line) for line in str(exc).split("\n"))
+        print("cleanair: " + "\n".join(lines), file=sys.stderr)
         return 2
     try:
         _run(core, args)
     except (OperatorError, ValueError) as exc:
-        print(f"cleanair: {exc}", file=sys.stderr)
+        # Messages embed arguments and stored names ("no user ...", "no such file: ...").
+        print(f"cleanair: {escape_nonprintable(exc)}", file=sys.stderr)
         return 1
     finally:
         core.store.close()
