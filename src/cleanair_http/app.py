@@ -13,12 +13,13 @@ from litestar.types import ASGIApp, ControllerRouterHandler
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
 from cleanair_http.auth import BearerAuthMiddleware
+from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.bootstrap import close_sources
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
-from cleanair_http.errors import EXCEPTION_HANDLERS
+from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import drop_framework_400s, openapi_config
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
@@ -60,8 +61,13 @@ def create_app(
             poll_plan,
             *extra_route_handlers,
         ],
-        middleware=[DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"])],
+        middleware=[
+            watch_disconnects,
+            DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"]),
+        ],
         exception_handlers=EXCEPTION_HANDLERS,
+        # Every malformed JSON body is a 422, including those msgspec does not call malformed.
+        request_class=JsonBodyRequest,
         openapi_config=openapi_config(),
         state=State({"core": core, "settings": settings, "plan_worker": worker}),
         lifespan=[plan_worker],

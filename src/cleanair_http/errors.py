@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, cast
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
-from litestar.types import ExceptionHandlersMap
+from litestar.types import (
+    ASGIApp,
+    ExceptionHandlersMap,
+    Receive,
+    ReceiveMessage,
+    Scope,
+    Send,
+)
 
 from cleanair_core.errors import (
     CleanAirError,
@@ -71,19 +80,115 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[s
     return _error(exc.status_code, str(exc.detail), headers)
 
 
-def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[str]:
-    log.error(
-        "unhandled error",
-        exc_info=exc,
-        extra={"method": request.method, "path": request.url.path},
-    )
-    return Response("Internal Server Error", status_code=500, media_type="text/plain")
+#: Where `watch_disconnects` marks a scope whose client went away.
+_DISCONNECTED = "cleanair.client_disconnected"
 
 
-EXCEPTION_HANDLERS: ExceptionHandlersMap = {
-    400: validation_error,
-    CleanAirError: core_error,
-    HTTPException: http_error,
-    500: internal_error,
-    Exception: internal_error,
-}
+def watch_disconnects(app: ASGIApp) -> ASGIApp:
+    """ASGI middleware noting in the scope when the server reports `http.disconnect`, so a
+    request that failed because its client went away is told apart from a bug by what
+    happened, not by the wording of a framework's message."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        async def watched_receive() -> ReceiveMessage:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                cast(dict[str, Any], scope)[_DISCONNECTED] = True
+            return message
+
+        await app(scope, watched_receive, send)
+
+    return middleware
+
+
+def client_disconnected(scope: Scope) -> bool:
+    """Whether the client of this request disconnected before it was read in full."""
+    return bool(cast(dict[str, Any], scope).get(_DISCONNECTED))
+
+
+def failure_kind(exc: BaseException) -> tuple[str, str]:
+    """An error's type and the file:line of its innermost frame: repeats of one failure share
+    it, whatever their message (which may quote input)."""
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    tb = exc.__traceback__
+    if tb is None:
+        return kind, "?"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return kind, f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+
+
+class UnhandledErrors:
+    """The 500 handler. Each unhandled error is logged at ERROR, but the traceback of one kind
+    of failure (`failure_kind`) at most once per `interval` seconds: a failure any client can
+    trigger would otherwise write kilobytes of log per request. Repeats in between get one
+    short line; the next traceback says how many there were."""
+
+    #: Distinct failures remembered; more than this many in one interval and the oldest are
+    #: forgotten (their next occurrence writes a traceback again).
+    MAX_KINDS = 256
+
+    def __init__(
+        self, interval: float = 60.0, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.interval = interval
+        self.monotonic = monotonic
+        self._written: dict[tuple[str, str], float] = {}
+        self._suppressed: dict[tuple[str, str], int] = {}
+
+    def __call__(self, request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+        """Plain-text 500 (the detail stays in the log), or, for a client that went away
+        while its request was read, an INFO line and a 499 nobody receives."""
+        where = {"method": request.method, "path": request.url.path}
+        if isinstance(exc, HTTPException) and client_disconnected(request.scope):
+            # Not a fault of ours; its traceback says nothing. Never the body or headers.
+            log.info("client disconnected", extra=where)
+            # nginx's "client closed request", so the access log does not count a 5xx.
+            return Response("", status_code=499, media_type="text/plain")
+        kind, at = failure_kind(exc)
+        repeats = self.admit((kind, at))
+        if repeats is None:
+            log.error(
+                "unhandled error (a repeat: its traceback was written recently)",
+                extra={**where, "error": kind, "at": at},
+            )
+        else:
+            log.error(
+                "unhandled error",
+                exc_info=exc,
+                extra={**where, "error": kind, "at": at, "repeats_suppressed": repeats},
+            )
+        return Response("Internal Server Error", status_code=500, media_type="text/plain")
+
+    def admit(self, key: tuple[str, str]) -> int | None:
+        """None if this failure's traceback was written within the interval; else the number
+        of repeats suppressed since it was."""
+        now = self.monotonic()
+        last = self._written.get(key)
+        if last is not None and now - last < self.interval:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return None
+        if key not in self._written and len(self._written) >= self.MAX_KINDS:
+            oldest = min(self._written, key=self._written.__getitem__)
+            del self._written[oldest]
+            self._suppressed.pop(oldest, None)
+        self._written[key] = now
+        return self._suppressed.pop(key, 0)
+
+
+def exception_handlers(unhandled: UnhandledErrors | None = None) -> ExceptionHandlersMap:
+    """The handlers for a Litestar app; `unhandled` (default: the process's own) writes the
+    tracebacks of unhandled errors."""
+    internal_error = unhandled or _UNHANDLED
+    return {
+        400: validation_error,
+        CleanAirError: core_error,
+        HTTPException: http_error,
+        500: internal_error,
+        Exception: internal_error,
+    }
+
+
+# One per process: "once a minute" holds however many apps the process serves.
+_UNHANDLED = UnhandledErrors()
+EXCEPTION_HANDLERS: ExceptionHandlersMap = exception_handlers()

@@ -19,6 +19,7 @@ from cleanair_core.scopes import Scope
 from cleanair_core.wifi import WifiAccessPoint
 from cleanair_http import schemas
 from cleanair_http.auth import authorization_of, authorized_for, core_of
+from cleanair_http.bodies import decode_strict
 from cleanair_http.client_address import client_address
 from cleanair_http.openapi import SECURITY, error_responses
 
@@ -29,10 +30,7 @@ T = TypeVar("T")
 async def strict_body(request: Request[Any, Any, Any], kind: type[T]) -> T:
     """The body decoded strictly. Litestar's own decoding (kept for the OpenAPI schema and
     for malformed JSON) coerces "1" into a number; the contract's numbers are JSON numbers."""
-    try:
-        return msgspec.json.decode(await request.body(), type=kind)
-    except msgspec.DecodeError:  # includes ValidationError; the message would echo input
-        raise Unprocessable() from None
+    return decode_strict(await request.body(), kind)
 
 
 def _point(lat: float | None, lon: float | None) -> Point | None:
