@@ -10,7 +10,9 @@ import uvicorn
 from cleanair_http.access_log import configure_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import build_core
+from cleanair_http.read_deadlines import with_read_deadlines
 from cleanair_http.settings import Settings
+from cleanair_http.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
 
@@ -20,8 +22,8 @@ def serve(settings: Settings, host: str, port: int) -> int:
     core = build_core(settings)
     app = create_app(core, settings)
     print(
-        f"cleanair {settings.environment.value} API on http://{host}:{port} "
-        f"(database {settings.database}; OpenAPI at /schema/openapi.json)\n"
+        f"cleanair {settings.environment.value} API on http://{escape_nonprintable(host)}:{port} "
+        f"(database {escape_nonprintable(settings.database)}; OpenAPI at /schema/openapi.json)\n"
         "To pair a client, in another shell:\n"
         "  .venv/bin/cleanair users add alice\n"
         "  .venv/bin/cleanair pairing-code alice\n"
@@ -38,6 +40,13 @@ def serve(settings: Settings, host: str, port: int) -> int:
             access_log=False,  # ours is structured and never shows tokens or query strings
             log_config=None,
             server_header=False,
+            # The client's address is decided in one place, client_address.py, from
+            # CLEANAIR_TRUSTED_PROXIES. uvicorn's own X-Forwarded-For handling (on by default,
+            # trusting 127.0.0.1 or $FORWARDED_ALLOW_IPS) would rewrite the peer first, so a
+            # client behind a local proxy, or on loopback, could pick any address it liked.
+            proxy_headers=False,
+            forwarded_allow_ips=[],  # and, were it ever turned on, trust nobody
+            http=with_read_deadlines(settings.header_timeout, settings.body_timeout),
         )
     finally:
         core.store.close()

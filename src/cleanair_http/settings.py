@@ -61,6 +61,10 @@ class Settings:
     plan_retention_days: int = 7
     #: Load the shipped central-Helsinki street network on start when none is stored.
     default_network: bool = True
+    #: Seconds a client has to send a request's headers, and then its body, before the
+    #: connection is closed (slow clients would otherwise hold connections open forever).
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
 
     @property
     def key_file(self) -> Path:
@@ -106,6 +110,8 @@ class Settings:
             plan_lease_seconds=read("CLEANAIR_PLAN_LEASE_SECONDS", _positive, 60),
             plan_retention_days=read("CLEANAIR_PLAN_RETENTION_DAYS", _positive, 7),
             default_network=read("CLEANAIR_DEFAULT_NETWORK", _flag, True),
+            header_timeout=read("CLEANAIR_HEADER_TIMEOUT", _seconds, 10.0),
+            body_timeout=read("CLEANAIR_BODY_TIMEOUT", _seconds, 30.0),
         )
         for name, use in RETIRED.items():
             if env.get(name):

@@ -1,0 +1,109 @@
+"""Deadlines for reading a request: its headers, then its body.
+
+uvicorn times a connection out only between requests (its keep-alive timer). A client that
+connects and sends nothing, or sends its headers or its body a byte now and then, holds the
+connection, a file descriptor and a little memory for as long as it likes; a few hundred
+such clients starve the server (slowloris). This protocol gives each request
+`header_timeout` seconds from the connection's opening, or from the first byte of a
+following request on a kept-alive connection, until its headers are complete, then
+`body_timeout` seconds until its body is. A deadline is never extended by further bytes, so
+trickling does not help. When one passes the connection is closed; an application still
+waiting for the body sees `http.disconnect`.
+
+A reverse proxy in front should enforce its own, tighter limits (docs/deployment.md); these
+deadlines protect the server when it has none, or a misconfigured one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Literal
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("cleanair.server")
+
+Phase = Literal["headers", "body"]
+
+
+class ReadDeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with header and body read deadlines (seconds; class attributes,
+    since uvicorn builds the protocol itself: see `with_read_deadlines`)."""
+
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+
+    _deadline: asyncio.TimerHandle | None = None
+    _phase: Phase | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._update_deadline()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._update_deadline()
+
+    def on_response_complete(self) -> None:
+        # A kept-alive connection may start its next request here, from bytes pipelined
+        # behind the one just answered.
+        super().on_response_complete()
+        self._update_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _update_deadline(self) -> None:
+        if self.transport.is_closing():
+            self._disarm()
+            return
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            self._arm("body", self.body_timeout)
+        elif state is h11.IDLE:
+            if self._phase == "headers":
+                return
+            # Before the first request the client owes its headers from the start; between
+            # requests the keep-alive timer runs until a byte of the next one arrives.
+            if self.cycle is None or self.conn.trailing_data[0]:
+                self._arm("headers", self.header_timeout)
+            else:
+                self._disarm()
+        else:  # the request is read (or the connection failed): the rest is the app's turn
+            self._disarm()
+
+    def _arm(self, phase: Phase, timeout: float) -> None:
+        if self._phase == phase:
+            return  # never extended: a trickle of bytes must not keep the connection alive
+        self._disarm()
+        self._phase = phase
+        self._deadline = self.loop.call_later(timeout, self._deadline_passed, phase)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = None
+        self._phase = None
+
+    def _deadline_passed(self, phase: Phase) -> None:
+        self._deadline = None
+        self._phase = None
+        if self.transport.is_closing():
+            return
+        # No client address: the access log has none either.
+        log.info("read timeout", extra={"phase": phase})
+        self.transport.close()
+
+
+def with_read_deadlines(header_timeout: float, body_timeout: float) -> type[ReadDeadlineProtocol]:
+    """The protocol class to pass to uvicorn as `http=`, with these deadlines (seconds)."""
+    headers, body = header_timeout, body_timeout
+
+    class Configured(ReadDeadlineProtocol):
+        header_timeout = headers
+        body_timeout = body
+
+    return Configured

@@ -1,0 +1,128 @@
+"""Real `cleanair serve` processes for end-to-end tests, and the operator CLI beside them."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+CLI = str(Path(sys.executable).parent / "cleanair")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cli(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the operator CLI on the server's database."""
+    return subprocess.run(
+        [CLI, *args], env=dict(env), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def server_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """The environment of a quick server on a fresh database under `tmp_path` (no route
+    planning, no street network import), with `settings` (CLEANAIR_* names) on top."""
+    # Nothing from the developer's own shell: an exported CLEANAIR_TRUSTED_PROXIES (or
+    # uvicorn's FORWARDED_ALLOW_IPS) would change what these tests observe.
+    inherited = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("CLEANAIR_") and name != "FORWARDED_ALLOW_IPS"
+    }
+    return {
+        **inherited,
+        "CLEANAIR_DATABASE": str(tmp_path / "var" / "cleanair.db"),
+        "CLEANAIR_ENVIRONMENT": "tst",
+        "CLEANAIR_PLAN_WORKERS": "0",
+        "CLEANAIR_DEFAULT_NETWORK": "false",
+        **settings,
+    }
+
+
+@dataclass(frozen=True)
+class Server:
+    process: subprocess.Popen[str]
+    port: int
+    log: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_for_log(self, text: str, count: int = 1, timeout: float = 10.0) -> None:
+        """Poll the server's log until `text` occurs in it `count` times; bounded."""
+        deadline = time.monotonic() + timeout
+        while (logged := self.log.read_text()).count(text) < count:
+            assert time.monotonic() < deadline, f"{text!r} not logged {count} times:\n{logged}"
+            time.sleep(0.02)
+
+
+@contextmanager
+def running_server(env: Mapping[str, str], log: Path) -> Iterator[Server]:
+    """A `cleanair serve` process listening on a free port; stopped with SIGINT at the end.
+    Its stderr goes to `log` (never a pipe nobody reads); read it after the block for all of
+    it. What it logged must never contain a token."""
+    port = free_port()
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [CLI, "serve", "--port", str(port)],
+            env=dict(env),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+        )
+    server = Server(process, port, log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # wait for the process to listen; bounded
+            try:
+                httpx.get(f"{server.base}/schema/openapi.json", timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(log.read_text()) from None
+                time.sleep(0.05)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    assert "ca_tst_" not in log.read_text()
+
+
+def pairing_code(env: Mapping[str, str], user: str = "alice") -> str:
+    """Add `user` (premium) through the CLI and return a fresh pairing code for them."""
+    added = cli(env, "users", "add", user)
+    assert added.returncode == 0, added.stderr
+    code = cli(env, "pairing-code", user).stdout.strip()
+    assert re.fullmatch(r"[0-9]{6}", code), code
+    return code
+
+
+def pair(env: Mapping[str, str], base: str, user: str = "alice") -> dict[str, str]:
+    """Pair `user` through the CLI and the API (one redemption attempt from this host);
+    the bearer header of the new connection."""
+    redeemed = httpx.post(
+        f"{base}/v1/connections/token",
+        json={"code": pairing_code(env, user), "name": "e2e"},
+        timeout=10,
+    )
+    assert redeemed.status_code == 201, redeemed.text
+    return {"Authorization": f"Bearer {redeemed.json()['token']}"}
