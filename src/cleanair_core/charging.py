@@ -1,33 +1,72 @@
-"""One charging mechanism for every credit-drawing call: reserve, run, keep or refund.
+"""One charging mechanism for every credit-drawing call: reserve, run, confirm or refund.
 
     with core.charge(caller, Billable.SCORE, client=label):
         result = compute()          # any exception refunds the reservation
 
 Validation must happen before the charge is reserved, so a 400/422 never charges. Any
 exception inside the block refunds: a call that fails before delivering a result costs
-nothing (a 503, a rejected plan, or an unexpected error). Work that continues after the
-request (a route plan) calls `reserve()` and later `refund()` if the work is rejected.
+nothing (a 503, a rejected plan, or an unexpected error).
+
+A reservation is a held debit: it counts against the pool at once (so concurrent calls can
+never overspend), but it becomes final only when the block ends without an error, that is
+when the answer is on its way. A process killed in between cannot refund, so the hold has an
+end: while the call runs, the process renews it (`HeldCharges` tracks which holds it owns),
+and once it has ended unrenewed any process sweeps it: the debit is refunded, as the contract
+wants for a call that never delivered. A confirmed charge is in the database before the
+answer leaves, so an answered call stays charged through any crash.
 """
 
 from __future__ import annotations
 
+import threading
+from datetime import timedelta
 from types import TracebackType
 
 from cleanair_core.clock import Clock
 from cleanair_core.credits import CreditLedger, CreditLimits, Debit, LedgerEntry
 
 
+class HeldCharges:
+    """The holds this process has taken and not yet confirmed or refunded: the ones its
+    upkeep renews. A hold whose call lost track of it (its confirm or refund failed) is not
+    renewed, so it ends and is swept: refunded, as an answer that did not go out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: set[int] = set()
+
+    def add(self, entry_id: int) -> None:
+        with self._lock:
+            self._ids.add(entry_id)
+
+    def discard(self, entry_id: int) -> None:
+        with self._lock:
+            self._ids.discard(entry_id)
+
+    def ids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._ids)
+
+
 class Charge:
     """A credit reservation usable as a sync or async context manager."""
 
     def __init__(
-        self, ledger: CreditLedger, debit: Debit, limits: CreditLimits, clock: Clock
+        self,
+        ledger: CreditLedger,
+        debit: Debit,
+        limits: CreditLimits,
+        clock: Clock,
+        held: HeldCharges | None = None,
     ) -> None:
         self._ledger = ledger
         self._debit = debit
         self._limits = limits
         self._clock = clock
+        self._held = held if held is not None else HeldCharges()
         self.entry: LedgerEntry | None = None
+        #: False when the hold was gone at confirmation (swept): the answer went out free.
+        self.confirmed: bool | None = None
 
     @property
     def debit(self) -> Debit:
@@ -35,15 +74,35 @@ class Charge:
         return self._debit
 
     def reserve(self) -> LedgerEntry:
-        """Debit now; raises CreditsExhausted when it does not fit."""
+        """Debit now, held; raises CreditsExhausted when it does not fit."""
         if self.entry is None:
             self.entry = self._ledger.debit(self._debit, self._limits)
+            if self._debit.hold_until is not None:
+                self._held.add(self.entry.id)
         return self.entry
+
+    def confirm(self) -> bool:
+        """Make the reservation final (the answer is on its way)."""
+        if self.entry is None:
+            return False
+        if self.confirmed is None:
+            try:
+                self.confirmed = (
+                    self._ledger.confirm_charge(self.entry.id)
+                    if self._debit.hold_until is not None
+                    else True
+                )
+            finally:
+                self._held.discard(self.entry.id)
+        return self.confirmed
 
     def refund(self) -> None:
         """Reverse the reservation (idempotent; a no-op when nothing was reserved)."""
         if self.entry is not None:
-            self._ledger.refund(self.entry.id, self._clock.now())
+            try:
+                self._ledger.refund(self.entry.id, self._clock.now())
+            finally:
+                self._held.discard(self.entry.id)
 
     def __enter__(self) -> Charge:
         self.reserve()
@@ -57,6 +116,8 @@ class Charge:
     ) -> None:
         if exc_type is not None:
             self.refund()
+        else:
+            self.confirm()
 
     async def __aenter__(self) -> Charge:
         return self.__enter__()
@@ -68,3 +129,9 @@ class Charge:
         tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+def hold_renewal_every(hold: timedelta) -> float:
+    """Seconds between renewals (and sweeps): a third of the hold, so two may fail in a row
+    before a live call's hold runs out."""
+    return max(0.1, hold.total_seconds() / 3)

@@ -7,6 +7,7 @@ ledger adapter; the decision itself is the pure function `check_fits` below.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
@@ -144,23 +145,44 @@ class LedgerEntry:
 
 @attrs.frozen
 class Debit:
-    """A request to take credits from a pool."""
+    """A request to take credits from a pool.
+
+    With `hold_until` the debit is held: it counts at once, but it is final only once
+    confirmed (`CreditLedger.confirm_charge`) when the answer is on its way; a hold left to
+    expire (its process died before answering) is refunded by `sweep_holds`. See
+    `cleanair_core.charging`.
+    """
 
     pool: str
     connection_id: str
     label: str
     amount: int
     at: datetime
+    hold_until: datetime | None = None
 
 
 class CreditLedger(Protocol):
-    """Storage port for the append-only credit ledger."""
+    """Storage port for the append-only credit ledger and the holds on unconfirmed debits."""
 
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
-        """Atomically check with `check_fits` and append; raises CreditsExhausted."""
+        """Atomically check with `check_fits` and append (with its hold, if it has one);
+        raises CreditsExhausted."""
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
-        """Append the reversing entry of debit `entry_id`; None when already refunded."""
+        """Append the reversing entry of debit `entry_id` and drop its hold; None when
+        already refunded."""
+
+    def confirm_charge(self, entry_id: int) -> bool:
+        """Drop the hold on debit `entry_id`: the charge is final. False when it had no hold
+        left (it was refunded, or swept because its holder looked dead)."""
+
+    def renew_holds(self, entry_ids: Sequence[int], until: datetime) -> int:
+        """Move the holds on `entry_ids` to `until`; the number of holds still there."""
+
+    def sweep_holds(self, now: datetime, plan_error: str) -> int:
+        """Refund every debit whose hold ended at or before `now`, each in one transaction
+        with failing (with `plan_error`) the pending route plan it paid for, if any; the
+        number refunded."""
 
     def usage(self, pool: str, at: datetime) -> Usage:
         """Credits used in the month and the day that contain `at`."""

@@ -24,6 +24,9 @@ from cleanair_core.street_network import PlanActivityType
 MAX_PLAN_DISTANCE_M = 15_000.0
 #: Plan polls per minute per connection (contract section 8).
 POLLS_PER_MINUTE = 60
+#: The error of a plan whose submission was never answered (its process died after storing
+#: it): nobody knows its id, so it is failed and refunded rather than planned for nobody.
+UNDELIVERED_PLAN_ERROR = "The submission was never answered; the plan was refunded"
 
 
 class PlanStatus(StrEnum):

@@ -13,7 +13,7 @@ from cleanair_core import rate_limits
 from cleanair_core.accounts import Owner, OwnerKind, Partner, User, validate_account_name
 from cleanair_core.activities import ActivityType, speed_m_s
 from cleanair_core.attribution import attribution_label, validate_client_label
-from cleanair_core.charging import Charge
+from cleanair_core.charging import Charge, HeldCharges
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.connections import (
     Authorized,
@@ -41,7 +41,14 @@ from cleanair_core.geo import Point, distance_m
 from cleanair_core.pairing import PAIRING_CODE_TTL, PairingCode, is_well_formed, new_code
 from cleanair_core.places import Place
 from cleanair_core.plan_documents import encode_plan_result
-from cleanair_core.plans import MAX_PLAN_DISTANCE_M, POLLS_PER_MINUTE, Plan, PlanRequest, PlanStatus
+from cleanair_core.plans import (
+    MAX_PLAN_DISTANCE_M,
+    POLLS_PER_MINUTE,
+    UNDELIVERED_PLAN_ERROR,
+    Plan,
+    PlanRequest,
+    PlanStatus,
+)
 from cleanair_core.ports import Store
 from cleanair_core.rate_limits import RateLimit
 from cleanair_core.route_enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint, enrich_route
@@ -74,6 +81,10 @@ class Policy:
     max_plan_attempts: int = 3
     #: Finished plans are kept this long for polling, then pruned.
     plan_retention_seconds: int = 7 * 24 * 3600
+    #: How long a charge stands unconfirmed without renewal: the process answering renews
+    #: it while it works, so this is how long a charge waits for a refund after its process
+    #: died before answering (`cleanair_core.charging`).
+    charge_hold_seconds: int = attrs.field(default=60, validator=attrs.validators.ge(1))
 
     @property
     def requests(self) -> RateLimit:
@@ -82,6 +93,10 @@ class Policy:
     @property
     def plan_polls(self) -> RateLimit:
         return RateLimit("plan-polls", POLLS_PER_MINUTE)
+
+    @property
+    def charge_hold(self) -> timedelta:
+        return timedelta(seconds=self.charge_hold_seconds)
 
     @property
     def plan_lease(self) -> timedelta:
@@ -110,6 +125,9 @@ class CleanAir:
         self.policy = policy or Policy()
         self.clock: Clock = clock or SystemClock()
         self._randbelow = randbelow
+        #: The charges this object has reserved and not yet settled: `renew_charge_holds`
+        #: keeps them from being swept while their calls run.
+        self.held_charges = HeldCharges()
 
     # -- operator use cases (the CLI stands in for the companion app and partner agreements) --
 
@@ -226,15 +244,32 @@ class CleanAir:
     def charge(
         self, caller: Caller, billable: Billable, units: int = 1, client: str | None = None
     ) -> Charge:
-        """A reservation of the call's cost, to use as a (sync or async) context manager."""
+        """A held reservation of the call's cost, to use as a (sync or async) context
+        manager: final when the block ends without error, refunded when it raises, and
+        refunded by `sweep_charge_holds` if the process dies in between."""
+        now = self.clock.now()
         debit = Debit(
             pool=caller.owner.key,
             connection_id=str(caller.connection_id),
             label=attribution_label(client, billable, self.store),
             amount=cost_of(billable, units),
-            at=self.clock.now(),
+            at=now,
+            hold_until=now + self.policy.charge_hold,
         )
-        return Charge(self.store, debit, self.policy.credits, self.clock)
+        return Charge(self.store, debit, self.policy.credits, self.clock, self.held_charges)
+
+    def renew_charge_holds(self) -> int:
+        """Keep the holds of this object's calls in progress from ending (call it every
+        `hold_renewal_every(policy.charge_hold)` seconds); the number renewed."""
+        ids = self.held_charges.ids()
+        if not ids:
+            return 0
+        return self.store.renew_holds(ids, self.clock.now() + self.policy.charge_hold)
+
+    def sweep_charge_holds(self) -> int:
+        """Refund the charges whose holds ended unconfirmed: their process died before it
+        answered. A route plan paid by one fails. Any process sharing the store may sweep."""
+        return self.store.sweep_holds(self.clock.now(), UNDELIVERED_PLAN_ERROR)
 
     async def score(
         self,
@@ -348,8 +383,11 @@ class CleanAir:
             status=PlanStatus.PENDING,
             created_at=now,
         )
-        debit = self.charge(caller, Billable.ROUTE_PLAN).debit
-        return self.store.submit_plan(plan, debit, self.policy.credits).id
+        charge = self.charge(caller, Billable.ROUTE_PLAN)
+        stored = self.store.submit_plan(plan, charge.debit, self.policy.credits)
+        if stored.ledger_entry is not None:  # final now that the answer is on its way
+            self.store.confirm_charge(stored.ledger_entry)
+        return stored.id
 
     def poll_plan(self, caller: Caller, plan_id: uuid.UUID) -> Plan:
         """The plan `plan_id` if it belongs to the caller's user (scope routes:plan; free; not

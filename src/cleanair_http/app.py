@@ -23,6 +23,7 @@ from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import drop_framework_400s, openapi_config
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
+from cleanair_http.upkeep import charge_upkeep
 
 
 def create_app(
@@ -50,6 +51,11 @@ def create_app(
         async with worker.running():
             yield
 
+    @asynccontextmanager
+    async def charges(_: Litestar) -> AsyncIterator[None]:
+        async with charge_upkeep(core):
+            yield
+
     app = Litestar(
         route_handlers=[
             redeem_pairing_code,
@@ -70,7 +76,7 @@ def create_app(
         request_class=JsonBodyRequest,
         openapi_config=openapi_config(),
         state=State({"core": core, "settings": settings, "plan_worker": worker}),
-        lifespan=[plan_worker],
+        lifespan=[charges, plan_worker],
         on_shutdown=[shutdown],
         logging_config=None,
         debug=False,

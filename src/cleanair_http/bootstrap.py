@@ -74,6 +74,7 @@ def policy_from(settings: Settings) -> Policy:
         pairing_guess_budget=settings.pairing_guess_budget,
         plan_lease_seconds=settings.plan_lease_seconds,
         plan_retention_seconds=settings.plan_retention_days * 24 * 3600,
+        charge_hold_seconds=settings.charge_hold_seconds,
     )
 
 

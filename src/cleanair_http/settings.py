@@ -61,6 +61,9 @@ class Settings:
     plan_retention_days: int = 7
     #: Load the shipped central-Helsinki street network on start when none is stored.
     default_network: bool = True
+    #: Seconds a charge stays unconfirmed after its process stopped renewing it, before the
+    #: sweep refunds it (the call never delivered).
+    charge_hold_seconds: int = 60
     #: Seconds a client has to send a request's headers, and then its body, before the
     #: connection is closed (slow clients would otherwise hold connections open forever).
     header_timeout: float = 10.0
@@ -110,6 +113,7 @@ class Settings:
             plan_lease_seconds=read("CLEANAIR_PLAN_LEASE_SECONDS", _positive, 60),
             plan_retention_days=read("CLEANAIR_PLAN_RETENTION_DAYS", _positive, 7),
             default_network=read("CLEANAIR_DEFAULT_NETWORK", _flag, True),
+            charge_hold_seconds=read("CLEANAIR_CHARGE_HOLD_SECONDS", _positive, 60),
             header_timeout=read("CLEANAIR_HEADER_TIMEOUT", _seconds, 10.0),
             body_timeout=read("CLEANAIR_BODY_TIMEOUT", _seconds, 30.0),
         )

@@ -43,6 +43,7 @@ class MemoryStore:
         self._guesses: dict[str, datetime] = {}
         self._entries: list[LedgerEntry] = []
         self._refunded: set[int] = set()
+        self._holds: dict[int, datetime] = {}
         self._windows: defaultdict[tuple[str, str], int] = defaultdict(int)
         self._counters: dict[str, tuple[int, int]] = {}
         self._labels: set[str] = set()
@@ -150,7 +151,7 @@ class MemoryStore:
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
         with self._lock:
             check_fits(self.usage(debit.pool, debit.at), debit.amount, limits, debit.at)
-            return self._append(
+            entry = self._append(
                 debit.pool,
                 debit.connection_id,
                 debit.label,
@@ -160,6 +161,9 @@ class MemoryStore:
                 day_key(debit.at),
                 None,
             )
+            if debit.hold_until is not None:
+                self._holds[entry.id] = debit.hold_until
+            return entry
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
         with self._lock:
@@ -169,6 +173,7 @@ class MemoryStore:
             if original is None or original.reverses is not None:
                 return None
             self._refunded.add(entry_id)
+            self._holds.pop(entry_id, None)
             return self._append(
                 original.pool,
                 original.connection_id,
@@ -179,6 +184,27 @@ class MemoryStore:
                 original.day,
                 original.id,
             )
+
+    def confirm_charge(self, entry_id: int) -> bool:
+        with self._lock:
+            return self._holds.pop(entry_id, None) is not None
+
+    def renew_holds(self, entry_ids: Sequence[int], until: datetime) -> int:
+        with self._lock:
+            held = [entry_id for entry_id in entry_ids if entry_id in self._holds]
+            for entry_id in held:
+                self._holds[entry_id] = until
+            return len(held)
+
+    def sweep_holds(self, now: datetime, plan_error: str) -> int:
+        with self._lock:
+            ended = sorted(entry_id for entry_id, until in self._holds.items() if until <= now)
+            for entry_id in ended:
+                self.refund(entry_id, now)
+                for plan in list(self._plans.values()):
+                    if plan.ledger_entry == entry_id:
+                        self.fail_plan(plan.id, plan_error, now, refund=False)
+            return len(ended)
 
     def _append(
         self,

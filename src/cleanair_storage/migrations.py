@@ -177,3 +177,20 @@ def m004_pairing_guesses(db: Database) -> None:
             tried_at REAL NOT NULL
         ) WITHOUT ROWID"""
     )
+
+
+@migrations()
+def m005_charge_holds(db: Database) -> None:
+    # Debits not yet confirmed (cleanair_core.charging): the answering process renews
+    # `until` while it works and deletes the row when the answer goes out; a row whose
+    # `until` has passed belongs to a process that died, and the sweep refunds its debit (and
+    # fails the route plan it paid for, found by plans_ledger_entry).
+    db.execute(
+        """
+        CREATE TABLE charge_holds (
+            entry_id INTEGER PRIMARY KEY REFERENCES ledger (id),
+            until REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX charge_holds_until ON charge_holds (until)")
+    db.execute("CREATE INDEX plans_ledger_entry ON plans (ledger_entry)")

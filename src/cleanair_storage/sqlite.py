@@ -356,7 +356,7 @@ class SqliteStore:
     def _debit(cls, conn: sqlite3.Connection, debit: Debit, limits: CreditLimits) -> LedgerEntry:
         """Check and append `debit`; the caller holds the write transaction."""
         check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
-        return cls._append(
+        entry = cls._append(
             conn,
             debit.pool,
             debit.connection_id,
@@ -367,6 +367,12 @@ class SqliteStore:
             day_key(debit.at),
             None,
         )
+        if debit.hold_until is not None:
+            conn.execute(
+                "INSERT INTO charge_holds (entry_id, until) VALUES (?, ?)",
+                (entry.id, _ts(debit.hold_until)),
+            )
+        return entry
 
     @classmethod
     def _refund(cls, conn: sqlite3.Connection, entry_id: int, at: datetime) -> LedgerEntry | None:
@@ -380,6 +386,7 @@ class SqliteStore:
         ).fetchone()
         if original is None:
             return None
+        conn.execute("DELETE FROM charge_holds WHERE entry_id = ?", (entry_id,))
         pool, connection_id, label, amount, month, day = original
         return cls._append(conn, pool, connection_id, label, -amount, at, month, day, entry_id)
 
@@ -390,6 +397,42 @@ class SqliteStore:
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
         with self._write() as conn:
             return self._refund(conn, entry_id, at)
+
+    def confirm_charge(self, entry_id: int) -> bool:
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM charge_holds WHERE entry_id = ?", (entry_id,))
+            return cur.rowcount == 1
+
+    def renew_holds(self, entry_ids: Sequence[int], until: datetime) -> int:
+        renewed = 0
+        with self._write() as conn:
+            for start in range(0, len(entry_ids), LOOKUP_CHUNK):
+                chunk = list(entry_ids[start : start + LOOKUP_CHUNK])
+                marks = ", ".join("?" * len(chunk))
+                cur = conn.execute(
+                    f"UPDATE charge_holds SET until = ? WHERE entry_id IN ({marks})",  # noqa: S608
+                    [_ts(until), *chunk],
+                )
+                renewed += cur.rowcount
+        return renewed
+
+    def sweep_holds(self, now: datetime, plan_error: str) -> int:
+        with self._write() as conn:
+            ended = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT entry_id FROM charge_holds WHERE until <= ? ORDER BY entry_id",
+                    (_ts(now),),
+                ).fetchall()
+            ]
+            for entry_id in ended:
+                self._refund(conn, entry_id, now)
+                conn.execute(
+                    "UPDATE plans SET status = 'failed', error = ?, finished_at = ?, "
+                    "lease_until = NULL WHERE ledger_entry = ? AND status = 'pending'",
+                    (plan_error, _ts(now), entry_id),
+                )
+            return len(ended)
 
     def usage(self, pool: str, at: datetime) -> Usage:
         return self._usage(self._read(), pool, at)

@@ -71,6 +71,12 @@ class ModelEntry:
     at: datetime
     label: str
     refunded: bool = False
+    #: When its hold ends; None once confirmed, refunded, or for a debit taken final.
+    hold_until: datetime | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.hold_until is not None and not self.refunded
 
 
 @attrs.frozen
@@ -123,11 +129,13 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         pool=st.sampled_from(POOLS),
         amount=st.integers(min_value=1, max_value=30),
         label=st.sampled_from(["score", "forecast", "client:app"]),
+        hold=st.sampled_from([None, 1, 60, 3600]),
     )
-    def debit(self, pool: str, amount: int, label: str) -> object:
+    def debit(self, pool: str, amount: int, label: str, hold: int | None) -> object:
         now = self.clock.now()
         month_used, day_used = self.model_usage(pool, now)
-        request = Debit(pool, "conn", label, amount, now)
+        hold_until = None if hold is None else now + timedelta(seconds=hold)
+        request = Debit(pool, "conn", label, amount, now, hold_until)
 
         outcomes: list[LedgerEntry | CreditsExhausted] = []
         for store in (self.memory, self.sqlite):
@@ -159,8 +167,39 @@ class CreditLedgerMachine(RuleBasedStateMachine):
             assert usage.month <= MONTHLY
             assert usage.day <= DAILY
         key = len(self.model)
-        self.model[key] = ModelEntry(pool, amount, now, label)
+        self.model[key] = ModelEntry(pool, amount, now, label, hold_until=hold_until)
         return Granted(key, from_memory.id, from_sqlite.id)
+
+    @rule(granted=granted)
+    def confirm(self, granted: Granted) -> None:
+        entry = self.model[granted.key]
+        expected = entry.held
+        assert self.memory.confirm_charge(granted.memory_id) is expected
+        assert self.sqlite.confirm_charge(granted.sqlite_id) is expected
+        entry.hold_until = None
+
+    @rule(granted=granted, seconds=st.sampled_from([1, 30, 120]))
+    def renew(self, granted: Granted, seconds: int) -> None:
+        entry = self.model[granted.key]
+        until = self.clock.now() + timedelta(seconds=seconds)
+        expected = 1 if entry.held else 0
+        assert self.memory.renew_holds([granted.memory_id], until) == expected
+        assert self.sqlite.renew_holds([granted.sqlite_id], until) == expected
+        if entry.held:
+            entry.hold_until = until
+
+    @rule()
+    def sweep(self) -> None:
+        now = self.clock.now()
+        ended = [
+            e
+            for e in self.model.values()
+            if e.held and e.hold_until is not None and e.hold_until <= now
+        ]
+        assert self.memory.sweep_holds(now, "lost") == len(ended)
+        assert self.sqlite.sweep_holds(now, "lost") == len(ended)
+        for entry in ended:
+            entry.refunded = True
 
     @rule(target=refunds, granted=granted)
     def refund(self, granted: Granted) -> object:

@@ -89,6 +89,41 @@ def test_submit_debits_and_stores_a_pending_plan(store: Store) -> None:
     assert store.usage(POOL, T0) == Usage(month=COST, day=COST)
 
 
+def test_a_plan_whose_submission_was_never_confirmed_fails_refunded(store: Store) -> None:
+    end = T0 + timedelta(seconds=60)
+    lost = make_plan()
+    debit = Debit(POOL, lost.connection_id, "route_plan", COST, T0, hold_until=end)
+    store.submit_plan(lost, debit, LIMITS)
+    answered = make_plan()
+    debit = Debit(POOL, answered.connection_id, "route_plan", COST, T0, hold_until=end)
+    stored = store.submit_plan(answered, debit, LIMITS)
+    assert stored.ledger_entry is not None
+    assert store.confirm_charge(stored.ledger_entry)
+
+    assert store.sweep_holds(end, "never answered") == 1
+    failed = store.get_plan(lost.id)
+    assert failed is not None
+    assert (failed.status, failed.error, failed.finished_at) == (
+        PlanStatus.FAILED,
+        "never answered",
+        end,
+    )
+    assert store.get_plan(answered.id) == stored
+    assert store.usage(POOL, T0) == Usage(month=COST, day=COST)
+
+
+def test_a_swept_plan_that_already_finished_keeps_its_outcome(store: Store) -> None:
+    end = T0 + timedelta(seconds=60)
+    plan = make_plan()
+    store.submit_plan(plan, Debit(POOL, "conn-1", "route_plan", COST, T0, hold_until=end), LIMITS)
+    assert store.complete_plan(plan.id, "{}", T0 + timedelta(seconds=5))
+    assert store.sweep_holds(end, "never answered") == 1
+    completed = store.get_plan(plan.id)
+    assert completed is not None
+    assert completed.status is PlanStatus.COMPLETED
+    assert store.usage(POOL, T0) == Usage(month=0, day=0)
+
+
 def test_each_plan_carries_its_own_debit(store: Store) -> None:
     first = submit(store, make_plan())
     store.debit(Debit(POOL, "conn-1", "score", 1, T0), LIMITS)  # an unrelated entry between

@@ -368,6 +368,61 @@ def test_entries_are_per_pool_and_in_order(store: Store) -> None:
     assert len(set(ids)) == 3
 
 
+# -- holds on unconfirmed debits --------------------------------------------------------------
+
+HOLD_END = T0 + timedelta(seconds=60)
+
+
+def held(store: Store, amount: int = 1, until: datetime = HOLD_END) -> LedgerEntry:
+    return store.debit(Debit(POOL, "conn-1", "score", amount, T0, hold_until=until), LIMITS)
+
+
+def test_a_held_debit_counts_at_once(store: Store) -> None:
+    held(store, 3)
+    assert store.usage(POOL, T0) == Usage(month=3, day=3)
+
+
+def test_a_confirmed_debit_is_never_swept(store: Store) -> None:
+    entry = held(store, 3)
+    assert store.confirm_charge(entry.id) is True
+    assert store.confirm_charge(entry.id) is False  # nothing left to confirm
+    assert store.sweep_holds(HOLD_END + timedelta(days=1), "lost") == 0
+    assert store.usage(POOL, T0) == Usage(month=3, day=3)
+
+
+def test_an_ended_hold_is_refunded_once(store: Store) -> None:
+    kept = held(store, 2, until=HOLD_END + timedelta(seconds=1))
+    lost = held(store, 3)
+    assert store.sweep_holds(HOLD_END - timedelta(microseconds=1), "lost") == 0
+    assert store.sweep_holds(HOLD_END, "lost") == 1  # a hold ends at its `until`
+    assert store.sweep_holds(HOLD_END, "lost") == 0
+    assert store.usage(POOL, T0) == Usage(month=2, day=2)
+    refund = store.entries(POOL)[-1]
+    assert (refund.amount, refund.reverses, refund.at) == (-3, lost.id, HOLD_END)
+    assert store.confirm_charge(lost.id) is False  # too late: the answer goes out free
+    assert store.refund(lost.id, HOLD_END) is None
+    assert store.confirm_charge(kept.id) is True
+
+
+def test_renewal_moves_the_end_of_a_hold(store: Store) -> None:
+    first, second = held(store), held(store)
+    later = HOLD_END + timedelta(minutes=5)
+    assert store.renew_holds([first.id, second.id, 999_999], later) == 2
+    assert store.sweep_holds(HOLD_END, "lost") == 0
+    store.confirm_charge(second.id)
+    assert store.renew_holds([second.id], later + timedelta(minutes=5)) == 0
+    assert store.sweep_holds(later, "lost") == 1
+    assert store.usage(POOL, T0) == Usage(month=1, day=1)
+
+
+def test_a_refund_drops_the_hold(store: Store) -> None:
+    entry = held(store, 4)
+    assert store.refund(entry.id, T0) is not None
+    assert store.sweep_holds(HOLD_END, "lost") == 0
+    assert store.confirm_charge(entry.id) is False
+    assert [e.amount for e in store.entries(POOL)] == [4, -4]
+
+
 # -- rate-limit counters ----------------------------------------------------------------------
 
 
