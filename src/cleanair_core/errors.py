@@ -109,6 +109,13 @@ class SourceUnavailable(CleanAirError):
     detail = "A dependent service is unavailable"
 
 
+class StoreUnavailable(SourceUnavailable):
+    """The database cannot be used now (busy past its timeout, gone, or failing); nothing
+    was written by the operation that raised it."""
+
+    detail = "The service's database is unavailable; try again shortly"
+
+
 # Route plans: a plan the planner rejects fails with a reason and is refunded ------------------
 class PlanRejected(CleanAirError):
     """The planner cannot plan this route (no street data near an end, no path, ...)."""

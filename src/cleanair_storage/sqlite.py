@@ -10,15 +10,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
+import os
 import sqlite3
+import stat
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import attrs
 import numpy as np
@@ -35,6 +40,7 @@ from cleanair_core.credits import (
     day_key,
     month_key,
 )
+from cleanair_core.errors import StoreUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.pairing import GUESS_WINDOW, GuessLog, PairingCode, check_guess
 from cleanair_core.plans import Plan, PlanRequest, PlanStatus, check_new_plan
@@ -44,6 +50,28 @@ from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_storage.migrations import migrations
 
 BUSY_TIMEOUT_MS = 10_000
+#: The WAL is cut back to this size when it restarts after a checkpoint: without a limit it
+#: keeps the size of the largest transaction ever written (211 MB after a city's network).
+JOURNAL_SIZE_LIMIT = 8 * 2**20
+#: The database and its -wal and -shm files (SQLite gives them the database's mode) hold user
+#: names, plan coordinates and the ledger: readable by the service's own user only.
+FILE_MODE = 0o600
+#: SQLite result codes (the primary code: the low byte) meaning the database cannot be used
+#: now (another writer holds it past the busy timeout, a disk fails or is full, the file went
+#: away): callers get StoreUnavailable (503, nothing charged) rather than an internal error.
+_UNAVAILABLE = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
 #: Host parameters per `IN (...)` lookup; far below SQLite's limit (999 before 3.32).
 LOOKUP_CHUNK = 500
 
@@ -89,21 +117,36 @@ def _array(blob: bytes, kind: type[np.generic]) -> np.ndarray:
     return np.frombuffer(blob, dtype=native.newbyteorder("<")).astype(native)
 
 
-def _open(path: str) -> sqlite3.Connection:
+def _create_private(path: Path) -> None:
+    """Create the database file readable by its owner only, before SQLite creates it with
+    the umask's mode; an existing file loses any access for other users."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE))
+    except FileExistsError:
+        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            with contextlib.suppress(FileNotFoundError, PermissionError):
+                mode = stat.S_IMODE(name.stat().st_mode)
+                if mode & 0o007:
+                    name.chmod(mode & ~0o007)
+
+
+def _open(path: str, busy_timeout: float) -> sqlite3.Connection:
     conn = sqlite3.connect(
-        path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+        path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
     )
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
     return conn
 
 
-def _enable_wal(conn: sqlite3.Connection) -> None:
+def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
     # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers "database is
     # locked" at once (without the busy handler) while another connection, e.g. a second
     # process migrating the same new file, holds a lock: retry until the busy timeout.
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + busy_timeout
     while True:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -114,15 +157,39 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.005)
 
 
+def _unavailable_as_port_error(method: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(method)
+    def translated(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            if (exc.sqlite_errorcode & 0xFF) in _UNAVAILABLE:
+                raise StoreUnavailable() from exc
+            raise
+
+    return translated
+
+
+def _port_errors(cls: type[T]) -> type[T]:
+    """Every public method of `cls` raises the core's StoreUnavailable where SQLite says the
+    database cannot be used now (see `_UNAVAILABLE`), so no driver error reaches a caller."""
+    for name, member in list(vars(cls).items()):
+        if inspect.isfunction(member) and not name.startswith("_") and name != "close":
+            setattr(cls, name, _unavailable_as_port_error(member))
+    return cls
+
+
+@_port_errors
 class SqliteStore:
     """Implements `cleanair_core.ports.Store` over one SQLite file."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout: float = BUSY_TIMEOUT_MS / 1000) -> None:
         self.path = str(path)
+        self._busy_timeout = busy_timeout
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._writer = _open(self.path)
-        _enable_wal(self._writer)
+            _create_private(Path(self.path))
+        self._writer = _open(self.path, busy_timeout)
+        _enable_wal(self._writer, busy_timeout)
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -157,7 +224,7 @@ class SqliteStore:
     def _read(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _open(self.path)
+            conn = _open(self.path, self._busy_timeout)
             conn.execute("PRAGMA query_only = ON")
             self._local.conn = conn
             with self._readers_lock:
@@ -701,6 +768,13 @@ class SqliteStore:
                 f"INSERT OR REPLACE INTO street_networks ({columns}) VALUES ({marks})",  # noqa: S608
                 row,
             )
+        self._shrink_wal()
+
+    def _shrink_wal(self) -> None:
+        """Give back the disk a large transaction took in the WAL now, rather than at the
+        next write (best effort: a reader in the middle of a read keeps it until then)."""
+        with self._write_lock, contextlib.suppress(sqlite3.OperationalError):
+            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def load_networks(self) -> list[StreetNetwork]:
         rows = (
