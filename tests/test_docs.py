@@ -24,3 +24,15 @@ def test_the_embedding_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Helsinki, Finland" in printed
     assert "route " in printed
     assert "dose " in printed
+
+
+def test_the_readme_documents_every_setting_and_no_retired_one() -> None:
+    from cleanair_http.settings import RETIRED
+
+    settings_source = (DOCS.parent / "src" / "cleanair_http" / "settings.py").read_text()
+    read = set(re.findall(r'read\(\s*"(CLEANAIR_[A-Z_]+)"', settings_source))
+    readme = (DOCS.parent / "README.md").read_text()
+    documented = set(re.findall(r"^\| `(CLEANAIR_[A-Z_]+)` \|", readme, flags=re.MULTILINE))
+    assert len(read) > 20
+    assert documented == read
+    assert not documented & set(RETIRED)
