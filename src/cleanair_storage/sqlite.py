@@ -58,7 +58,8 @@ JOURNAL_SIZE_LIMIT = 8 * 2**20
 FILE_MODE = 0o600
 #: SQLite result codes (the primary code: the low byte) meaning the database cannot be used
 #: now (another writer holds it past the busy timeout, a disk fails or is full, the file went
-#: away): callers get StoreUnavailable (503, nothing charged) rather than an internal error.
+#: away or turned read-only, memory ran out): callers get StoreUnavailable (503, nothing
+#: charged) rather than an internal error.
 _UNAVAILABLE = frozenset(
     {
         sqlite3.SQLITE_BUSY,
@@ -67,6 +68,8 @@ _UNAVAILABLE = frozenset(
         sqlite3.SQLITE_FULL,
         sqlite3.SQLITE_CANTOPEN,
         sqlite3.SQLITE_PROTOCOL,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_NOMEM,
     }
 )
 P = ParamSpec("P")
@@ -216,10 +219,13 @@ class SqliteStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # SQLite has often rolled back already (a full disk, an I/O error); a second
+                # ROLLBACK would fail and hide the error that matters.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
 
     def _read(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -466,8 +472,10 @@ class SqliteStore:
             return self._refund(conn, entry_id, at)
 
     def confirm_charge(self, entry_id: int) -> bool:
-        with self._write() as conn:
-            cur = conn.execute("DELETE FROM charge_holds WHERE entry_id = ?", (entry_id,))
+        # One statement, atomic without BEGIN IMMEDIATE (as `hit`): this runs on every charged
+        # call, and the explicit transaction would double its cost.
+        with self._write_lock:
+            cur = self._writer.execute("DELETE FROM charge_holds WHERE entry_id = ?", (entry_id,))
             return cur.rowcount == 1
 
     def renew_holds(self, entry_ids: Sequence[int], until: datetime) -> int:

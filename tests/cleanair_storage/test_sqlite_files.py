@@ -137,3 +137,20 @@ def test_errors_that_are_not_about_availability_stay_what_they_are(tmp_path: Pat
     finally:
         raw.close()
         store.close()
+
+
+def test_a_full_disk_is_store_unavailable_and_leaves_the_writer_usable(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "cleanair.db")
+    try:
+        # The file may not grow by a page: as a full disk looks to SQLite.
+        pages = store._writer.execute("PRAGMA page_count").fetchone()[0]  # noqa: SLF001
+        store._writer.execute(f"PRAGMA max_page_count = {pages}")  # noqa: SLF001
+        with pytest.raises(StoreUnavailable):
+            for k in range(1_000):
+                store.add_user(User(f"{'u' * 90}{k}", True, T0))
+        with pytest.raises(StoreUnavailable):  # and again: no transaction was left open
+            store.add_user(User("bob", True, T0))
+        store._writer.execute(f"PRAGMA max_page_count = {pages * 100}")  # noqa: SLF001
+        assert store.add_user(User("bob", True, T0))
+    finally:
+        store.close()
