@@ -26,7 +26,9 @@ def client_address(
     peer = connection.client.host if connection.client else "unknown"
     if not proxies or not _trusted(peer, proxies):
         return peer
-    forwarded = connection.headers.get("x-forwarded-for", "")
+    # Every line of the header, in order: a proxy may add a line of its own rather than
+    # append to the client's, and the first line alone would be the client's own words.
+    forwarded = ",".join(connection.headers.getall("x-forwarded-for", []))
     hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
     # Walk from the nearest hop outwards; the first address not ours is the client. Anything
     # further left was written by the client itself and cannot be trusted.

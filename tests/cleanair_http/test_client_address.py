@@ -46,6 +46,20 @@ def test_client_address(peer: str, forwarded: str | None, proxies: tuple, expect
     assert client_address(request_from(peer, forwarded), proxies) == expected
 
 
+def test_every_line_of_the_header_counts_in_order() -> None:
+    # The client sent its own line; the trusted proxy added another (HAProxy's forwardfor).
+    request = Request(
+        {
+            **request_from("10.1.2.3", None).scope,
+            "headers": [
+                (b"x-forwarded-for", b"198.51.100.7"),
+                (b"x-forwarded-for", b"203.0.113.9"),
+            ],
+        }  # type: ignore[arg-type]
+    )
+    assert client_address(request, PROXIES) == "203.0.113.9"
+
+
 def test_bad_proxy_settings_fail_clearly() -> None:
     from cleanair_http.settings import SettingsError
 
