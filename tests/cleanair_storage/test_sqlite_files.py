@@ -142,15 +142,16 @@ def test_errors_that_are_not_about_availability_stay_what_they_are(tmp_path: Pat
 def test_a_full_disk_is_store_unavailable_and_leaves_the_writer_usable(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "cleanair.db")
     try:
-        # The file may not grow by a page: as a full disk looks to SQLite.
-        pages = store._writer.execute("PRAGMA page_count").fetchone()[0]  # noqa: SLF001
-        store._writer.execute(f"PRAGMA max_page_count = {pages}")  # noqa: SLF001
+        # The store's writer may not grow the file by a page: a full disk, as SQLite sees it.
+        writer = store._writer
+        pages = writer.execute("PRAGMA page_count").fetchone()[0]
+        writer.execute(f"PRAGMA max_page_count = {pages}")
         with pytest.raises(StoreUnavailable):
-            for k in range(1_000):
-                store.add_user(User(f"{'u' * 90}{k}", True, T0))
+            store.save_network(big_network("city", 20_000))
         with pytest.raises(StoreUnavailable):  # and again: no transaction was left open
-            store.add_user(User("bob", True, T0))
-        store._writer.execute(f"PRAGMA max_page_count = {pages * 100}")  # noqa: SLF001
-        assert store.add_user(User("bob", True, T0))
+            store.save_network(big_network("city", 20_000))
+        writer.execute(f"PRAGMA max_page_count = {pages * 1_000}")
+        store.save_network(big_network("city", 20_000))
+        assert [n.name for n in store.network_summaries()] == ["city"]
     finally:
         store.close()
