@@ -4,9 +4,11 @@ Online guessing is bounded by a global guess budget: at most `budget` distinct c
 tried within any 60 s, whatever the number of client addresses. A code lives 60 s, so every
 code faces at most `budget` distinct guesses in its whole life, and the odds of guessing it
 are at most budget / 10**6 (1e-4 at the default 100). Trying a code already tried in that
-window spends nothing, so honest retries never lock anyone out; an attacker who spends the
-budget locks redemptions out until their oldest guess is 60 s old, then must spend it again.
-The arithmetic is in docs/security.md.
+window spends nothing, so honest retries never lock anyone out. When an attacker has spent
+the budget a new code waits (Retry-After) until the oldest guess in the log is 60 s old; an
+attacker who keeps trying about `budget` codes a minute keeps new codes waiting, and 60 s
+after they stop every redemption works again. Guesses are timed under the store's lock, in
+the order they are admitted (`guess_time`). The arithmetic is in docs/security.md.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Protocol
 
 import attrs
 
+from cleanair_core.clock import Clock
 from cleanair_core.errors import RateLimited
 
 PAIRING_CODE_TTL = timedelta(seconds=60)
@@ -59,6 +62,15 @@ class GuessLog:
     oldest: datetime | None
 
 
+def guess_time(clock_now: datetime, newest: datetime | None) -> datetime:
+    """The time a guess is tried at: the clock, read once the store is locked, but never
+    before the newest guess in the log. Guesses are then timed in the order they are
+    admitted, whatever process or clock they come from; a stale time could otherwise let a
+    guess be admitted into a window the log has already moved past, and be checked against
+    a code that, by then, had faced the whole budget."""
+    return clock_now if newest is None or newest <= clock_now else newest
+
+
 def check_guess(log: GuessLog, budget: int, now: datetime) -> None:
     """Admit a code to be tried, or raise RateLimited until the budget frees a place.
 
@@ -83,13 +95,13 @@ class PairingCodeStore(Protocol):
         Dead codes with the same hash are replaced; adapters may prune expired codes here.
         """
 
-    def redeem_pairing_code(self, code_hash: str, now: datetime) -> str | None:
-        """Atomically mark a live code used and return its user; None when not redeemable.
+    def redeem_pairing_code(self, code_hash: str, clock: Clock, budget: int) -> str | None:
+        """Try a code, as one atomic step across every process sharing the store.
 
-        Of two concurrent redemptions of one code exactly one gets the user.
+        Under the store's lock: take the time with `guess_time` (the clock, never before the
+        newest guess), forget guesses last tried `GUESS_WINDOW` or longer before it, decide
+        with `check_guess` (which may raise RateLimited, and then nothing changes), record
+        `code_hash` as tried (refreshing a known one), and mark a code with that hash used
+        if it is live at that time. Returns its user, or None when nothing was redeemed. Of
+        two concurrent redemptions of one code exactly one gets the user.
         """
-
-    def admit_pairing_guess(self, code_hash: str, now: datetime, budget: int) -> None:
-        """Atomically, across every process sharing the store: forget guesses last tried
-        `GUESS_WINDOW` or longer ago, decide with `check_guess` (which may raise
-        RateLimited), and record `code_hash` as tried at `now` (refreshing a known one)."""

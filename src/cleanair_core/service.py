@@ -211,8 +211,9 @@ class CleanAir:
         if not is_well_formed(code):
             raise InvalidPairingCode()
         code_hash = self.keys.hash_pairing_code(code)
-        self.store.admit_pairing_guess(code_hash, now, self.policy.pairing_guess_budget)
-        user_name = self.store.redeem_pairing_code(code_hash, now)
+        user_name = self.store.redeem_pairing_code(
+            code_hash, self.clock, self.policy.pairing_guess_budget
+        )
         user = self.store.get_user(user_name) if user_name is not None else None
         if user is None or not user.premium:
             raise InvalidPairingCode()

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import attrs
 
 from cleanair_core.accounts import Owner, Partner, User
+from cleanair_core.clock import Clock
 from cleanair_core.connections import Connection
 from cleanair_core.credits import (
     CreditLimits,
@@ -24,7 +25,13 @@ from cleanair_core.credits import (
     day_key,
     month_key,
 )
-from cleanair_core.pairing import GUESS_WINDOW, GuessLog, PairingCode, check_guess
+from cleanair_core.pairing import (
+    GUESS_WINDOW,
+    GuessLog,
+    PairingCode,
+    check_guess,
+    guess_time,
+)
 from cleanair_core.plans import Plan, PlanStatus, check_new_plan
 from cleanair_core.street_network import NetworkSummary, StreetNetwork
 from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
@@ -130,22 +137,20 @@ class MemoryStore:
             self._codes[code.code_hash] = (code, False)
             return True
 
-    def redeem_pairing_code(self, code_hash: str, now: datetime) -> str | None:
+    def redeem_pairing_code(self, code_hash: str, clock: Clock, budget: int) -> str | None:
         with self._lock:
-            existing = self._codes.get(code_hash)
-            if existing is None or existing[1] or now >= existing[0].expires_at:
-                return None
-            self._codes[code_hash] = (existing[0], True)
-            return existing[0].user
-
-    def admit_pairing_guess(self, code_hash: str, now: datetime, budget: int) -> None:
-        with self._lock:
+            now = guess_time(clock.now(), max(self._guesses.values(), default=None))
             horizon = now - GUESS_WINDOW
             self._guesses = {h: at for h, at in self._guesses.items() if at > horizon}
             oldest = min(self._guesses.values(), default=None)
             log = GuessLog(code_hash in self._guesses, len(self._guesses), oldest)
             check_guess(log, budget, now)
             self._guesses[code_hash] = now
+            existing = self._codes.get(code_hash)
+            if existing is None or existing[1] or now >= existing[0].expires_at:
+                return None
+            self._codes[code_hash] = (existing[0], True)
+            return existing[0].user
 
     # credit ledger
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:

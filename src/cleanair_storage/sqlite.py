@@ -30,6 +30,7 @@ import numpy as np
 from sqlite_utils import Database
 
 from cleanair_core.accounts import Owner, OwnerKind, Partner, User
+from cleanair_core.clock import Clock
 from cleanair_core.connections import Connection
 from cleanair_core.credits import (
     CreditLimits,
@@ -42,7 +43,13 @@ from cleanair_core.credits import (
 )
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.pairing import GUESS_WINDOW, GuessLog, PairingCode, check_guess
+from cleanair_core.pairing import (
+    GUESS_WINDOW,
+    GuessLog,
+    PairingCode,
+    check_guess,
+    guess_time,
+)
 from cleanair_core.plans import Plan, PlanRequest, PlanStatus, check_new_plan
 from cleanair_core.scopes import format_scopes, parse_scopes
 from cleanair_core.street_network import NetworkSummary, PlanActivityType, StreetNetwork
@@ -363,17 +370,11 @@ class SqliteStore:
             )
             return True
 
-    def redeem_pairing_code(self, code_hash: str, now: datetime) -> str | None:
+    def redeem_pairing_code(self, code_hash: str, clock: Clock, budget: int) -> str | None:
         with self._write() as conn:
-            row = conn.execute(
-                "UPDATE pairing_codes SET used = 1 "
-                "WHERE code_hash = ? AND used = 0 AND expires_at > ? RETURNING user",
-                (code_hash, _ts(now)),
-            ).fetchone()
-            return None if row is None else str(row[0])
-
-    def admit_pairing_guess(self, code_hash: str, now: datetime, budget: int) -> None:
-        with self._write() as conn:
+            # The time is read under the write lock, so guesses are timed in lock order.
+            (newest,) = conn.execute("SELECT MAX(tried_at) FROM pairing_guesses").fetchone()
+            now = guess_time(clock.now(), _dt(newest))
             conn.execute(
                 "DELETE FROM pairing_guesses WHERE tried_at <= ?", (_ts(now - GUESS_WINDOW),)
             )
@@ -388,6 +389,12 @@ class SqliteStore:
                 "ON CONFLICT (code_hash) DO UPDATE SET tried_at = excluded.tried_at",
                 (code_hash, _ts(now)),
             )
+            row = conn.execute(
+                "UPDATE pairing_codes SET used = 1 "
+                "WHERE code_hash = ? AND used = 0 AND expires_at > ? RETURNING user",
+                (code_hash, _ts(now)),
+            ).fetchone()
+            return None if row is None else str(row[0])
 
     # credit ledger ------------------------------------------------------------------------
     @staticmethod

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cleanair_core.accounts import Owner, OwnerKind, Partner, User
+from cleanair_core.clock import ManualClock
 from cleanair_core.connections import Connection
 from cleanair_core.credits import CreditLimits, Debit, LedgerEntry, Usage
 from cleanair_core.errors import CreditsExhausted, RateLimited
@@ -174,50 +175,79 @@ def test_revoke_unknown_connection(store: Store) -> None:
 
 # -- pairing codes ----------------------------------------------------------------------------
 
+BUDGET = 100
+
+
+def redeem(store: Store, code_hash: str, at: datetime, budget: int = BUDGET) -> str | None:
+    return store.redeem_pairing_code(code_hash, ManualClock(at), budget)
+
 
 def test_pairing_code_redeems_once(store: Store) -> None:
     assert store.add_pairing_code(make_code("h1"), T0) is True
-    assert store.redeem_pairing_code("h1", T0 + timedelta(seconds=30)) == "alice"
-    assert store.redeem_pairing_code("h1", T0 + timedelta(seconds=31)) is None
+    assert redeem(store, "h1", T0 + timedelta(seconds=30)) == "alice"
+    assert redeem(store, "h1", T0 + timedelta(seconds=31)) is None
 
 
 def test_unknown_pairing_code(store: Store) -> None:
     store.add_pairing_code(make_code("h1"), T0)
-    assert store.redeem_pairing_code("h2", T0) is None
+    assert redeem(store, "h2", T0) is None
 
 
-def test_pairing_code_dies_at_its_expiry(store: Store) -> None:
+def test_pairing_code_lives_until_just_before_its_expiry(store: Store) -> None:
     code = make_code("h1")
     store.add_pairing_code(code, T0)
-    assert store.redeem_pairing_code("h1", code.expires_at) is None
-    assert store.redeem_pairing_code("h1", code.expires_at + timedelta(hours=1)) is None
+    assert redeem(store, "h1", code.expires_at - timedelta(microseconds=1)) == "alice"
 
-    other = make_code("h2")
-    store.add_pairing_code(other, T0)
-    assert store.redeem_pairing_code("h2", other.expires_at - timedelta(microseconds=1)) == "alice"
+
+@pytest.mark.parametrize("after", [timedelta(0), timedelta(hours=1)])
+def test_pairing_code_dies_at_its_expiry(store: Store, after: timedelta) -> None:
+    code = make_code("h1")
+    store.add_pairing_code(code, T0)
+    assert redeem(store, "h1", code.expires_at + after) is None
 
 
 def test_pairing_guesses_fill_the_budget_and_age_out(store: Store) -> None:
     for k in range(3):
-        store.admit_pairing_guess(f"g{k}", T0 + timedelta(seconds=10 * k), 3)
+        assert redeem(store, f"g{k}", T0 + timedelta(seconds=10 * k), 3) is None
     with pytest.raises(RateLimited) as raised:
-        store.admit_pairing_guess("g3", T0 + timedelta(seconds=25), 3)
+        redeem(store, "g3", T0 + timedelta(seconds=25), 3)
     assert raised.value.retry_after == 35  # g0 leaves the window at T0 + 60 s
-    store.admit_pairing_guess("g1", T0 + timedelta(seconds=25), 3)  # known: admitted
+    redeem(store, "g1", T0 + timedelta(seconds=25), 3)  # known: admitted
     # At T0 + 60 s g0 is gone (a guess lives strictly less than a code life).
-    store.admit_pairing_guess("g3", T0 + timedelta(seconds=60), 3)
+    redeem(store, "g3", T0 + timedelta(seconds=60), 3)
     with pytest.raises(RateLimited) as raised:
-        store.admit_pairing_guess("g4", T0 + timedelta(seconds=60), 3)
+        redeem(store, "g4", T0 + timedelta(seconds=60), 3)
     # g1 was refreshed at +25 s, so g2 (+20 s) is now the oldest.
     assert raised.value.retry_after == 20
 
 
+def test_a_refused_guess_changes_nothing(store: Store) -> None:
+    store.add_pairing_code(make_code("h1"), T0)
+    redeem(store, "g0", T0, 1)
+    with pytest.raises(RateLimited):
+        redeem(store, "h1", T0 + timedelta(seconds=1), 1)
+    assert redeem(store, "h1", T0 + timedelta(seconds=59), 2) == "alice"  # still unused
+
+
 def test_a_retried_guess_stays_as_long_as_it_is_retried(store: Store) -> None:
-    store.admit_pairing_guess("g0", T0, 1)
+    redeem(store, "g0", T0, 1)
     for second in range(50, 500, 50):
-        store.admit_pairing_guess("g0", T0 + timedelta(seconds=second), 1)
+        redeem(store, "g0", T0 + timedelta(seconds=second), 1)
         with pytest.raises(RateLimited):
-            store.admit_pairing_guess("new", T0 + timedelta(seconds=second + 1), 1)
+            redeem(store, "new", T0 + timedelta(seconds=second + 1), 1)
+
+
+def test_a_late_clock_is_never_earlier_than_the_newest_guess(store: Store) -> None:
+    """A process whose time was read before it waited for the lock must not be timed before
+    guesses admitted meanwhile: its guess would land in a window the log has moved past."""
+    code = make_code("h1")  # live over [T0, T0 + 60 s)
+    store.add_pairing_code(code, T0)
+    redeem(store, "g0", T0, 2)
+    redeem(store, "g1", T0, 2)
+    redeem(store, "g2", T0 + timedelta(seconds=60.5), 2)  # g0 and g1 leave the log
+    # Timed at 59.9 s this would be admitted (the log holds one guess) and redeem a code
+    # that has already faced g0 and g1; timed after g2, the code is dead.
+    assert redeem(store, "h1", T0 + timedelta(seconds=59.9), 2) is None
 
 
 def test_same_hash_while_live_is_refused(store: Store) -> None:
@@ -225,23 +255,23 @@ def test_same_hash_while_live_is_refused(store: Store) -> None:
     later = T0 + timedelta(seconds=59)
     assert store.add_pairing_code(make_code("h1", "bob", later), later) is False
     # The refused insert did not replace the live code.
-    assert store.redeem_pairing_code("h1", later) == "alice"
+    assert redeem(store, "h1", later) == "alice"
 
 
 def test_same_hash_after_expiry_replaces(store: Store) -> None:
     assert store.add_pairing_code(make_code("h1", "alice"), T0)
     later = T0 + timedelta(seconds=60)
     assert store.add_pairing_code(make_code("h1", "bob", later), later) is True
-    assert store.redeem_pairing_code("h1", later + timedelta(seconds=1)) == "bob"
+    assert redeem(store, "h1", later + timedelta(seconds=1)) == "bob"
 
 
 def test_same_hash_after_use_replaces(store: Store) -> None:
     assert store.add_pairing_code(make_code("h1", "alice"), T0)
-    assert store.redeem_pairing_code("h1", T0 + timedelta(seconds=1)) == "alice"
+    assert redeem(store, "h1", T0 + timedelta(seconds=1)) == "alice"
     later = T0 + timedelta(seconds=2)
     assert store.add_pairing_code(make_code("h1", "bob", later), later) is True
-    assert store.redeem_pairing_code("h1", later) == "bob"
-    assert store.redeem_pairing_code("h1", later) is None
+    assert redeem(store, "h1", later) == "bob"
+    assert redeem(store, "h1", later) is None
 
 
 # -- credit ledger ----------------------------------------------------------------------------
