@@ -10,7 +10,7 @@ import uvicorn
 from cleanair_http.access_log import configure_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import build_core
-from cleanair_http.read_deadlines import with_read_deadlines
+from cleanair_http.connection_deadlines import with_deadlines
 from cleanair_http.settings import Settings
 from cleanair_http.terminal import escape_nonprintable
 
@@ -46,7 +46,9 @@ def serve(settings: Settings, host: str, port: int) -> int:
             # client behind a local proxy, or on loopback, could pick any address it liked.
             proxy_headers=False,
             forwarded_allow_ips=[],  # and, were it ever turned on, trust nobody
-            http=with_read_deadlines(settings.header_timeout, settings.body_timeout),
+            http=with_deadlines(
+                settings.header_timeout, settings.body_timeout, settings.send_timeout
+            ),
         )
     finally:
         core.store.close()

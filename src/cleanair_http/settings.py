@@ -68,6 +68,8 @@ class Settings:
     #: connection is closed (slow clients would otherwise hold connections open forever).
     header_timeout: float = 10.0
     body_timeout: float = 30.0
+    #: Seconds a response may wait for a client that has stopped reading it.
+    send_timeout: float = 30.0
 
     @property
     def key_file(self) -> Path:
@@ -116,6 +118,7 @@ class Settings:
             charge_hold_seconds=read("CLEANAIR_CHARGE_HOLD_SECONDS", _positive, 60),
             header_timeout=read("CLEANAIR_HEADER_TIMEOUT", _seconds, 10.0),
             body_timeout=read("CLEANAIR_BODY_TIMEOUT", _seconds, 30.0),
+            send_timeout=read("CLEANAIR_SEND_TIMEOUT", _seconds, 30.0),
         )
         for name, use in RETIRED.items():
             if env.get(name):

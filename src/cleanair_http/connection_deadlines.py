@@ -1,4 +1,4 @@
-"""Deadlines for reading a request: its headers, then its body.
+"""Deadlines for a connection: reading a request's headers, then its body, and sending.
 
 uvicorn times a connection out only between requests (its keep-alive timer). A client that
 connects and sends nothing, or sends its headers or its body a byte now and then, holds the
@@ -9,6 +9,11 @@ following request on a kept-alive connection, until its headers are complete, th
 `body_timeout` seconds until its body is. A deadline is never extended by further bytes, so
 trickling does not help. When one passes the connection is closed; an application still
 waiting for the body sees `http.disconnect`.
+
+A client that stops reading its responses (pipelining requests and never reading the
+answers) fills the send buffers, and uvicorn, like asyncio's close, waits for them to drain
+without end. So while writing is paused for a full buffer, and while a closing connection
+still has data to send, `send_timeout` runs: past it the connection is aborted.
 
 A reverse proxy in front should enforce its own, tighter limits (docs/deployment.md); these
 deadlines protect the server when it has none, or a misconfigured one.
@@ -28,15 +33,17 @@ log = logging.getLogger("cleanair.server")
 Phase = Literal["headers", "body"]
 
 
-class ReadDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with header and body read deadlines (seconds; class attributes,
-    since uvicorn builds the protocol itself: see `with_read_deadlines`)."""
+class DeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with header, body and send deadlines (seconds; class attributes,
+    since uvicorn builds the protocol itself: see `with_deadlines`)."""
 
     header_timeout: float = 10.0
     body_timeout: float = 30.0
+    send_timeout: float = 30.0
 
     _deadline: asyncio.TimerHandle | None = None
     _phase: Phase | None = None
+    _send_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -54,7 +61,41 @@ class ReadDeadlineProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._disarm_send()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._arm_send()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_send()
+
+    def timeout_keep_alive_handler(self) -> None:
+        # close() waits for the buffered response to be read: not for ever.
+        super().timeout_keep_alive_handler()
+        if self.transport.get_write_buffer_size():
+            self._arm_send()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        if self.transport.is_closing() and self.transport.get_write_buffer_size():
+            self._arm_send()
+
+    def _arm_send(self) -> None:
+        if self._send_deadline is None:
+            self._send_deadline = self.loop.call_later(self.send_timeout, self._send_passed)
+
+    def _disarm_send(self) -> None:
+        if self._send_deadline is not None:
+            self._send_deadline.cancel()
+        self._send_deadline = None
+
+    def _send_passed(self) -> None:
+        self._send_deadline = None
+        log.info("send timeout")
+        self.transport.abort()  # close() would wait for the very buffer nobody reads
 
     def _update_deadline(self) -> None:
         if self.transport.is_closing():
@@ -98,12 +139,15 @@ class ReadDeadlineProtocol(H11Protocol):
         self.transport.close()
 
 
-def with_read_deadlines(header_timeout: float, body_timeout: float) -> type[ReadDeadlineProtocol]:
+def with_deadlines(
+    header_timeout: float, body_timeout: float, send_timeout: float
+) -> type[DeadlineProtocol]:
     """The protocol class to pass to uvicorn as `http=`, with these deadlines (seconds)."""
-    headers, body = header_timeout, body_timeout
+    headers, body, send = header_timeout, body_timeout, send_timeout
 
-    class Configured(ReadDeadlineProtocol):
+    class Configured(DeadlineProtocol):
         header_timeout = headers
         body_timeout = body
+        send_timeout = send
 
     return Configured
