@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from cleanair_core.errors import OperatorError
+from cleanair_core.errors import OperatorError, StoreUnavailable
 from cleanair_core.scopes import Scope, format_scopes
 from cleanair_core.service import CleanAir
 from cleanair_core.street_network import validate_network_name
@@ -259,15 +259,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines = (escape_nonprintable(line) for line in str(exc).split("\n"))
         print("cleanair: " + "\n".join(lines), file=sys.stderr)
         return 2
+    except StoreUnavailable as exc:
+        return _unavailable(exc)
     try:
         _run(core, args)
     except (OperatorError, ValueError) as exc:
         # Messages embed arguments and stored names ("no user ...", "no such file: ...").
         print(f"cleanair: {escape_nonprintable(exc)}", file=sys.stderr)
         return 1
+    except StoreUnavailable as exc:
+        return _unavailable(exc)
     finally:
         core.store.close()
     return 0
+
+
+def _unavailable(exc: StoreUnavailable) -> int:
+    """The database is busy past its timeout, full or failing: worth a retry, so exit 3."""
+    print(f"cleanair: {exc.detail}", file=sys.stderr)
+    return 3
 
 
 if __name__ == "__main__":

@@ -181,10 +181,12 @@ def _unavailable_as_port_error(method: Callable[P, R]) -> Callable[P, R]:
 
 
 def _port_errors(cls: type[T]) -> type[T]:
-    """Every public method of `cls` raises the core's StoreUnavailable where SQLite says the
-    database cannot be used now (see `_UNAVAILABLE`), so no driver error reaches a caller."""
+    """Every public method of `cls`, and opening it, raise the core's StoreUnavailable where
+    SQLite says the database cannot be used now (see `_UNAVAILABLE`), so no driver error
+    reaches a caller."""
     for name, member in list(vars(cls).items()):
-        if inspect.isfunction(member) and not name.startswith("_") and name != "close":
+        public = not name.startswith("_") or name == "__init__"
+        if inspect.isfunction(member) and public and name != "close":
             setattr(cls, name, _unavailable_as_port_error(member))
     return cls
 
@@ -199,12 +201,16 @@ class SqliteStore:
         if self.path != ":memory:":
             _create_private(Path(self.path))
         self._writer = _open(self.path, busy_timeout)
-        _enable_wal(self._writer, busy_timeout)
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._migrate()
+        try:
+            _enable_wal(self._writer, busy_timeout)
+            self._migrate()
+        except BaseException:
+            self._writer.close()
+            raise
 
     def _migrate(self) -> None:
         # Several processes may start at once: the write lock makes one of them migrate.

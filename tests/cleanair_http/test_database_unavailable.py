@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,24 @@ def test_a_lock_taken_after_the_debit_is_refunded_when_the_hold_ends(
         clock.advance(HOLD)
         assert core.sweep_charge_holds() == 1
         assert used(client, token) == 0
+
+
+def test_the_cli_says_the_database_is_unavailable_and_exits_3(
+    tmp_path: Path,
+    other_writer: sqlite3.Connection,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cleanair_http import bootstrap, cli
+
+    monkeypatch.setenv("CLEANAIR_DATABASE", str(tmp_path / "cleanair.db"))
+    monkeypatch.setattr(bootstrap, "SqliteStore", partial(SqliteStore, busy_timeout=0.05))
+    assert cli.main(["users", "add", "alice"]) == 0
+    other_writer.execute("BEGIN IMMEDIATE")
+    # Opening the store already needs the write lock (its migrations), so that is where a
+    # command finds the database unavailable.
+    assert cli.main(["users", "add", "bob"]) == 3
+    out, err = capsys.readouterr()
+    assert err == "cleanair: The service's database is unavailable; try again shortly\n"
+    assert "Traceback" not in out + err
+    other_writer.execute("ROLLBACK")
