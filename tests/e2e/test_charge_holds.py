@@ -7,6 +7,7 @@ that can be told to stop answering (so a score call is caught in flight, its cre
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -79,3 +80,51 @@ def test_a_call_cut_off_by_kill_9_is_refunded_and_an_answered_one_is_not(
                 time.sleep(0.1)
             # What is left is the answered call's credit, which no sweep takes back.
             second.wait_for_log("refunded charges whose calls were never answered")
+
+
+def holds(database: Path) -> list[float]:
+    """The ends of the holds in the server's database (read as an operator could)."""
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
+        return [row[0] for row in connection.execute("SELECT until FROM charge_holds")]
+
+
+def test_a_call_longer_than_the_hold_is_renewed_and_stays_charged(tmp_path: Path) -> None:
+    with FakeOpenMeteo().running() as upstream:
+        env = server_env(
+            tmp_path,
+            CLEANAIR_AIR_QUALITY_SOURCE="open-meteo",
+            CLEANAIR_OPEN_METEO_URL=upstream.url,
+            CLEANAIR_OPEN_METEO_TIMEOUT="60",
+            CLEANAIR_CHARGE_HOLD_SECONDS=str(HOLD_SECONDS),
+        )
+        database = Path(env["CLEANAIR_DATABASE"])
+        with running_server(env, tmp_path / "server.log") as server:
+            headers = pair(env, server.base)
+            upstream.hold()
+            answers: list[httpx.Response] = []
+            slow = threading.Thread(
+                target=lambda: answers.append(
+                    httpx.post(
+                        f"{server.base}/v1/airquality/score",
+                        json=SCORE,
+                        headers=headers,
+                        timeout=30,
+                    )
+                )
+            )
+            slow.start()
+            assert upstream.waiting.acquire(timeout=20)
+            # Renewed every third of the hold: four different ends seen means the call has
+            # outlived its first hold (2 s) by the time it is let through.
+            ends: set[float] = set()
+            deadline = time.monotonic() + 20
+            while len(ends) < 4:
+                ends.update(holds(database))
+                assert time.monotonic() < deadline, ends
+                time.sleep(0.05)
+            upstream.release()
+            slow.join(timeout=30)
+            assert [answer.status_code for answer in answers] == [200]
+            assert used(server.base, headers) == 1
+            assert holds(database) == []  # confirmed
+        assert "refunded charges" not in (tmp_path / "server.log").read_text()
