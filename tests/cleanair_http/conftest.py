@@ -20,6 +20,16 @@ from support.http import MakeClient
 
 
 @pytest.fixture
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The SQLite file the CLI (run in process) works on, with a fresh key file beside it."""
+    path = tmp_path / "var" / "cleanair.db"
+    monkeypatch.setenv("CLEANAIR_DATABASE", str(path))
+    monkeypatch.delenv("CLEANAIR_SECRET_KEY", raising=False)
+    monkeypatch.delenv("CLEANAIR_SECRET_KEY_FILE", raising=False)
+    return path
+
+
+@pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
 

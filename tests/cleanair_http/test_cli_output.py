@@ -51,15 +51,6 @@ def assert_terminal_safe(*texts: str) -> None:
         assert unsafe_characters(text) == [], text
 
 
-@pytest.fixture
-def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "var" / "cleanair.db"
-    monkeypatch.setenv("CLEANAIR_DATABASE", str(path))
-    monkeypatch.delenv("CLEANAIR_SECRET_KEY", raising=False)
-    monkeypatch.delenv("CLEANAIR_SECRET_KEY_FILE", raising=False)
-    return path
-
-
 @contextmanager
 def opened_core() -> Iterator[CleanAir]:
     """A core over the same database and key as the CLI's."""

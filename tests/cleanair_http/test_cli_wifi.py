@@ -19,15 +19,6 @@ A, B, C = "a4:2b:b0:11:22:01", "a4:2b:b0:11:22:02", "a4:2b:b0:11:22:03"
 WEST, EAST = Point(52.52, 13.40), Point(52.52, 13.4029)  # about 200 m apart
 
 
-@pytest.fixture
-def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "var" / "cleanair.db"
-    monkeypatch.setenv("CLEANAIR_DATABASE", str(path))
-    monkeypatch.delenv("CLEANAIR_SECRET_KEY", raising=False)
-    monkeypatch.delenv("CLEANAIR_SECRET_KEY_FILE", raising=False)
-    return path
-
-
 def write(tmp_path: Path, text: str, name: str = "aps.csv") -> Path:
     path = tmp_path / name
     path.write_text(text)

@@ -24,6 +24,17 @@ HOLD_SECONDS = 2
 SCORE = {"lat": 60.17, "lon": 24.94}
 
 
+def over_open_meteo(tmp_path: Path, upstream: FakeOpenMeteo) -> dict[str, str]:
+    """A quick server on `upstream` for its air, with a short hold."""
+    return server_env(
+        tmp_path,
+        CLEANAIR_AIR_QUALITY_SOURCE="open-meteo",
+        CLEANAIR_OPEN_METEO_URL=upstream.url,
+        CLEANAIR_OPEN_METEO_TIMEOUT="60",
+        CLEANAIR_CHARGE_HOLD_SECONDS=str(HOLD_SECONDS),
+    )
+
+
 def used(base: str, headers: dict[str, str]) -> int:
     quota = httpx.get(f"{base}/v1/quota", headers=headers, timeout=10)
     assert quota.status_code == 200, quota.text
@@ -35,13 +46,7 @@ def test_a_call_cut_off_by_kill_9_is_refunded_and_an_answered_one_is_not(
     tmp_path: Path,
 ) -> None:
     with FakeOpenMeteo().running() as upstream:
-        env = server_env(
-            tmp_path,
-            CLEANAIR_AIR_QUALITY_SOURCE="open-meteo",
-            CLEANAIR_OPEN_METEO_URL=upstream.url,
-            CLEANAIR_OPEN_METEO_TIMEOUT="60",
-            CLEANAIR_CHARGE_HOLD_SECONDS=str(HOLD_SECONDS),
-        )
+        env = over_open_meteo(tmp_path, upstream)
         with running_server(env, tmp_path / "first.log") as first:
             headers = pair(env, first.base)
             answered = httpx.post(
@@ -90,13 +95,7 @@ def holds(database: Path) -> list[float]:
 
 def test_a_call_longer_than_the_hold_is_renewed_and_stays_charged(tmp_path: Path) -> None:
     with FakeOpenMeteo().running() as upstream:
-        env = server_env(
-            tmp_path,
-            CLEANAIR_AIR_QUALITY_SOURCE="open-meteo",
-            CLEANAIR_OPEN_METEO_URL=upstream.url,
-            CLEANAIR_OPEN_METEO_TIMEOUT="60",
-            CLEANAIR_CHARGE_HOLD_SECONDS=str(HOLD_SECONDS),
-        )
+        env = over_open_meteo(tmp_path, upstream)
         database = Path(env["CLEANAIR_DATABASE"])
         with running_server(env, tmp_path / "server.log") as server:
             headers = pair(env, server.base)

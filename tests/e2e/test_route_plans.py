@@ -11,13 +11,9 @@ import math
 import os
 import re
 import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +22,8 @@ import osmium
 import pytest
 from osmium.osm.mutable import Node, Way
 
-CLI = str(Path(sys.executable).parent / "cleanair")
+from support.servers import cli, pair, running_server
+
 pytestmark = pytest.mark.e2e
 
 #: Helsinki railway station to the south end of the Esplanadi, about 1 km apart as the crow
@@ -41,18 +38,6 @@ POLL_EVERY = 1.1
 POLL_FOR = 60.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def cli(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CLI, *args], env=dict(env), capture_output=True, text=True, timeout=60, check=False
-    )
-
-
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     return {
@@ -62,57 +47,6 @@ def env(tmp_path: Path) -> dict[str, str]:
         "CLEANAIR_PLAN_LEASE_SECONDS": str(LEASE_SECONDS),
         "CLEANAIR_DEFAULT_NETWORK": "true",
     }
-
-
-@contextmanager
-def running_server(
-    env: Mapping[str, str], log: Path
-) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """A `cleanair serve` process listening on a free port; stopped with SIGINT at the end
-    unless the body killed it. Its stderr goes to `log` (never a pipe nobody reads)."""
-    port = free_port()
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [CLI, "serve", "--port", str(port)],
-            env=dict(env),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:  # wait for the process to listen; bounded
-            try:
-                httpx.get(f"{base}/schema/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(log.read_text()) from None
-                time.sleep(0.05)
-        yield process, base
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    # What the server logged must never contain a token.
-    assert "ca_tst_" not in log.read_text()
-
-
-def pair(env: Mapping[str, str], base: str, user: str = "alice") -> dict[str, str]:
-    added = cli(env, "users", "add", user)
-    assert added.returncode == 0, added.stderr
-    code = cli(env, "pairing-code", user).stdout.strip()
-    assert re.fullmatch(r"[0-9]{6}", code)
-    redeemed = httpx.post(
-        f"{base}/v1/connections/token", json={"code": code, "name": "e2e plans"}, timeout=10
-    )
-    assert redeemed.status_code == 201, redeemed.text
-    return {"Authorization": f"Bearer {redeemed.json()['token']}"}
 
 
 def submit(base: str, headers: Mapping[str, str], body: Mapping[str, Any] = WALK) -> str:
@@ -222,7 +156,8 @@ def test_plans_survive_restarts_and_killed_servers(env: dict[str, str], tmp_path
     """
     database = env["CLEANAIR_DATABASE"]
     idle_env = {**env, "CLEANAIR_PLAN_WORKERS": "0"}
-    with running_server(idle_env, tmp_path / "idle.log") as (idle, base):
+    with running_server(idle_env, tmp_path / "idle.log") as idle:
+        base = idle.base
         # First start: the shipped central-Helsinki extract was imported and stored.
         stored = networks(env)
         assert set(stored) == {"helsinki"}
@@ -237,11 +172,12 @@ def test_plans_survive_restarts_and_killed_servers(env: dict[str, str], tmp_path
         walk = submit(base, headers)
         polled = httpx.get(f"{base}/v1/routes/{walk}", headers=headers, timeout=10)
         assert polled.json() == {"status": "pending", "result": None, "error": None}
-        idle.send_signal(signal.SIGKILL)
-        idle.wait(timeout=10)
+        idle.process.send_signal(signal.SIGKILL)
+        idle.process.wait(timeout=10)
     assert plan_row(database, walk)[:2] == ("pending", 0)
 
-    with running_server(env, tmp_path / "first.log") as (first, base):
+    with running_server(env, tmp_path / "first.log") as first:
+        base = first.base
         done = poll_until_finished(base, headers, walk)
         assert done["status"] == "completed", done
         assert done["error"] is None
@@ -257,14 +193,15 @@ def test_plans_survive_restarts_and_killed_servers(env: dict[str, str], tmp_path
         while plan_row(database, crashed)[1] == 0:
             assert time.monotonic() < deadline, "no runner claimed the plan"
             time.sleep(0.005)
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(timeout=10)
     status, attempts, lease_until = plan_row(database, crashed)
     assert (status, attempts) == ("pending", 1), "the plan finished before the kill"
     assert lease_until is not None
 
     # A new process on the same database takes the plan again once the lease has run out.
-    with running_server(env, tmp_path / "second.log") as (_, base):
+    with running_server(env, tmp_path / "second.log") as second:
+        base = second.base
         done = poll_until_finished(base, headers, crashed)
         assert done["status"] == "completed", done
         check_result(done["result"], bounds)

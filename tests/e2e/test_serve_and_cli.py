@@ -5,10 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,15 +15,9 @@ import pytest
 from cleanair_core import Billable
 from cleanair_http.bootstrap import build_core
 from cleanair_http.settings import Settings
+from support.servers import cli, running_server
 
-CLI = str(Path(sys.executable).parent / "cleanair")
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -39,42 +29,10 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CLI, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
 @pytest.fixture
-def server(env: dict[str, str]) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [CLI, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:  # wait for the process to listen; bounded
-        try:
-            httpx.get(f"{base}/schema/openapi.json", timeout=1)
-            break
-        except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise AssertionError(process.communicate()[1]) from None
-            time.sleep(0.05)
-    yield base
-    process.send_signal(signal.SIGINT)
-    try:
-        _, stderr = process.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, stderr = process.communicate()
-    # What the server logged must never contain a token.
-    assert "ca_tst_" not in stderr
+def server(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    with running_server(env, tmp_path / "server.log") as running:
+        yield running.base
 
 
 def test_pair_through_the_cli_and_read_the_quota(env: dict[str, str], server: str) -> None:
