@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.to_thread
 
+from cleanair_core.errors import StoreUnavailable
 from cleanair_core.plans import Plan
 from cleanair_core.service import CleanAir
 
@@ -33,6 +34,7 @@ class PlanWorker:
         self._runners = runners
         self._idle = idle_seconds
         self._wake = anyio.Event()
+        self._store_down = False
 
     def notify(self) -> None:
         """A plan was submitted: wake the idle runners."""
@@ -54,9 +56,20 @@ class PlanWorker:
         while True:
             try:
                 plan = self._core.claim_next_plan()
+            except StoreUnavailable:
+                # An outage, not a bug: one line when it starts and one when it ends, rather
+                # than a traceback per runner every second for as long as it lasts.
+                if not self._store_down:
+                    self._store_down = True
+                    log.warning("the database is unavailable; plans wait until it is back")
+                plan = None
             except Exception:
                 log.exception("could not claim a plan")
                 plan = None
+            else:
+                if self._store_down:
+                    self._store_down = False
+                    log.info("the database is available again; planning resumes")
             if plan is None:
                 await self._sleep()
                 continue

@@ -16,6 +16,7 @@ import anyio
 import anyio.to_thread
 
 from cleanair_core.charging import hold_renewal_every
+from cleanair_core.errors import StoreUnavailable
 from cleanair_core.service import CleanAir
 
 log = logging.getLogger("cleanair.charges")
@@ -40,7 +41,9 @@ async def charge_upkeep(core: CleanAir) -> AsyncIterator[None]:
         while True:
             try:
                 await anyio.to_thread.run_sync(tend_charges, core)
-            except Exception:  # a busy or absent database must not end the upkeep
+            except StoreUnavailable:  # an outage: the next round tries again, no traceback
+                log.warning("could not tend the held charges: the database is unavailable")
+            except Exception:  # nor may anything else end the upkeep
                 log.exception("could not tend the held charges")
             await anyio.sleep(every)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from litestar.testing import TestClient
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air_quality import Sample
 from cleanair_core.credits import CreditLimits
+from cleanair_core.errors import StoreUnavailable
 from cleanair_core.pollutants import Concentrations, Pollutant
 from cleanair_core.sources import Sources
 from cleanair_http.app import create_app
@@ -103,3 +105,49 @@ def test_non_canonical_request_ids_are_422(
     shown = rid.replace("-", "") if form == "HEX" else form % rid
     assert client.get(f"/v1/routes/{shown}", headers=bearer(token)).status_code == 422
     assert client.get(f"/v1/routes/{rid.upper()}", headers=bearer(token)).status_code == 404
+
+
+class OutageStore(SqliteStore):
+    """Unavailable for its first `outage` claims, then fine; signals after `wanted` claims."""
+
+    def __init__(self, path: Path, outage: int, wanted: int) -> None:
+        super().__init__(path)
+        self.claims = 0
+        self.outage = outage
+        self.wanted = wanted
+        self.enough = anyio.Event()
+
+    def claim_plan(self, now, lease):  # type: ignore[no-untyped-def]
+        self.claims += 1
+        if self.claims >= self.wanted:
+            self.enough.set()
+        if self.claims <= self.outage:
+            raise StoreUnavailable()
+        return super().claim_plan(now, lease)
+
+
+def test_a_database_outage_is_two_log_lines_not_a_traceback_a_second(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from cleanair_http.plan_worker import PlanWorker
+
+    store = OutageStore(tmp_path / "cleanair.db", outage=5, wanted=8)
+    core = CleanAir(store, TokenKeys(generate_key()), Policy(), ManualClock())
+    caplog.set_level(logging.DEBUG, logger="cleanair")
+
+    async def main() -> None:
+        worker = PlanWorker(core, runners=1, idle_seconds=0.001)
+        async with worker.running():
+            with anyio.fail_after(10):
+                await store.enough.wait()
+
+    try:
+        anyio.run(main)
+    finally:
+        store.close()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "cleanair.plans"]
+    assert lines == [
+        ("WARNING", "the database is unavailable; plans wait until it is back"),
+        ("INFO", "the database is available again; planning resumes"),
+    ]
+    assert not any(r.exc_info for r in caplog.records)
