@@ -20,12 +20,18 @@ _DESCRIPTIONS = {
     404: "Not found",
     422: "Request validation failed (the input is never echoed)",
     429: "Rate limited or credits exhausted; see Retry-After",
-    503: "A dependent service is unavailable; not charged",
+    503: "A dependent service or the service's database is unavailable; not charged",
 }
 
 
 def error_responses(*statuses: int, **descriptions: str) -> dict[int, ResponseSpec]:
-    """Response specs for error statuses; `s401="..."` style keywords override descriptions."""
+    """Response specs for error statuses; `s401="..."` style keywords override descriptions.
+
+    Every endpoint reaches the database, so every one may answer 503 when it is unavailable:
+    that status is always declared."""
+    if 503 not in statuses:
+        statuses = (*statuses, 503)
+        descriptions.setdefault("s503", "The service's database is unavailable; not charged")
     return {
         status: ResponseSpec(
             ErrorResponse,

@@ -19,10 +19,10 @@ def test_openapi_documents_version_statuses_and_bearer(make_client: MakeClient) 
         "scheme": "bearer",
     }
     token = schema["paths"]["/v1/connections/token"]["post"]
-    assert set(token["responses"]) == {"201", "401", "422", "429"}
+    assert set(token["responses"]) == {"201", "401", "422", "429", "503"}
     assert "security" not in token
     quota = schema["paths"]["/v1/quota"]["get"]
-    assert set(quota["responses"]) == {"200", "401", "429"}
+    assert set(quota["responses"]) == {"200", "401", "429", "503"}
     assert quota["security"] == [{"BearerAuth": []}]
     pattern = schema["components"]["schemas"]["RedeemPairingCode"]["properties"]["code"]
     assert pattern["pattern"] == "^[0-9]{6}$"
@@ -36,6 +36,10 @@ def test_openapi_documents_version_statuses_and_bearer(make_client: MakeClient) 
     assert routes["security"] == [{"BearerAuth": []}]
     waypoints = schema["components"]["schemas"]["EnrichRouteRequest"]["properties"]["waypoints"]
     assert (waypoints["minItems"], waypoints["maxItems"]) == (1, 100)
+    # Every operation may meet an unavailable database (503, not charged).
+    operations = [op for item in schema["paths"].values() for op in item.values()]
+    assert len(operations) == 7
+    assert all("503" in op["responses"] for op in operations)
     activity = schema["components"]["schemas"]["ActivityType"]
     assert len(activity["enum"]) == 82
 
