@@ -1049,8 +1049,8 @@ def test_the_background_worker_refunds_a_rejected_plan(
 def test_openapi_lists_the_plan_statuses(client: TestClient) -> None:  # type: ignore[type-arg]
     schema = client.get("/schema/openapi.json").json()
     submit_op = schema["paths"]["/v1/routes"]["post"]
-    assert set(submit_op["responses"]) == {"202", "400", "401", "403", "422", "429"}
+    assert set(submit_op["responses"]) == {"202", "400", "401", "403", "422", "429", "503"}
     assert submit_op["security"] == [{"BearerAuth": []}]
     poll_op = schema["paths"]["/v1/routes/{request_id}"]["get"]
-    assert set(poll_op["responses"]) == {"200", "401", "403", "404", "422", "429"}
+    assert set(poll_op["responses"]) == {"200", "401", "403", "404", "422", "429", "503"}
     assert poll_op["security"] == [{"BearerAuth": []}]
