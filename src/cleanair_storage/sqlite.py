@@ -84,6 +84,10 @@ _UNAVAILABLE = frozenset(
         sqlite3.SQLITE_NOMEM,
     }
 )
+#: The pending -> failed transition of a plan (its error, when it ended); callers add WHERE.
+_FAIL_PENDING_PLAN = (
+    "UPDATE plans SET status = 'failed', error = ?, finished_at = ?, lease_until = NULL"
+)
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
@@ -134,7 +138,8 @@ def _array(blob: bytes, kind: type[np.generic]) -> np.ndarray:
 
 def _create_private(path: Path) -> None:
     """Create the database file readable by its owner only, before SQLite creates it with
-    the umask's mode; an existing file loses any access for other users."""
+    the umask's mode; an existing one (and its -wal and -shm) loses access for users outside
+    its owner and group."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE))
@@ -549,8 +554,7 @@ class SqliteStore:
             for entry_id in ended:
                 self._refund(conn, entry_id, now)
                 conn.execute(
-                    "UPDATE plans SET status = 'failed', error = ?, finished_at = ?, "
-                    "lease_until = NULL WHERE ledger_entry = ? AND status = 'pending'",
+                    f"{_FAIL_PENDING_PLAN} WHERE ledger_entry = ? AND status = 'pending'",
                     (plan_error, _ts(now), entry_id),
                 )
             return len(ended)
@@ -779,8 +783,7 @@ class SqliteStore:
     def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
         with self._write() as conn:
             rows = conn.execute(
-                "UPDATE plans SET status = 'failed', error = ?, finished_at = ?, "
-                "lease_until = NULL WHERE id = ? AND status = 'pending' RETURNING ledger_entry",
+                f"{_FAIL_PENDING_PLAN} WHERE id = ? AND status = 'pending' RETURNING ledger_entry",
                 (error, _ts(now), str(plan_id)),
             ).fetchall()
             if not rows:
