@@ -38,10 +38,10 @@ from litestar import Litestar, get
 
 from bench import planning
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
-from cleanair_core.credits import CreditLimits, Debit
-from cleanair_core.exposure import personal_score
+from cleanair_core.air.exposure import personal_score
+from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.route_enrichment import enrich_route
+from cleanair_core.routes.enrichment import enrich_route
 from cleanair_http.app import create_app
 from cleanair_http.bootstrap import build_sources
 from cleanair_http.settings import Settings

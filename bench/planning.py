@@ -35,12 +35,10 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from cleanair_core.air_quality import Concentrations, Sample
+from cleanair_core.air.quality_source import Concentrations, Sample
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.plans import PlanRequest
-from cleanair_core.route_planning import SENSITIVITIES, plan_routes
-from cleanair_core.street_network import (
+from cleanair_core.routes.network import (
     Access,
     FloatArray,
     Path,
@@ -49,6 +47,8 @@ from cleanair_core.street_network import (
     Snap,
     StreetNetwork,
 )
+from cleanair_core.routes.planner import SENSITIVITIES, plan_routes
+from cleanair_core.routes.plans import PlanRequest
 from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer

@@ -16,7 +16,7 @@ import uvicorn
 from litestar import get
 
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
-from cleanair_core.credits import CreditLimits
+from cleanair_core.credits.ledger import CreditLimits
 from cleanair_http.app import create_app
 from cleanair_http.bootstrap import build_sources
 from cleanair_http.settings import Settings

@@ -1,11 +1,13 @@
 """Framework-free core of cleanair: the rules of the API contract, its ports and use cases."""
 
-from cleanair_core.charging import Charge
+from cleanair_core.access.scopes import Scope
+from cleanair_core.access.tokens import Environment
 from cleanair_core.clock import Clock, ManualClock, SystemClock
-from cleanair_core.credits import Billable, CreditLimits, Quota
-from cleanair_core.scopes import Scope
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.tokens import Environment, TokenKeys, generate_key
+from cleanair_core.credits.charging import Charge
+from cleanair_core.credits.ledger import Billable, CreditLimits, Quota
+from cleanair_core.keys import TokenKeys, generate_key
+from cleanair_core.policy import Policy
+from cleanair_core.service import CleanAir
 
 __all__ = [
     "Billable",

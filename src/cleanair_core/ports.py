@@ -1,18 +1,63 @@
-"""The storage ports the core needs, gathered into one protocol an adapter implements."""
+"""Every seam between the core and the outside world, in one place.
+
+The core defines each port beside the rules that use it (in its area's package); this module
+names them all, so a newcomer (or an adapter's author) finds every one here. Ports that hold
+resources say how they are closed: `Store.close`.
+
+Storage (`cleanair_storage` ships in-memory and SQLite adapters):
+    AccountStore, ConnectionStore, PairingCodeStore (access); CreditLedger, RateLimitStore,
+    ClientLabelStore (credits); AccessPointStore (air); PlanStore, StreetNetworkStore (routes);
+    gathered into `Store`.
+The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
+    AirQualitySource, WifiGeolocator, IpLocator, PlaceNamer (air); StreetNetworks and its
+    Router (routes). NearRoadIncrement (air) is what an air-quality source adds street-level
+    increments with.
+Time and work: Clock, and Offload (where CPU-heavy planning runs).
+"""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from cleanair_core.accounts import AccountStore
-from cleanair_core.attribution import ClientLabelStore
-from cleanair_core.connections import ConnectionStore
-from cleanair_core.credits import CreditLedger
-from cleanair_core.pairing import PairingCodeStore
-from cleanair_core.plans import PlanStore
-from cleanair_core.rate_limits import RateLimitStore
-from cleanair_core.street_network import StreetNetworkStore
-from cleanair_core.wifi import AccessPointStore
+import attrs
+
+from cleanair_core.access.accounts import AccountStore
+from cleanair_core.access.connections import ConnectionStore
+from cleanair_core.access.pairing import PairingCodeStore
+from cleanair_core.air.near_road import NearRoadIncrement
+from cleanair_core.air.places import IpLocator, PlaceNamer
+from cleanair_core.air.quality_source import AirQualitySource
+from cleanair_core.air.wifi import AccessPointStore, WifiGeolocator
+from cleanair_core.clock import Clock
+from cleanair_core.credits.attribution import ClientLabelStore
+from cleanair_core.credits.ledger import CreditLedger
+from cleanair_core.credits.rate_limits import RateLimitStore
+from cleanair_core.routes.network import Router, StreetNetworks, StreetNetworkStore
+from cleanair_core.routes.planner import Offload
+from cleanair_core.routes.plans import PlanStore
+
+__all__ = [
+    "AccessPointStore",
+    "AccountStore",
+    "AirQualitySource",
+    "ClientLabelStore",
+    "Clock",
+    "ConnectionStore",
+    "CreditLedger",
+    "IpLocator",
+    "NearRoadIncrement",
+    "Offload",
+    "PairingCodeStore",
+    "PlaceNamer",
+    "PlanStore",
+    "RateLimitStore",
+    "Router",
+    "Sources",
+    "Store",
+    "StreetNetworkStore",
+    "StreetNetworks",
+    "WifiGeolocator",
+]
 
 
 class Store(
@@ -29,4 +74,21 @@ class Store(
 ):
     """Everything the core stores. `cleanair_storage` ships in-memory and SQLite adapters."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the store's connections and files; the store is unusable afterwards."""
+
+
+@attrs.frozen
+class Sources:
+    """Where air quality, Wi-Fi and IP locations, place names and street networks come from.
+
+    A port left as None makes the use cases that need it fail as unresolvable (Wi-Fi, IP) or
+    fall back to coordinates as the name (places).
+    """
+
+    air_quality: AirQualitySource
+    wifi: WifiGeolocator | None = None
+    ip: IpLocator | None = None
+    places: PlaceNamer | None = None
+    #: The street networks route plans run on; None rejects every plan.
+    networks: StreetNetworks | None = None

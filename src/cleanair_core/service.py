@@ -7,15 +7,8 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta
 
-import attrs
-
-from cleanair_core import rate_limits
-from cleanair_core.accounts import Owner, OwnerKind, Partner, User, validate_account_name
-from cleanair_core.activities import ActivityType, speed_m_s
-from cleanair_core.attribution import attribution_label, validate_client_label
-from cleanair_core.charging import Charge, HeldCharges
-from cleanair_core.clock import Clock, SystemClock
-from cleanair_core.connections import (
+from cleanair_core.access.accounts import Owner, OwnerKind, Partner, User, validate_account_name
+from cleanair_core.access.connections import (
     Authorized,
     Caller,
     Connection,
@@ -23,7 +16,29 @@ from cleanair_core.connections import (
     authenticate,
     require_premium,
 )
-from cleanair_core.credits import Billable, CreditLimits, Debit, Quota, cost_of, month_key, quota_of
+from cleanair_core.access.pairing import PAIRING_CODE_TTL, PairingCode, is_well_formed, new_code
+from cleanair_core.access.scopes import USER_SCOPES, Scope
+from cleanair_core.access.tokens import issue_token
+from cleanair_core.air.activities import ActivityType, speed_m_s
+from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.air.forecast import Forecast, forecast_hours
+from cleanair_core.air.forecast_window import check_in_window, local_day_hours, parse_timezone
+from cleanair_core.air.places import Place
+from cleanair_core.air.point_score import PointScore, resolve_point, score_at
+from cleanair_core.air.wifi import WifiAccessPoint
+from cleanair_core.clock import Clock, SystemClock
+from cleanair_core.credits import rate_limits
+from cleanair_core.credits.attribution import attribution_label, validate_client_label
+from cleanair_core.credits.charging import Charge, HeldCharges
+from cleanair_core.credits.ledger import (
+    Billable,
+    Debit,
+    Quota,
+    cost_of,
+    month_key,
+    quota_of,
+)
+from cleanair_core.credits.rate_limits import RateLimit
 from cleanair_core.errors import (
     InvalidPairingCode,
     LocationUnresolved,
@@ -34,77 +49,22 @@ from cleanair_core.errors import (
     SourceUnavailable,
     Unprocessable,
 )
-from cleanair_core.exposure import EnvironmentType
-from cleanair_core.forecast_window import check_in_window, local_day_hours, parse_timezone
-from cleanair_core.forecasting import Forecast, forecast_hours
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.pairing import PAIRING_CODE_TTL, PairingCode, is_well_formed, new_code
-from cleanair_core.places import Place
-from cleanair_core.plan_documents import encode_plan_result
-from cleanair_core.plans import (
+from cleanair_core.keys import TokenKeys
+from cleanair_core.policy import Policy
+from cleanair_core.ports import Sources, Store
+from cleanair_core.routes.enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint, enrich_route
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.plan_documents import encode_plan_result
+from cleanair_core.routes.planner import Offload, plan_routes
+from cleanair_core.routes.plans import (
     MAX_PLAN_DISTANCE_M,
-    POLLS_PER_MINUTE,
     UNDELIVERED_PLAN_ERROR,
     Plan,
     PlanRequest,
     PlanStatus,
 )
-from cleanair_core.ports import Store
-from cleanair_core.rate_limits import RateLimit
-from cleanair_core.route_enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint, enrich_route
-from cleanair_core.route_planning import Offload, plan_routes
-from cleanair_core.route_times import as_utc, check_data_window, waypoint_times
-from cleanair_core.scopes import USER_SCOPES, Scope
-from cleanair_core.scoring import PointScore, resolve_point, score_at
-from cleanair_core.sources import Sources
-from cleanair_core.street_network import PlanActivityType
-from cleanair_core.tokens import Environment, TokenKeys, issue_token
-from cleanair_core.wifi import WifiAccessPoint
-
-
-@attrs.frozen
-class Policy:
-    """The tunable limits of one deployment."""
-
-    environment: Environment = Environment.TEST
-    credits: CreditLimits = attrs.field(factory=CreditLimits)
-    #: Requests per minute per connection on every authenticated endpoint but plan polling.
-    requests_per_minute: int = 600
-    #: Redemption attempts per minute per client address.
-    pairing_attempts_per_minute: int = 10
-    #: Distinct codes that may be tried within any code life (60 s), across all clients.
-    pairing_guess_budget: int = attrs.field(default=100, validator=attrs.validators.ge(1))
-    #: Seconds a worker holds a plan before another may take it; the worker renews it while
-    #: it works, so this is how long a plan waits after its worker died.
-    plan_lease_seconds: int = 60
-    #: A plan whose worker died this many times fails (refunded) instead of being retried.
-    max_plan_attempts: int = 3
-    #: Finished plans are kept this long for polling, then pruned.
-    plan_retention_seconds: int = 7 * 24 * 3600
-    #: How long a charge stands unconfirmed without renewal: the process answering renews
-    #: it while it works, so this is how long a charge waits for a refund after its process
-    #: died before answering (`cleanair_core.charging`).
-    charge_hold_seconds: int = attrs.field(default=60, validator=attrs.validators.ge(1))
-
-    @property
-    def requests(self) -> RateLimit:
-        return RateLimit("requests", self.requests_per_minute)
-
-    @property
-    def plan_polls(self) -> RateLimit:
-        return RateLimit("plan-polls", POLLS_PER_MINUTE)
-
-    @property
-    def charge_hold(self) -> timedelta:
-        return timedelta(seconds=self.charge_hold_seconds)
-
-    @property
-    def plan_lease(self) -> timedelta:
-        return timedelta(seconds=self.plan_lease_seconds)
-
-    @property
-    def pairing_attempts(self) -> RateLimit:
-        return RateLimit("pairing-attempts", self.pairing_attempts_per_minute)
+from cleanair_core.routes.times import as_utc, check_data_window, waypoint_times
 
 
 class CleanAir:

@@ -9,10 +9,10 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 
-from cleanair_core.connections import Authorized, Caller
+from cleanair_core.access.connections import Authorized, Caller
+from cleanair_core.access.scopes import Scope
+from cleanair_core.credits.rate_limits import RateLimit
 from cleanair_core.errors import NotAuthenticated
-from cleanair_core.rate_limits import RateLimit
-from cleanair_core.scopes import Scope
 from cleanair_core.service import CleanAir
 
 AnyConnection = ASGIConnection[Any, Any, Any, Any]

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING
 import httpx
 import numpy as np
 
-from cleanair_core.air_quality import AirQualitySource
+from cleanair_core.air.quality_source import AirQualitySource
+from cleanair_core.air.wifi import WifiGeolocator
+from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.clock import Clock
-from cleanair_core.credits import CreditLimits
+from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.geo import Point
-from cleanair_core.ports import Store
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.sources import Sources
-from cleanair_core.street_network import StreetNetwork
-from cleanair_core.tokens import TokenKeys, generate_key
-from cleanair_core.wifi import WifiGeolocator
-from cleanair_core.wifi_location import LocalWifiGeolocator
+from cleanair_core.keys import TokenKeys, generate_key
+from cleanair_core.policy import Policy
+from cleanair_core.ports import Sources, Store
+from cleanair_core.routes.network import StreetNetwork
+from cleanair_core.service import CleanAir
 from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore

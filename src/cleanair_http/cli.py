@@ -11,16 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from cleanair_core.errors import OperatorError, StoreUnavailable
-from cleanair_core.scopes import Scope, format_scopes
-from cleanair_core.service import CleanAir
-from cleanair_core.street_network import validate_network_name
-from cleanair_core.wifi_location import (
+from cleanair_core.access.scopes import Scope, format_scopes
+from cleanair_core.air.wifi_location import (
     IMPORT_BATCH_SIZE,
     PROGRESS_EVERY_ROWS,
     ImportReport,
     import_access_points,
 )
+from cleanair_core.errors import OperatorError, StoreUnavailable
+from cleanair_core.routes.network import validate_network_name
+from cleanair_core.service import CleanAir
 from cleanair_http.bootstrap import build_core
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_http.terminal import escape_nonprintable

@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 
 from cleanair_core.errors import StoreUnavailable
-from cleanair_core.plans import Plan
+from cleanair_core.routes.plans import Plan
 from cleanair_core.service import CleanAir
 
 log = logging.getLogger("cleanair.plans")

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import msgspec
 
-from cleanair_core.activities import ActivityType
-from cleanair_core.exposure import EnvironmentType
-from cleanair_core.street_network import PlanActivityType
+from cleanair_core.air.activities import ActivityType
+from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.routes.network import PlanActivityType
 
 
 class RedeemPairingCode(msgspec.Struct):

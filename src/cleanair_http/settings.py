@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import attrs
 
-from cleanair_core.tokens import Environment
+from cleanair_core.access.tokens import Environment
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """Background upkeep of every API process: keep its calls' charges held, refund dead ones.
 
-A charge is held until its answer goes out (`cleanair_core.charging`). While a call runs,
+A charge is held until its answer goes out (`cleanair_core.credits.charging`). While a call runs,
 this process renews its hold; every process also sweeps holds that ended unrenewed, because
 the process that took them died before answering: their credits go back to the pool. Store
 calls run in a worker thread, off the event loop.
@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.to_thread
 
-from cleanair_core.charging import hold_renewal_every
+from cleanair_core.credits.charging import hold_renewal_every
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.service import CleanAir
 

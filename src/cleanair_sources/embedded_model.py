@@ -33,11 +33,12 @@ import math
 import struct
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
-from cleanair_core.air_quality import Sample
+from cleanair_core.air.near_road import NearRoadIncrement
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import Concentrations, Pollutant
 from cleanair_sources.gazetteer import Gazetteer
 
 # =================================================================================================
@@ -194,12 +195,6 @@ _TRIANGULAR_OFFSET = 4294967295.0
 _TRIANGULAR_SCALE = 1.0 / math.sqrt(2.0 * (18446744073709551616.0 - 1.0) / 12.0)
 _NODE_KEY = struct.Struct("<iiq")
 _NODE_WORDS = struct.Struct("<16I")
-
-
-class NearRoadIncrement(Protocol):
-    """Proximity to heavy traffic at a point, 0 (none) .. 1 (kerbside of a busy road)."""
-
-    def __call__(self, point: Point) -> float: ...
 
 
 def _normalised(values: Sequence[float]) -> tuple[float, ...]:

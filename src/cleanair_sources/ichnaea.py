@@ -19,10 +19,10 @@ from collections.abc import Sequence
 
 import httpx
 
+from cleanair_core.air.wifi import WifiAccessPoint
+from cleanair_core.air.wifi_location import locatable_scan
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.wifi import WifiAccessPoint
-from cleanair_core.wifi_location import locatable_scan
 
 UNAVAILABLE = "The Wi-Fi geolocation service is unavailable"
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import iptocc
 
-from cleanair_core.places import Place
+from cleanair_core.air.places import Place
 from cleanair_sources.gazetteer import Gazetteer
 
 

@@ -44,7 +44,7 @@ import numpy.typing as npt
 from scipy.spatial import cKDTree
 
 from cleanair_core.geo import EARTH_RADIUS_M, Point
-from cleanair_core.street_network import RoadClass, StreetNetwork
+from cleanair_core.routes.network import RoadClass, StreetNetwork
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -61,10 +61,10 @@ from typing import Any
 import attrs
 import httpx
 
-from cleanair_core.air_quality import Sample
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import Concentrations, Pollutant
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -86,7 +86,7 @@ import osmium
 import osmium.filter
 
 from cleanair_core.geo import EARTH_RADIUS_M
-from cleanair_core.street_network import Access, RoadClass, StreetNetwork
+from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
 
 Progress = Callable[[str, int], None]
 

@@ -28,7 +28,7 @@ from scipy.sparse.csgraph import connected_components, dijkstra
 from scipy.spatial import cKDTree
 
 from cleanair_core.geo import EARTH_RADIUS_M, Point
-from cleanair_core.street_network import (
+from cleanair_core.routes.network import (
     Access,
     FloatArray,
     Path,

@@ -13,10 +13,18 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from cleanair_core.accounts import Owner, Partner, User
+from cleanair_core.access.accounts import Owner, Partner, User
+from cleanair_core.access.connections import Connection
+from cleanair_core.access.pairing import (
+    GUESS_WINDOW,
+    GuessLog,
+    PairingCode,
+    check_guess,
+    guess_time,
+)
+from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_core.clock import Clock
-from cleanair_core.connections import Connection
-from cleanair_core.credits import (
+from cleanair_core.credits.ledger import (
     CreditLimits,
     Debit,
     LedgerEntry,
@@ -25,16 +33,8 @@ from cleanair_core.credits import (
     day_key,
     month_key,
 )
-from cleanair_core.pairing import (
-    GUESS_WINDOW,
-    GuessLog,
-    PairingCode,
-    check_guess,
-    guess_time,
-)
-from cleanair_core.plans import Plan, PlanStatus, check_new_plan
-from cleanair_core.street_network import NetworkSummary, StreetNetwork
-from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
+from cleanair_core.routes.network import NetworkSummary, StreetNetwork
+from cleanair_core.routes.plans import Plan, PlanStatus, check_new_plan
 
 
 class MemoryStore:

@@ -112,8 +112,8 @@ def m002_access_points(db: Database) -> None:
 
 @migrations()
 def m003_plans_and_street_networks(db: Database) -> None:
-    # Route plans as shared work (cleanair_core.plans). `ledger_entry` is the debit a rejected
-    # plan refunds. Workers claim the oldest pending plan (plans_claim), and the retention
+    # Route plans as shared work (cleanair_core.routes.plans). `ledger_entry` is the debit a
+    # rejected plan refunds. Workers claim the oldest pending plan (plans_claim), and the retention
     # job deletes finished plans by age (plans_finished).
     db.execute(
         """
@@ -167,7 +167,7 @@ def m003_plans_and_street_networks(db: Database) -> None:
 
 @migrations()
 def m004_pairing_guesses(db: Database) -> None:
-    # The global guess budget (cleanair_core.pairing): the keyed hash of each distinct code
+    # The global guess budget (cleanair_core.access.pairing): the keyed hash of each distinct code
     # tried in the last 60 s and when it was last tried. It never holds more than the budget
     # plus the guesses that aged out since the last attempt (they are deleted on the next).
     db.execute(
@@ -181,7 +181,7 @@ def m004_pairing_guesses(db: Database) -> None:
 
 @migrations()
 def m005_charge_holds(db: Database) -> None:
-    # Debits not yet confirmed (cleanair_core.charging): the answering process renews
+    # Debits not yet confirmed (cleanair_core.credits.charging): the answering process renews
     # `until` while it works and deletes the row when the answer goes out; a row whose
     # `until` has passed belongs to a process that died, and the sweep refunds its debit (and
     # fails the route plan it paid for, found by plans_ledger_entry).

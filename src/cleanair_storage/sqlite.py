@@ -29,10 +29,19 @@ import attrs
 import numpy as np
 from sqlite_utils import Database
 
-from cleanair_core.accounts import Owner, OwnerKind, Partner, User
+from cleanair_core.access.accounts import Owner, OwnerKind, Partner, User
+from cleanair_core.access.connections import Connection
+from cleanair_core.access.pairing import (
+    GUESS_WINDOW,
+    GuessLog,
+    PairingCode,
+    check_guess,
+    guess_time,
+)
+from cleanair_core.access.scopes import format_scopes, parse_scopes
+from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_core.clock import Clock
-from cleanair_core.connections import Connection
-from cleanair_core.credits import (
+from cleanair_core.credits.ledger import (
     CreditLimits,
     Debit,
     LedgerEntry,
@@ -43,17 +52,8 @@ from cleanair_core.credits import (
 )
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.pairing import (
-    GUESS_WINDOW,
-    GuessLog,
-    PairingCode,
-    check_guess,
-    guess_time,
-)
-from cleanair_core.plans import Plan, PlanRequest, PlanStatus, check_new_plan
-from cleanair_core.scopes import format_scopes, parse_scopes
-from cleanair_core.street_network import NetworkSummary, PlanActivityType, StreetNetwork
-from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
+from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
+from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus, check_new_plan
 from cleanair_storage.migrations import migrations
 
 BUSY_TIMEOUT_MS = 10_000

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.activities import (
+from cleanair_core.air.activities import (
     ACTIVITIES,
     REFERENCE_EFFORT,
     VENTILATION_L_MIN,

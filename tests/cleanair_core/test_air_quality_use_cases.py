@@ -9,13 +9,17 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from cleanair_core.accounts import Owner, OwnerKind
-from cleanair_core.activities import ActivityType
-from cleanair_core.air_quality import Sample
-from cleanair_core.clean_air_score import clean_air_score
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import Authorized, Caller
+from cleanair_core.access.scopes import USER_SCOPES, Scope
+from cleanair_core.air.activities import ActivityType
+from cleanair_core.air.exposure import EnvironmentType, personal_score
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.score import clean_air_score
+from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.clock import ManualClock
-from cleanair_core.connections import Authorized, Caller
-from cleanair_core.credits import Usage
+from cleanair_core.credits.ledger import Usage
 from cleanair_core.errors import (
     LocationUnresolved,
     MissingScope,
@@ -24,15 +28,10 @@ from cleanair_core.errors import (
     SourceUnavailable,
     Unprocessable,
 )
-from cleanair_core.exposure import EnvironmentType, personal_score
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import Concentrations, Pollutant
-from cleanair_core.ports import Store
-from cleanair_core.scopes import USER_SCOPES, Scope
+from cleanair_core.keys import TokenKeys
+from cleanair_core.ports import Sources, Store
 from cleanair_core.service import CleanAir
-from cleanair_core.sources import Sources
-from cleanair_core.tokens import TokenKeys
-from cleanair_core.wifi import WifiAccessPoint
 from support.fakes import (
     AIR,
     FINNISH_ADDRESS,

@@ -8,15 +8,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cleanair_core.accounts import Owner, OwnerKind
-from cleanair_core.clock import ManualClock
-from cleanair_core.connections import (
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import (
     Caller,
     Connection,
     IssuedConnection,
     authenticate,
     require_premium,
 )
+from cleanair_core.access.scopes import USER_SCOPES, Scope
+from cleanair_core.access.tokens import Environment, issue_token
+from cleanair_core.clock import ManualClock
 from cleanair_core.errors import (
     Forbidden,
     MissingScope,
@@ -25,10 +27,10 @@ from cleanair_core.errors import (
     OperatorError,
     PartnerConnectionRefused,
 )
+from cleanair_core.keys import TokenKeys
+from cleanair_core.policy import Policy
 from cleanair_core.ports import Store
-from cleanair_core.scopes import USER_SCOPES, Scope
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.tokens import Environment, TokenKeys, issue_token
+from cleanair_core.service import CleanAir
 from cleanair_storage.memory import MemoryStore
 
 KEYS = TokenKeys(b"auth-tests-server-key-of-32-bytes")

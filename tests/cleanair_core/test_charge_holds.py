@@ -8,17 +8,18 @@ from typing import Any
 
 import pytest
 
-from cleanair_core.accounts import Owner, OwnerKind
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import Caller
+from cleanair_core.access.scopes import USER_SCOPES
 from cleanair_core.clock import ManualClock
-from cleanair_core.connections import Caller
-from cleanair_core.credits import Billable, Usage
+from cleanair_core.credits.ledger import Billable, Usage
 from cleanair_core.geo import Point
-from cleanair_core.plans import UNDELIVERED_PLAN_ERROR, PlanStatus
+from cleanair_core.keys import TokenKeys
+from cleanair_core.policy import Policy
 from cleanair_core.ports import Store
-from cleanair_core.scopes import USER_SCOPES
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.street_network import PlanActivityType
-from cleanair_core.tokens import TokenKeys
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.plans import UNDELIVERED_PLAN_ERROR, PlanStatus
+from cleanair_core.service import CleanAir
 from cleanair_storage.memory import MemoryStore
 
 KEYS = TokenKeys(b"charge-hold-tests-server-key-32-b")

@@ -8,16 +8,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cleanair_core.accounts import Owner, OwnerKind
-from cleanair_core.attribution import attribution_label, validate_client_label
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import Caller
+from cleanair_core.access.scopes import USER_SCOPES
 from cleanair_core.clock import ManualClock
-from cleanair_core.connections import Caller
-from cleanair_core.credits import Billable, CreditLimits, Usage
+from cleanair_core.credits.attribution import attribution_label, validate_client_label
+from cleanair_core.credits.ledger import Billable, CreditLimits, Usage
 from cleanair_core.errors import CreditsExhausted, OperatorError
+from cleanair_core.keys import TokenKeys
+from cleanair_core.policy import Policy
 from cleanair_core.ports import Store
-from cleanair_core.scopes import USER_SCOPES
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.tokens import TokenKeys
+from cleanair_core.service import CleanAir
 from cleanair_storage.memory import MemoryStore
 
 KEYS = TokenKeys(b"charging-tests-server-key-32-bytes")

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.clean_air_score import (
+from cleanair_core.air.pollutants import SCORED, Pollutant
+from cleanair_core.air.score import (
     BANDS,
     EEA_2024_BOUNDS,
     band_of,
     clean_air_score,
     sub_index,
 )
-from cleanair_core.pollutants import SCORED, Pollutant
 
 concentration = st.floats(min_value=0, max_value=2000, allow_nan=False)
 airs = st.dictionaries(st.sampled_from(SCORED), concentration | st.none(), max_size=5)

@@ -2,7 +2,7 @@
 
 The test keeps its own model of the ledger (amounts and the instants they count at) and
 computes window keys and resets with its own calendar arithmetic, so it checks the adapters
-against the contract rather than against `cleanair_core.credits`.
+against the contract rather than against `cleanair_core.credits.ledger`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from hypothesis.stateful import (
 )
 
 from cleanair_core.clock import ManualClock
-from cleanair_core.credits import CreditLimits, Debit, LedgerEntry
+from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry
 from cleanair_core.errors import CreditsExhausted
 from cleanair_storage.memory import MemoryStore
 from cleanair_storage.sqlite import SqliteStore

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.credits import (
+from cleanair_core.credits.ledger import (
     Billable,
     CreditLimits,
     Quota,

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.activities import ActivityType, ventilation_ratio
-from cleanair_core.dose import GUIDELINE_LEVELS, air_load, dose_pollutants, inhaled_dose
-from cleanair_core.exposure import EnvironmentType
+from cleanair_core.air.activities import ActivityType, ventilation_ratio
+from cleanair_core.air.dose import GUIDELINE_LEVELS, air_load, dose_pollutants, inhaled_dose
+from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import SCORED, Concentrations, Pollutant
-from cleanair_core.route_enrichment import enrich
-from cleanair_core.route_times import time_weights
+from cleanair_core.routes.enrichment import enrich
+from cleanair_core.routes.times import time_weights
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 AT_GUIDELINES: Concentrations = dict(GUIDELINE_LEVELS)

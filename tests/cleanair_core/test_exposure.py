@@ -6,16 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.activities import ActivityType, ventilation_ratio
-from cleanair_core.clean_air_score import clean_air_score
-from cleanair_core.exposure import (
+from cleanair_core.air.activities import ActivityType, ventilation_ratio
+from cleanair_core.air.exposure import (
     INDOOR_RATIOS,
     EnvironmentType,
     breathed_air,
     breathing_factor,
     personal_score,
 )
-from cleanair_core.pollutants import SCORED, Pollutant
+from cleanair_core.air.pollutants import SCORED, Pollutant
+from cleanair_core.air.score import clean_air_score
 
 airs = st.dictionaries(
     st.sampled_from(SCORED), st.floats(min_value=0, max_value=1000) | st.none(), max_size=5

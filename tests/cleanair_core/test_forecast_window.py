@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from cleanair_core.air.forecast_window import check_in_window, local_day_hours, parse_timezone
 from cleanair_core.errors import OutsideForecastWindow, Unprocessable
-from cleanair_core.forecast_window import check_in_window, local_day_hours, parse_timezone
 
 
 @pytest.mark.parametrize(

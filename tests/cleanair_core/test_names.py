@@ -10,14 +10,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cleanair_core.accounts import validate_account_name
-from cleanair_core.attribution import attribution_label, validate_client_label
+from cleanair_core.access.accounts import validate_account_name
+from cleanair_core.air.forecast_window import parse_timezone
 from cleanair_core.clock import ManualClock
-from cleanair_core.credits import Billable
+from cleanair_core.credits.attribution import attribution_label, validate_client_label
+from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import InvalidPairingCode, NotAuthenticated, Unprocessable
-from cleanair_core.forecast_window import parse_timezone
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.tokens import TokenKeys
+from cleanair_core.keys import TokenKeys
+from cleanair_core.policy import Policy
+from cleanair_core.service import CleanAir
 from cleanair_storage.memory import MemoryStore
 
 KEYS = TokenKeys(b"name-tests-server-key-of-32-bytes!!")

@@ -11,15 +11,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cleanair_core.accounts import Owner, OwnerKind
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import IssuedConnection
+from cleanair_core.access.pairing import PAIRING_CODE_TTL, new_code
+from cleanair_core.access.scopes import Scope
 from cleanair_core.clock import ManualClock
-from cleanair_core.connections import IssuedConnection
 from cleanair_core.errors import InvalidPairingCode, OperatorError, RateLimited
-from cleanair_core.pairing import PAIRING_CODE_TTL, new_code
+from cleanair_core.keys import TokenKeys
+from cleanair_core.policy import Policy
 from cleanair_core.ports import Store
-from cleanair_core.scopes import Scope
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.tokens import TokenKeys
+from cleanair_core.service import CleanAir
 from cleanair_storage.memory import MemoryStore
 from cleanair_storage.sqlite import SqliteStore
 

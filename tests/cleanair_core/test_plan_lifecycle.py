@@ -12,9 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
-from cleanair_core.air_quality import Sample
-from cleanair_core.connections import Caller
-from cleanair_core.credits import CreditLimits
+from cleanair_core.access.connections import Caller
+from cleanair_core.access.scopes import Scope
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.errors import (
     MissingScope,
     NotFound,
@@ -22,12 +24,9 @@ from cleanair_core.errors import (
     SourceUnavailable,
 )
 from cleanair_core.geo import Point
-from cleanair_core.plans import Plan, PlanStatus
-from cleanair_core.pollutants import Concentrations, Pollutant
-from cleanair_core.ports import Store
-from cleanair_core.scopes import Scope
-from cleanair_core.sources import Sources
-from cleanair_core.street_network import PlanActivityType
+from cleanair_core.ports import Sources, Store
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.plans import Plan, PlanStatus
 from cleanair_sources.street_router import LoadedNetworks
 from support.networks import DLAT, DLON, ORIGIN, grid
 

@@ -10,15 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.accounts import Owner, OwnerKind
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import Caller
+from cleanair_core.access.scopes import USER_SCOPES
 from cleanair_core.clock import ManualClock
-from cleanair_core.connections import Caller
+from cleanair_core.credits.rate_limits import PLAN_POLLING, RateLimit, enforce
 from cleanair_core.errors import RateLimited
+from cleanair_core.keys import TokenKeys
+from cleanair_core.policy import Policy
 from cleanair_core.ports import Store
-from cleanair_core.rate_limits import PLAN_POLLING, RateLimit, enforce
-from cleanair_core.scopes import USER_SCOPES
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.tokens import TokenKeys
+from cleanair_core.service import CleanAir
 from cleanair_storage.memory import MemoryStore
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -11,13 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.accounts import Owner, OwnerKind
-from cleanair_core.activities import ActivityType, speed_m_s
-from cleanair_core.air_quality import Sample
-from cleanair_core.clean_air_score import band_of
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import Caller
+from cleanair_core.access.scopes import USER_SCOPES, Scope
+from cleanair_core.air.activities import ActivityType, speed_m_s
+from cleanair_core.air.exposure import EnvironmentType, breathed_air, personal_score
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.score import band_of
 from cleanair_core.clock import ManualClock
-from cleanair_core.connections import Caller
-from cleanair_core.credits import CreditLimits, Usage
+from cleanair_core.credits.ledger import CreditLimits, Usage
 from cleanair_core.errors import (
     CreditsExhausted,
     MissingScope,
@@ -26,15 +29,12 @@ from cleanair_core.errors import (
     SourceUnavailable,
     Unprocessable,
 )
-from cleanair_core.exposure import EnvironmentType, breathed_air, personal_score
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.pollutants import SCORED, Concentrations, Pollutant
-from cleanair_core.ports import Store
-from cleanair_core.route_enrichment import Waypoint, enrich
-from cleanair_core.scopes import USER_SCOPES, Scope
-from cleanair_core.service import CleanAir, Policy
-from cleanair_core.sources import Sources
-from cleanair_core.tokens import TokenKeys
+from cleanair_core.keys import TokenKeys
+from cleanair_core.policy import Policy
+from cleanair_core.ports import Sources, Store
+from cleanair_core.routes.enrichment import Waypoint, enrich
+from cleanair_core.service import CleanAir
 from support.fakes import AIR, FakeIp, FakeNamer, FakeSource
 
 KEYS = TokenKeys(b"route-enrichment-use-case-tests-key")

@@ -11,18 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cleanair_core.air_quality import Sample
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.plans import PlanRequest
-from cleanair_core.pollutants import Concentrations, Pollutant
-from cleanair_core.route_planning import (
+from cleanair_core.routes.network import Access, PlanActivityType, StreetNetwork
+from cleanair_core.routes.planner import (
     SNAP_DISTANCE_M,
     PlanResult,
     plan_routes,
     within_buffer,
 )
-from cleanair_core.street_network import Access, PlanActivityType, StreetNetwork
+from cleanair_core.routes.plans import PlanRequest
 from cleanair_sources.street_router import LoadedNetworks
 from support.networks import DLAT, DLON, ORIGIN, grid
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cleanair_core.errors import OutsideDataWindow, Unprocessable
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.route_times import (
+from cleanair_core.routes.times import (
     FORWARD_HORIZON,
     PAST_WINDOW,
     check_data_window,

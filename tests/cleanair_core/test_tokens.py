@@ -8,14 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.tokens import (
+from cleanair_core.access.tokens import (
     Environment,
-    TokenKeys,
-    generate_key,
     issue_token,
     same_hash,
     token_environment,
 )
+from cleanair_core.keys import TokenKeys, generate_key
 
 # Written from the contract: prefix `ca`, env `tst` or `pdn`, 256 random bits as 43 base64url.
 TOKEN_SHAPE = re.compile(r"ca_(tst|pdn)_[A-Za-z0-9_-]{43}")

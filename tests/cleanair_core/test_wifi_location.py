@@ -11,10 +11,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cleanair_core.geo import Point, distance_m
-from cleanair_core.tokens import TokenKeys
-from cleanair_core.wifi import KnownAccessPoint, WifiAccessPoint
-from cleanair_core.wifi_location import (
+from cleanair_core.air.wifi import KnownAccessPoint, WifiAccessPoint
+from cleanair_core.air.wifi_location import (
     CLUSTER_DISTANCE_M,
     MAX_ACCURACY_M,
     MIN_ACCURACY_M,
@@ -31,6 +29,8 @@ from cleanair_core.wifi_location import (
     signal_weight,
     usable_scan,
 )
+from cleanair_core.geo import Point, distance_m
+from cleanair_core.keys import TokenKeys
 from cleanair_storage.memory import MemoryStore
 
 KEYS = TokenKeys(b"wifi-location-tests-server-key-32b")

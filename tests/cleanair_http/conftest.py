@@ -10,8 +10,8 @@ from litestar.testing import TestClient
 from litestar.types import ControllerRouterHandler
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
-from cleanair_core.credits import CreditLimits
-from cleanair_core.sources import Sources
+from cleanair_core.credits.ledger import CreditLimits
+from cleanair_core.ports import Sources
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.settings import Settings
 from cleanair_storage.sqlite import SqliteStore

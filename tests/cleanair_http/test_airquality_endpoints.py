@@ -10,10 +10,10 @@ from litestar.testing import TestClient
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from cleanair_core import CleanAir, ManualClock, Policy
-from cleanair_core.clean_air_score import clean_air_score
-from cleanair_core.credits import Billable, CreditLimits
-from cleanair_core.scopes import Scope as ApiScope
-from cleanair_core.sources import Sources
+from cleanair_core.access.scopes import Scope as ApiScope
+from cleanair_core.air.score import clean_air_score
+from cleanair_core.credits.ledger import Billable, CreditLimits
+from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_http.settings import Settings
 from support.fakes import (

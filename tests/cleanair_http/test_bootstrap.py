@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from cleanair_core.tokens import TokenKeys, generate_key
-from cleanair_core.wifi_location import LocalWifiGeolocator
+from cleanair_core.air.wifi_location import LocalWifiGeolocator
+from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_http.bootstrap import build_sources, close_sources
 from cleanair_http.settings import Settings
 from cleanair_sources.embedded_model import EmbeddedModel

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cleanair_core.air.wifi import WifiAccessPoint
+from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.wifi import WifiAccessPoint
-from cleanair_core.wifi_location import LocalWifiGeolocator
 from cleanair_http import cli
 from cleanair_http.bootstrap import build_core
 from cleanair_http.settings import Settings

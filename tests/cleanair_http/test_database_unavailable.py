@@ -11,9 +11,9 @@ import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
-from cleanair_core.air_quality import Sample
-from cleanair_core.pollutants import Concentrations
-from cleanair_core.sources import Sources
+from cleanair_core.air.pollutants import Concentrations
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import AIR, FakeGeolocator, FakeIp, FakeNamer

@@ -13,11 +13,11 @@ import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
-from cleanair_core.air_quality import Sample
-from cleanair_core.credits import CreditLimits
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.errors import StoreUnavailable
-from cleanair_core.pollutants import Concentrations, Pollutant
-from cleanair_core.sources import Sources
+from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_http.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks

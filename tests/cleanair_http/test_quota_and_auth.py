@@ -6,7 +6,7 @@ import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import Billable, CleanAir, ManualClock, Policy, Scope
-from cleanair_core.credits import CreditLimits
+from cleanair_core.credits.ledger import CreditLimits
 from cleanair_http.app import create_app
 from support.http import MakeClient, bearer, pair
 

@@ -13,9 +13,9 @@ import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
-from cleanair_core.clean_air_score import clean_air_score
-from cleanair_core.pollutants import Pollutant
-from cleanair_core.sources import Sources
+from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.score import clean_air_score
+from cleanair_core.ports import Sources
 from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.app import create_app
 from cleanair_sources.ichnaea import IchnaeaGeolocator

@@ -11,15 +11,15 @@ import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy
-from cleanair_core.activities import ActivityType, speed_m_s, ventilation_ratio
-from cleanair_core.air_quality import Sample
-from cleanair_core.clean_air_score import band_of, clean_air_score
-from cleanair_core.credits import Billable, CreditLimits
-from cleanair_core.dose import GUIDELINE_LEVELS
+from cleanair_core.access.scopes import Scope as ApiScope
+from cleanair_core.air.activities import ActivityType, speed_m_s, ventilation_ratio
+from cleanair_core.air.dose import GUIDELINE_LEVELS
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.score import band_of, clean_air_score
+from cleanair_core.credits.ledger import Billable, CreditLimits
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.pollutants import Concentrations, Pollutant
-from cleanair_core.scopes import Scope as ApiScope
-from cleanair_core.sources import Sources
+from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from support.fakes import AIR, FakeGeolocator, FakeIp, FakeNamer, FakeSource
 from support.http import bearer, pair

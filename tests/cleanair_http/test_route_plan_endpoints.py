@@ -18,16 +18,16 @@ import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy
-from cleanair_core.accounts import Owner, OwnerKind
-from cleanair_core.air_quality import Sample
-from cleanair_core.connections import Connection
-from cleanair_core.credits import CreditLimits
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import Connection
+from cleanair_core.access.scopes import Scope
+from cleanair_core.access.tokens import issue_token
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.plans import PlanStatus
-from cleanair_core.pollutants import Concentrations, Pollutant
-from cleanair_core.scopes import Scope
-from cleanair_core.sources import Sources
-from cleanair_core.tokens import issue_token
+from cleanair_core.ports import Sources
+from cleanair_core.routes.plans import PlanStatus
 from cleanair_http.app import create_app
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings

@@ -16,10 +16,10 @@ import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
+from cleanair_core.air.wifi import KnownAccessPoint
+from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.geo import Point
-from cleanair_core.sources import Sources
-from cleanair_core.wifi import KnownAccessPoint
-from cleanair_core.wifi_location import LocalWifiGeolocator
+from cleanair_core.ports import Sources
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeIp, FakeNamer, FakeSource
 from support.http import MakeClient, bearer, pair

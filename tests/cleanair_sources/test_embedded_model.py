@@ -16,9 +16,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cleanair_core.air_quality import AirQualitySource, Sample
+from cleanair_core.air.pollutants import SCORED, Pollutant
+from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import SCORED, Pollutant
 from cleanair_sources.embedded_model import REGIONS, EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 
@@ -358,7 +358,7 @@ class BatchedNearRoad:
 def test_a_batch_asks_the_near_road_hook_once_per_slice(gazetteer: Gazetteer) -> None:
     import asyncio
 
-    from cleanair_core.air_quality import Sample
+    from cleanair_core.air.quality_source import Sample
     from cleanair_sources.embedded_model import YIELD_EVERY
 
     hook = BatchedNearRoad()

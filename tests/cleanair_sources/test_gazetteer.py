@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cleanair_core.air.places import PlaceNamer
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.places import PlaceNamer
 from cleanair_sources.gazetteer import City, Gazetteer, format_coordinates
 
 HELSINKI = Point(60.1699, 24.9384)

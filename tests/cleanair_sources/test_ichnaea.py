@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 import httpx
 import pytest
 
+from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.wifi import WifiAccessPoint
 from cleanair_sources.ichnaea import IchnaeaGeolocator
 
 URL = "https://location.example/v1/geolocate"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cleanair_core.air.places import IpLocator, Place
 from cleanair_core.geo import distance_m
-from cleanair_core.places import IpLocator, Place
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.ip_location import CountryIpLocator
 

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
-from cleanair_core.pollutants import Pollutant
-from cleanair_core.street_network import Access, RoadClass, StreetNetwork
-from cleanair_sources.embedded_model import EmbeddedModel, NearRoadIncrement
+from cleanair_core.ports import NearRoadIncrement
+from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
+from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.near_road import DECAY_M, REACH_M, NetworkNearRoad, proximity
 from cleanair_sources.osm_import import HELSINKI_EXTRACT, import_network

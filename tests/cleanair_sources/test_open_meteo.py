@@ -30,10 +30,10 @@ from typing import Any
 import httpx
 import pytest
 
-from cleanair_core.air_quality import Sample
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_sources.open_meteo import (
     DEFAULT_BASE_URL,
     HOURLY_VARIABLES,

@@ -13,7 +13,7 @@ import pytest
 from osmium.osm.mutable import Node, Way
 
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.street_network import Access, PlanActivityType, RoadClass, StreetNetwork
+from cleanair_core.routes.network import Access, PlanActivityType, RoadClass, StreetNetwork
 from cleanair_sources import osm_import
 from cleanair_sources.osm_import import (
     HELSINKI_EXTRACT,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cleanair_core.geo import Point
-from cleanair_core.street_network import Access, PlanActivityType, RoadClass, StreetNetwork
+from cleanair_core.routes.network import Access, PlanActivityType, RoadClass, StreetNetwork
 from cleanair_sources.street_router import LoadedNetworks, ScipyRouter
 from support.networks import DLAT, DLON, ORIGIN, grid
 

@@ -9,7 +9,7 @@ import multiprocessing.queues
 import multiprocessing.synchronize
 from datetime import datetime
 
-from cleanair_core.credits import CreditLimits, Debit
+from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.errors import CreditsExhausted
 from cleanair_storage.sqlite import SqliteStore
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_core.geo import Point
+from cleanair_core.keys import TokenKeys
 from cleanair_core.ports import Store
-from cleanair_core.tokens import TokenKeys
-from cleanair_core.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_storage.sqlite import LOOKUP_CHUNK, SqliteStore
 
 KEYS = TokenKeys(b"access-point-store-tests-key-32-b")

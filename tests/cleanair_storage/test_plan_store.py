@@ -16,12 +16,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
 
-from cleanair_core.credits import CreditLimits, Debit, LedgerEntry, Usage
+from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
 from cleanair_core.errors import CreditsExhausted
 from cleanair_core.geo import Point
-from cleanair_core.plans import Plan, PlanRequest, PlanStatus
 from cleanair_core.ports import Store
-from cleanair_core.street_network import PlanActivityType
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
 from cleanair_storage.memory import MemoryStore
 from cleanair_storage.sqlite import SqliteStore
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cleanair_core.accounts import User
-from cleanair_core.credits import CreditLimits, Debit, LedgerEntry, Usage
+from cleanair_core.access.accounts import User
+from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
 from cleanair_core.errors import CreditsExhausted
 from cleanair_storage.sqlite import SqliteStore
 
@@ -98,7 +98,7 @@ CHILD = textwrap.dedent(
     import sys
     from datetime import UTC, datetime
 
-    from cleanair_core.credits import CreditLimits, Debit
+    from cleanair_core.credits.ledger import CreditLimits, Debit
     from cleanair_storage.sqlite import SqliteStore
 
     store = SqliteStore(sys.argv[1])

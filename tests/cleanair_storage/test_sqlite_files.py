@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cleanair_core.accounts import User
+from cleanair_core.access.accounts import User
 from cleanair_core.errors import StoreUnavailable
-from cleanair_core.street_network import StreetNetwork
+from cleanair_core.routes.network import StreetNetwork
 from cleanair_storage.sqlite import CHECKPOINT_THREAD, JOURNAL_SIZE_LIMIT, SqliteStore
 
 T0 = datetime(2026, 3, 10, 9, 30, tzinfo=UTC)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cleanair_core.credits import CreditLimits, Debit
+from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.geo import Point
-from cleanair_core.plans import Plan, PlanRequest, PlanStatus
-from cleanair_core.street_network import PlanActivityType
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
 from cleanair_storage.sqlite import SqliteStore
 
 T0 = datetime(2026, 3, 10, 9, 30, tzinfo=UTC)

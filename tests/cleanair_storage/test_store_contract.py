@@ -7,14 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cleanair_core.accounts import Owner, OwnerKind, Partner, User
+from cleanair_core.access.accounts import Owner, OwnerKind, Partner, User
+from cleanair_core.access.connections import Connection
+from cleanair_core.access.pairing import PairingCode
+from cleanair_core.access.scopes import Scope
 from cleanair_core.clock import ManualClock
-from cleanair_core.connections import Connection
-from cleanair_core.credits import CreditLimits, Debit, LedgerEntry, Usage
+from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
 from cleanair_core.errors import CreditsExhausted, RateLimited
-from cleanair_core.pairing import PairingCode
 from cleanair_core.ports import Store
-from cleanair_core.scopes import Scope
 
 # Microseconds on purpose: timestamps must survive the round trip through each adapter.
 T0 = datetime(2026, 3, 10, 9, 30, 15, 250_000, tzinfo=UTC)

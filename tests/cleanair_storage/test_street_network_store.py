@@ -10,7 +10,7 @@ import pytest
 
 from cleanair_core.geo import Point
 from cleanair_core.ports import Store
-from cleanair_core.street_network import (
+from cleanair_core.routes.network import (
     Access,
     NetworkSummary,
     PlanActivityType,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from cleanair_core.air_quality import Sample
+from cleanair_core.air.places import Place
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.places import Place
-from cleanair_core.pollutants import Concentrations, Pollutant
-from cleanair_core.wifi import WifiAccessPoint
 
 HELSINKI = Point(60.17, 24.94)
 AIR: Concentrations = {

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.street_network import Access, RoadClass, StreetNetwork
+from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
 
 ORIGIN = Point(60.17, 24.94)
 #: Grid spacing: about 111 m north-south and 111 m east-west at this latitude.

@@ -8,15 +8,15 @@ import msgspec
 from litestar import Request, post
 from litestar.params import JSONBody
 
-from cleanair_core.activities import ActivityType
-from cleanair_core.attribution import validate_client_label
+from cleanair_core.access.scopes import Scope
+from cleanair_core.air.activities import ActivityType
+from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.air.wifi import WifiAccessPoint
+from cleanair_core.credits.attribution import validate_client_label
 from cleanair_core.errors import Unprocessable
-from cleanair_core.exposure import EnvironmentType
 from cleanair_core.geo import Point
-from cleanair_core.plan_documents import route_document
-from cleanair_core.route_enrichment import Waypoint
-from cleanair_core.scopes import Scope
-from cleanair_core.wifi import WifiAccessPoint
+from cleanair_core.routes.enrichment import Waypoint
+from cleanair_core.routes.plan_documents import route_document
 from cleanair_http import schemas
 from cleanair_http.auth import authorization_of, authorized_for, core_of
 from cleanair_http.bodies import decode_strict

@@ -8,7 +8,7 @@ from litestar import Request, post
 from litestar.datastructures import CacheControlHeader
 from litestar.params import JSONBody
 
-from cleanair_core.scopes import format_scopes
+from cleanair_core.access.scopes import format_scopes
 from cleanair_http import schemas
 from cleanair_http.auth import core_of
 from cleanair_http.client_address import client_address

@@ -9,10 +9,10 @@ import msgspec
 from litestar import Request, get, post
 from litestar.params import FromPath, JSONBody
 
+from cleanair_core.access.scopes import Scope
 from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
-from cleanair_core.plans import PlanStatus
-from cleanair_core.scopes import Scope
+from cleanair_core.routes.plans import PlanStatus
 from cleanair_http import schemas
 from cleanair_http.auth import authorization_of, authorized_for, caller_of, core_of, polls_limited
 from cleanair_http.controllers.airquality import strict_body

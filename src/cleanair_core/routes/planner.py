@@ -30,16 +30,14 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from cleanair_core.activities import speed_m_s
-from cleanair_core.air_quality import AirQualitySource, Sample
-from cleanair_core.dose import air_load, dose_pollutants
+from cleanair_core.air.activities import speed_m_s
+from cleanair_core.air.dose import air_load, dose_pollutants
+from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.errors import PlanRejected
-from cleanair_core.exposure import EnvironmentType
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
-from cleanair_core.plans import PlanRequest
-from cleanair_core.route_enrichment import EnrichedRoute, enrich_route
-from cleanair_core.route_times import estimated_times
-from cleanair_core.street_network import (
+from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route
+from cleanair_core.routes.network import (
     FloatArray,
     Path,
     PlanActivityType,
@@ -47,6 +45,8 @@ from cleanair_core.street_network import (
     StreetNetwork,
     StreetNetworks,
 )
+from cleanair_core.routes.plans import PlanRequest
+from cleanair_core.routes.times import estimated_times
 
 #: Green Paths 2 found these sensitivities to give distinct, sensible detours (science.md).
 SENSITIVITIES = (1.5, 2.5, 5.0)

@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from cleanair_core.activities import ActivityType
+from cleanair_core.air.activities import ActivityType
 from cleanair_core.geo import Point
 
 FloatArray = npt.NDArray[np.float64]

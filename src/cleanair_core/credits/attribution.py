@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Protocol
 
-from cleanair_core.credits import Billable
+from cleanair_core.credits.ledger import Billable
 
 CLIENT_LABEL = re.compile(r"^[a-z0-9_-]{1,32}$")
 

@@ -16,9 +16,9 @@ from typing import Protocol
 
 import attrs
 
-from cleanair_core.credits import CreditLimits, Debit
+from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.geo import Point
-from cleanair_core.street_network import PlanActivityType
+from cleanair_core.routes.network import PlanActivityType
 
 #: The longest straight-line distance between start and end (contract section 8).
 MAX_PLAN_DISTANCE_M = 15_000.0

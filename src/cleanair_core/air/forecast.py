@@ -6,12 +6,12 @@ from datetime import datetime
 
 import attrs
 
-from cleanair_core.activities import ActivityType
-from cleanair_core.air_quality import AirQualitySource, Sample
+from cleanair_core.air.activities import ActivityType
+from cleanair_core.air.exposure import EnvironmentType, breathed_air, personal_score
+from cleanair_core.air.pollutants import SCORED
+from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.errors import SourceUnavailable
-from cleanair_core.exposure import EnvironmentType, breathed_air, personal_score
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import SCORED
 
 #: The measure key of the score in forecasts and routes.
 SCORE_MEASURE = "clean_air_score"

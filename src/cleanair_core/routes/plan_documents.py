@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cleanair_core.route_enrichment import EnrichedRoute, RouteSummary
-from cleanair_core.route_planning import PlannedRoute, PlanResult
+from cleanair_core.routes.enrichment import EnrichedRoute, RouteSummary
+from cleanair_core.routes.planner import PlannedRoute, PlanResult
 
 #: Decimal places of a dose in a response: six keep ratios between routes exact to well under
 #: 0.1 %, even for a minute of sedentary breathing in clean air.

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
 
-from cleanair_core.activities import ActivityType, ventilation_ratio
-from cleanair_core.clean_air_score import clean_air_score
-from cleanair_core.pollutants import Concentrations, Pollutant
+from cleanair_core.air.activities import ActivityType, ventilation_ratio
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.score import clean_air_score
 
 
 class EnvironmentType(StrEnum):

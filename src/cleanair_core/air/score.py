@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 import attrs
 
-from cleanair_core.pollutants import Pollutant
+from cleanair_core.air.pollutants import Pollutant
 
 #: Upper bounds of the EEA 2024 bands Good, Fair, Moderate, Poor, Very poor (µg/m³). Above the
 #: last bound the air is "extremely poor".

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import attrs
 
-from cleanair_core.air_quality import AirQualitySource, Sample
-from cleanair_core.clean_air_score import clean_air_score
+from cleanair_core.air.quality_source import AirQualitySource, Sample
+from cleanair_core.air.score import clean_air_score
+from cleanair_core.air.wifi import WifiAccessPoint, WifiGeolocator
 from cleanair_core.errors import LocationUnresolved, SourceUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.wifi import WifiAccessPoint, WifiGeolocator
 
 #: Bounds of `ttl`: never ask a client to poll more often than once a minute, nor to wait
 #: more than an hour, whatever cadence a source declares.

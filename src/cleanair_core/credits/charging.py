@@ -23,7 +23,7 @@ from datetime import timedelta
 from types import TracebackType
 
 from cleanair_core.clock import Clock
-from cleanair_core.credits import CreditLedger, CreditLimits, Debit, LedgerEntry
+from cleanair_core.credits.ledger import CreditLedger, CreditLimits, Debit, LedgerEntry
 
 
 class HeldCharges:

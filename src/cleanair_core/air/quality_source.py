@@ -8,8 +8,8 @@ from typing import Protocol
 
 import attrs
 
+from cleanair_core.air.pollutants import Concentrations
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import Concentrations
 
 
 @attrs.frozen

@@ -8,15 +8,16 @@ from typing import Protocol
 
 import attrs
 
-from cleanair_core.accounts import AccountStore, Owner, OwnerKind
+from cleanair_core.access.accounts import AccountStore, Owner, OwnerKind
+from cleanair_core.access.scopes import Scope
+from cleanair_core.access.tokens import Environment, same_hash, token_environment
 from cleanair_core.errors import (
     MissingScope,
     NotAuthenticated,
     NotPremium,
     PartnerConnectionRefused,
 )
-from cleanair_core.scopes import Scope
-from cleanair_core.tokens import Environment, TokenKeys, same_hash, token_environment
+from cleanair_core.keys import TokenKeys
 
 
 @attrs.frozen

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from cleanair_core.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 
 #: WHO 2021 Global Air Quality Guidelines, short-term levels, ug/m3.
 GUIDELINE_LEVELS: Mapping[Pollutant, float] = MappingProxyType(

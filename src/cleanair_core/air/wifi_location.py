@@ -27,10 +27,10 @@ from typing import ClassVar
 
 import attrs
 
+from cleanair_core.air.wifi import AccessPointStore, KnownAccessPoint, WifiAccessPoint
 from cleanair_core.errors import OperatorError
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.tokens import TokenKeys
-from cleanair_core.wifi import AccessPointStore, KnownAccessPoint, WifiAccessPoint
+from cleanair_core.keys import TokenKeys
 
 #: Fewer usable (and, for the estimate, known and agreeing) access points locate nobody.
 MIN_ACCESS_POINTS = 2

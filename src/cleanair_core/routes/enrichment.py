@@ -13,16 +13,16 @@ from datetime import datetime
 
 import attrs
 
-from cleanair_core.activities import ActivityType, ventilation_ratio
-from cleanair_core.air_quality import AirQualitySource, Sample
-from cleanair_core.clean_air_score import BandedScore, banded
-from cleanair_core.dose import inhaled_dose
+from cleanair_core.air.activities import ActivityType, ventilation_ratio
+from cleanair_core.air.dose import inhaled_dose
+from cleanair_core.air.exposure import EnvironmentType, breathed_air, personal_score
+from cleanair_core.air.forecast import SCORE_MEASURE
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.air.quality_source import AirQualitySource, Sample
+from cleanair_core.air.score import BandedScore, banded
 from cleanair_core.errors import SourceUnavailable
-from cleanair_core.exposure import EnvironmentType, breathed_air, personal_score
-from cleanair_core.forecasting import SCORE_MEASURE
 from cleanair_core.geo import Point
-from cleanair_core.pollutants import SCORED, Concentrations, Pollutant
-from cleanair_core.route_times import time_weighted_mean, time_weights
+from cleanair_core.routes.times import time_weighted_mean, time_weights
 
 #: Waypoints per enrichment (contract section 8).
 MIN_WAYPOINTS = 1

@@ -150,7 +150,7 @@ class Debit:
     With `hold_until` the debit is held: it counts at once, but it is final only once
     confirmed (`CreditLedger.confirm_charge`) when the answer is on its way; a hold left to
     expire (its process died before answering) is refunded by `sweep_holds`. See
-    `cleanair_core.charging`.
+    `cleanair_core.credits.charging`.
     """
 
     pool: str

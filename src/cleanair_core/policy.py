@@ -1,0 +1,57 @@
+"""`Policy`: the tunable limits of one deployment, as the core's use cases read them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import attrs
+
+from cleanair_core.access.tokens import Environment
+from cleanair_core.credits.ledger import CreditLimits
+from cleanair_core.credits.rate_limits import RateLimit
+from cleanair_core.routes.plans import POLLS_PER_MINUTE
+
+
+@attrs.frozen
+class Policy:
+    """The tunable limits of one deployment."""
+
+    environment: Environment = Environment.TEST
+    credits: CreditLimits = attrs.field(factory=CreditLimits)
+    #: Requests per minute per connection on every authenticated endpoint but plan polling.
+    requests_per_minute: int = 600
+    #: Redemption attempts per minute per client address.
+    pairing_attempts_per_minute: int = 10
+    #: Distinct codes that may be tried within any code life (60 s), across all clients.
+    pairing_guess_budget: int = attrs.field(default=100, validator=attrs.validators.ge(1))
+    #: Seconds a worker holds a plan before another may take it; the worker renews it while
+    #: it works, so this is how long a plan waits after its worker died.
+    plan_lease_seconds: int = 60
+    #: A plan whose worker died this many times fails (refunded) instead of being retried.
+    max_plan_attempts: int = 3
+    #: Finished plans are kept this long for polling, then pruned.
+    plan_retention_seconds: int = 7 * 24 * 3600
+    #: How long a charge stands unconfirmed without renewal: the process answering renews
+    #: it while it works, so this is how long a charge waits for a refund after its process
+    #: died before answering (`cleanair_core.credits.charging`).
+    charge_hold_seconds: int = attrs.field(default=60, validator=attrs.validators.ge(1))
+
+    @property
+    def requests(self) -> RateLimit:
+        return RateLimit("requests", self.requests_per_minute)
+
+    @property
+    def plan_polls(self) -> RateLimit:
+        return RateLimit("plan-polls", POLLS_PER_MINUTE)
+
+    @property
+    def charge_hold(self) -> timedelta:
+        return timedelta(seconds=self.charge_hold_seconds)
+
+    @property
+    def plan_lease(self) -> timedelta:
+        return timedelta(seconds=self.plan_lease_seconds)
+
+    @property
+    def pairing_attempts(self) -> RateLimit:
+        return RateLimit("pairing-attempts", self.pairing_attempts_per_minute)
