@@ -32,8 +32,8 @@ from cleanair_core.clock import Clock
 from cleanair_core.credits.attribution import ClientLabelStore
 from cleanair_core.credits.ledger import CreditLedger
 from cleanair_core.credits.rate_limits import RateLimitStore
+from cleanair_core.offload import Offload
 from cleanair_core.routes.network import Router, StreetNetworks, StreetNetworkStore
-from cleanair_core.routes.planner import Offload
 from cleanair_core.routes.plans import PlanStore
 
 __all__ = [

@@ -14,6 +14,7 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.credits.rate_limits import RateLimit
 from cleanair_core.errors import NotAuthenticated
 from cleanair_core.service import CleanAir
+from cleanair_http.offloading import in_thread
 
 AnyConnection = ASGIConnection[Any, Any, Any, Any]
 # Guards are coroutines: Litestar would run a plain function in a worker thread.
@@ -38,7 +39,8 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise NotAuthenticated()
-        caller = core_of(connection).authenticate(token.strip())
+        core = core_of(connection)
+        caller = await in_thread(lambda: core.authenticate(token.strip()))
         return AuthenticationResult(user=caller, auth=None)
 
 
@@ -50,11 +52,12 @@ def authorized_for(scope: Scope, *, user_owned: bool = False) -> Guard:
     async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
         core = core_of(connection)
         caller = caller_of(connection)
-        core.enforce_rate_limit(caller)
-        authorized = core.authorize(caller, scope)
-        if user_owned:
-            caller.require_user_owned()
-        connection.state["authorized"] = authorized
+
+        def check() -> Authorized:
+            core.enforce_rate_limit(caller)
+            return core.authorize(caller, scope, user_owned=user_owned)
+
+        connection.state["authorized"] = await in_thread(check)
 
     return guard
 
@@ -64,8 +67,12 @@ async def polls_limited(connection: AnyConnection, _: BaseRouteHandler) -> None:
     check (a lapsed user may collect a plan already paid for)."""
     core = core_of(connection)
     caller = caller_of(connection)
-    core.enforce_rate_limit(caller, core.policy.plan_polls)
-    caller.require_scope(Scope.ROUTES_PLAN)
+
+    def check() -> Authorized:
+        core.enforce_rate_limit(caller, core.policy.plan_polls)
+        return core.authorize(caller, Scope.ROUTES_PLAN, premium=False)
+
+    connection.state["authorized"] = await in_thread(check)
 
 
 def authorization_of(connection: AnyConnection) -> Authorized:
@@ -77,21 +84,7 @@ def rate_limited(rule: RateLimit | None = None) -> Guard:
     """Count the request against `rule` (default: the deployment's general limit)."""
 
     async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
-        core_of(connection).enforce_rate_limit(caller_of(connection), rule)
+        core, caller = core_of(connection), caller_of(connection)
+        await in_thread(lambda: core.enforce_rate_limit(caller, rule))
 
     return guard
-
-
-def requires_scope(scope: Scope) -> Guard:
-    async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
-        caller_of(connection).require_scope(scope)
-
-    return guard
-
-
-async def requires_premium(connection: AnyConnection, _: BaseRouteHandler) -> None:
-    core_of(connection).require_premium(caller_of(connection))
-
-
-async def requires_user_owned(connection: AnyConnection, _: BaseRouteHandler) -> None:
-    caller_of(connection).require_user_owned()

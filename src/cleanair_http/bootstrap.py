@@ -24,6 +24,7 @@ from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import quiet_upstream_urls
+from cleanair_http.offloading import in_thread
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
 
@@ -117,7 +118,7 @@ def build_sources(settings: Settings, store: Store, keys: TokenKeys) -> Sources:
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
         wifi = IchnaeaGeolocator(_http_client(), settings.ichnaea_url, settings.ichnaea_key)
     else:
-        wifi = LocalWifiGeolocator(store, keys)
+        wifi = LocalWifiGeolocator(store, keys, in_thread)
     return Sources(
         air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
     )
@@ -163,4 +164,4 @@ def build_core(
     store = SqliteStore(settings.database)
     keys = TokenKeys(key)
     sources = build_sources(settings, store, keys) if with_sources else None
-    return CleanAir(store, keys, policy_from(settings), clock, sources=sources)
+    return CleanAir(store, keys, policy_from(settings), clock, sources=sources, offload=in_thread)

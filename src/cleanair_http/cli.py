@@ -16,7 +16,6 @@ from cleanair_core.air.wifi_location import (
     IMPORT_BATCH_SIZE,
     PROGRESS_EVERY_ROWS,
     ImportReport,
-    import_access_points,
 )
 from cleanair_core.errors import OperatorError, StoreUnavailable
 from cleanair_core.routes.network import validate_network_name
@@ -124,9 +123,7 @@ def _import_wifi(core: CleanAir, path: Path) -> None:
     try:
         # utf-8-sig drops the byte-order mark spreadsheets write; newline="" is what csv wants.
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            import_access_points(
-                core.store,
-                core.keys,
+            core.import_access_points(
                 handle,
                 report=report,
                 batch_size=IMPORT_BATCH_SIZE,
@@ -165,7 +162,7 @@ def _import_network(core: CleanAir, path: Path, name: str | None) -> None:
         print(f"cleanair: {escape_nonprintable(stage)}: {count:,}", file=sys.stderr, flush=True)
 
     network = import_network(path, name, progress, core.clock.now())
-    core.store.save_network(network)
+    core.save_network(network)
     print(
         f"imported network {escape_nonprintable(network.name)}: {network.node_count:,} nodes, "
         f"{network.edge_count:,} edges in {time.monotonic() - started:.1f} s"
@@ -185,7 +182,7 @@ def _list_connections(core: CleanAir, user: str) -> None:
 
 def _list_networks(core: CleanAir) -> None:
     print("name\tnodes\tedges\tsouth,west,north,east\tsource\timported")
-    for n in core.store.network_summaries():
+    for n in core.network_summaries():
         bounds = ",".join(f"{v:.5f}" for v in n.bounds)
         name, source = escape_nonprintable(n.name), escape_nonprintable(n.source)
         print(f"{name}\t{n.nodes}\t{n.edges}\t{bounds}\t{source}\t{_when(n.imported_at)}")
@@ -240,8 +237,7 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - o
         case "network", "list":
             _list_networks(core)
         case "network", "delete":
-            if not core.store.delete_network(args.name):
-                raise OperatorError(f"no network {args.name}")
+            core.delete_network(args.name)
             print(f"deleted network {escape_nonprintable(args.name)}")
 
 

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-import anyio.to_thread
 
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.routes.plans import Plan
 from cleanair_core.service import CleanAir
+from cleanair_http.offloading import in_thread
 
 log = logging.getLogger("cleanair.plans")
 
@@ -55,7 +55,7 @@ class PlanWorker:
     async def _runner(self) -> None:
         while True:
             try:
-                plan = self._core.claim_next_plan()
+                plan = await in_thread(self._core.claim_next_plan)
             except StoreUnavailable:
                 # An outage, not a bug: one line when it starts and one when it ends, rather
                 # than a traceback per runner every second for as long as it lasts.
@@ -80,7 +80,7 @@ class PlanWorker:
 
     async def _run(self, plan: Plan) -> None:
         try:
-            await self._core.run_plan(plan, offload=anyio.to_thread.run_sync)
+            await self._core.run_plan(plan)
         except Exception:
             log.exception("a plan failed with an internal error", extra={"plan": str(plan.id)})
 
@@ -89,7 +89,7 @@ class PlanWorker:
         while True:
             await anyio.sleep(every)
             try:
-                if not self._core.renew_plan_lease(plan.id):
+                if not await in_thread(lambda: self._core.renew_plan_lease(plan.id)):
                     return
             except Exception:  # a busy database must not end the worker; try again soon
                 log.exception("could not renew a plan's lease", extra={"plan": str(plan.id)})
@@ -103,7 +103,7 @@ class PlanWorker:
     async def _pruner(self) -> None:
         while True:
             try:
-                pruned = self._core.prune_plans()
+                pruned = await in_thread(self._core.prune_plans)
                 if pruned:
                     log.info("pruned finished plans", extra={"count": pruned})
             except Exception:

@@ -60,6 +60,10 @@ def setup(
     return core, caller, clock
 
 
+def read(core: CleanAir, caller: Caller) -> Authorized:
+    return core.authorize(caller, Scope.AQ_READ)
+
+
 def usage(core: CleanAir, caller: Caller) -> Usage:
     return core.store.usage(caller.owner.key, core.clock.now())
 
@@ -70,7 +74,7 @@ def usage(core: CleanAir, caller: Caller) -> Usage:
 def test_score_at_coordinates_charges_one_credit(store: Store) -> None:
     source = FakeSource()
     core, caller, _ = setup(store, source)
-    result = asyncio.run(core.score(caller, point=HELSINKI))
+    result = asyncio.run(core.score(read(core, caller), point=HELSINKI))
     assert result.score == clean_air_score(AIR)
     assert usage(core, caller) == Usage(month=1, day=1)
     # The current hour's value is asked for, at the given point.
@@ -87,14 +91,14 @@ def test_score_at_coordinates_charges_one_credit(store: Store) -> None:
 )
 def test_ttl_counts_to_the_next_hourly_value(store: Store, now: datetime, ttl: int) -> None:
     core, caller, _ = setup(store, now=now)
-    assert asyncio.run(core.score(caller, point=HELSINKI)).ttl == ttl
+    assert asyncio.run(core.score(read(core, caller), point=HELSINKI)).ttl == ttl
 
 
 def test_coordinates_win_over_wifi_and_no_lookup_is_made(store: Store) -> None:
     geolocator = FakeGeolocator(Point(0.0, 0.0))
     source = FakeSource()
     core, caller, _ = setup(store, source, geolocator)
-    asyncio.run(core.score(caller, point=HELSINKI, wifi=SCAN))
+    asyncio.run(core.score(read(core, caller), point=HELSINKI, wifi=SCAN))
     assert geolocator.calls == 0
     assert source.samples[0].point == HELSINKI
 
@@ -103,7 +107,7 @@ def test_wifi_locates_the_point_when_there_are_no_coordinates(store: Store) -> N
     where = Point(52.52, 13.40)
     source = FakeSource()
     core, caller, _ = setup(store, source, FakeGeolocator(where))
-    asyncio.run(core.score(caller, wifi=SCAN))
+    asyncio.run(core.score(read(core, caller), wifi=SCAN))
     assert source.samples[0].point == where
 
 
@@ -111,14 +115,14 @@ def test_wifi_locates_the_point_when_there_are_no_coordinates(store: Store) -> N
 def test_an_unresolvable_scan_is_not_charged(store: Store, geolocator: FakeGeolocator) -> None:
     core, caller, _ = setup(store, geolocator=geolocator)
     with pytest.raises(LocationUnresolved):
-        asyncio.run(core.score(caller, wifi=SCAN))
+        asyncio.run(core.score(read(core, caller), wifi=SCAN))
     assert usage(core, caller) == Usage(0, 0)
 
 
 def test_no_location_at_all_is_unprocessable_and_free(store: Store) -> None:
     core, caller, _ = setup(store)
     with pytest.raises(Unprocessable):
-        asyncio.run(core.score(caller))
+        asyncio.run(core.score(read(core, caller)))
     assert usage(core, caller) == Usage(0, 0)
 
 
@@ -128,20 +132,32 @@ def test_no_location_at_all_is_unprocessable_and_free(store: Store) -> None:
 def test_an_unavailable_source_is_refunded(store: Store, source: FakeSource) -> None:
     core, caller, _ = setup(store, source)
     with pytest.raises(SourceUnavailable):
-        asyncio.run(core.score(caller, point=HELSINKI))
+        asyncio.run(core.score(read(core, caller), point=HELSINKI))
     assert usage(core, caller) == Usage(0, 0)
 
 
-def test_the_core_itself_checks_scope_and_premium(store: Store) -> None:
+def test_authorize_checks_scope_then_premium(store: Store) -> None:
     core, caller, _ = setup(store)
     routes_only = Caller(uuid.uuid4(), caller.owner, frozenset({Scope.ROUTES_PLAN}))
     with pytest.raises(MissingScope):
-        asyncio.run(core.score(routes_only, point=HELSINKI))
+        core.authorize(routes_only, Scope.AQ_READ)
     core.set_premium("alice", False)
     with pytest.raises(NotPremium):
-        asyncio.run(core.score(caller, point=HELSINKI))
-    with pytest.raises(NotPremium):
-        asyncio.run(core.forecast(caller, day=date(2026, 11, 22), timezone="UTC", point=HELSINKI))
+        core.authorize(caller, Scope.AQ_READ)
+    assert core.authorize(caller, Scope.AQ_READ, premium=False).premium is False
+
+
+def test_a_use_case_refuses_a_proof_made_for_other_checks(store: Store) -> None:
+    core, caller, _ = setup(store)
+    plans = core.authorize(caller, Scope.ROUTES_PLAN)
+    unpaid = core.authorize(caller, Scope.AQ_READ, premium=False)
+    for proof in (plans, unpaid):
+        with pytest.raises(TypeError, match="authorize"):
+            asyncio.run(core.score(proof, point=HELSINKI))
+        with pytest.raises(TypeError, match="authorize"):
+            asyncio.run(
+                core.forecast(proof, day=date(2026, 11, 22), timezone="UTC", point=HELSINKI)
+            )
     assert usage(core, caller) == Usage(0, 0)
 
 
@@ -151,7 +167,9 @@ def test_the_core_itself_checks_scope_and_premium(store: Store) -> None:
 def test_forecast_covers_the_local_day_and_charges_two(store: Store) -> None:
     core, caller, _ = setup(store)
     forecast = asyncio.run(
-        core.forecast(caller, day=date(2026, 11, 23), timezone="Europe/Helsinki", point=HELSINKI)
+        core.forecast(
+            read(core, caller), day=date(2026, 11, 23), timezone="Europe/Helsinki", point=HELSINKI
+        )
     )
     assert forecast.location == "Helsinki, Finland"
     assert len(forecast.timestamps) == 24
@@ -165,13 +183,17 @@ def test_forecast_covers_the_local_day_and_charges_two(store: Store) -> None:
 def test_forecast_on_a_daylight_saving_day_has_23_or_25_hours(store: Store) -> None:
     core, caller, clock = setup(store, now=datetime(2026, 3, 28, 12, tzinfo=UTC))
     spring = asyncio.run(
-        core.forecast(caller, day=date(2026, 3, 29), timezone="Europe/Helsinki", point=HELSINKI)
+        core.forecast(
+            read(core, caller), day=date(2026, 3, 29), timezone="Europe/Helsinki", point=HELSINKI
+        )
     )
     assert len(spring.timestamps) == 23
     assert all(len(values) == 23 for values in spring.measures.values())
     clock.set(datetime(2026, 10, 24, 12, tzinfo=UTC))
     autumn = asyncio.run(
-        core.forecast(caller, day=date(2026, 10, 25), timezone="Europe/Helsinki", point=HELSINKI)
+        core.forecast(
+            read(core, caller), day=date(2026, 10, 25), timezone="Europe/Helsinki", point=HELSINKI
+        )
     )
     assert len(autumn.timestamps) == 25
     assert len(set(autumn.timestamps)) == 25
@@ -181,7 +203,7 @@ def test_forecast_adjusts_for_activity_and_environment(store: Store) -> None:
     core, caller, _ = setup(store)
     forecast = asyncio.run(
         core.forecast(
-            caller,
+            read(core, caller),
             day=date(2026, 11, 22),
             timezone="UTC",
             point=HELSINKI,
@@ -199,7 +221,7 @@ def test_forecast_outside_the_window_is_refused_and_free(store: Store) -> None:
     core, caller, _ = setup(store)
     for day in (date(2026, 11, 21), date(2026, 11, 26)):
         with pytest.raises(OutsideForecastWindow):
-            asyncio.run(core.forecast(caller, day=day, timezone="UTC", point=HELSINKI))
+            asyncio.run(core.forecast(read(core, caller), day=day, timezone="UTC", point=HELSINKI))
     assert usage(core, caller) == Usage(0, 0)
 
 
@@ -207,7 +229,9 @@ def test_forecast_with_an_unknown_timezone_is_unprocessable(store: Store) -> Non
     core, caller, _ = setup(store)
     with pytest.raises(Unprocessable):
         asyncio.run(
-            core.forecast(caller, day=date(2026, 11, 22), timezone="Mars/Base", point=HELSINKI)
+            core.forecast(
+                read(core, caller), day=date(2026, 11, 22), timezone="Mars/Base", point=HELSINKI
+            )
         )
     assert usage(core, caller) == Usage(0, 0)
 
@@ -217,7 +241,10 @@ def test_forecast_without_coordinates_uses_the_callers_address(store: Store) -> 
     core, caller, _ = setup(store, source)
     forecast = asyncio.run(
         core.forecast(
-            caller, day=date(2026, 11, 22), timezone="UTC", client_address=FINNISH_ADDRESS
+            read(core, caller),
+            day=date(2026, 11, 22),
+            timezone="UTC",
+            client_address=FINNISH_ADDRESS,
         )
     )
     assert forecast.location == "Finland"
@@ -225,7 +252,10 @@ def test_forecast_without_coordinates_uses_the_callers_address(store: Store) -> 
     with pytest.raises(LocationUnresolved):
         asyncio.run(
             core.forecast(
-                caller, day=date(2026, 11, 22), timezone="UTC", client_address="127.0.0.1"
+                read(core, caller),
+                day=date(2026, 11, 22),
+                timezone="UTC",
+                client_address="127.0.0.1",
             )
         )
     assert usage(core, caller) == Usage(month=2, day=2)
@@ -234,7 +264,11 @@ def test_forecast_without_coordinates_uses_the_callers_address(store: Store) -> 
 def test_forecast_refunds_when_the_source_fails(store: Store) -> None:
     core, caller, _ = setup(store, FakeSource(fail=True))
     with pytest.raises(SourceUnavailable):
-        asyncio.run(core.forecast(caller, day=date(2026, 11, 22), timezone="UTC", point=HELSINKI))
+        asyncio.run(
+            core.forecast(
+                read(core, caller), day=date(2026, 11, 22), timezone="UTC", point=HELSINKI
+            )
+        )
     assert usage(core, caller) == Usage(0, 0)
 
 
@@ -243,9 +277,7 @@ def test_an_authorization_proof_spares_the_second_check_only_for_its_scope(store
     proof = core.authorize(caller, Scope.AQ_READ)
     core.set_premium("alice", False)  # lapses after this request was authorised
     assert asyncio.run(core.score(proof, point=HELSINKI)).score == clean_air_score(AIR)
-    other = Authorized(caller, Scope.ROUTES_PLAN)
-    with pytest.raises(NotPremium):
-        asyncio.run(core.score(other, point=HELSINKI))
+    assert usage(core, caller) == Usage(1, 1)
 
 
 @pytest.mark.parametrize(
@@ -261,7 +293,7 @@ def test_ttl_follows_the_sources_cadence_within_bounds(
 ) -> None:
     source = FakeSource(update_interval=interval)
     core, caller, _ = setup(store, source, now=now)
-    assert asyncio.run(core.score(caller, point=HELSINKI)).ttl == ttl
+    assert asyncio.run(core.score(read(core, caller), point=HELSINKI)).ttl == ttl
     hour = source.samples[0].at
     assert hour.timestamp() % interval == 0
     assert hour <= now
@@ -270,7 +302,7 @@ def test_ttl_follows_the_sources_cadence_within_bounds(
 def test_a_wifi_service_outage_is_refunded(store: Store) -> None:
     core, caller, _ = setup(store, geolocator=FakeGeolocator(None, fail=True))
     with pytest.raises(SourceUnavailable):
-        asyncio.run(core.score(caller, wifi=SCAN))
+        asyncio.run(core.score(read(core, caller), wifi=SCAN))
     assert usage(core, caller) == Usage(0, 0)
 
 
@@ -282,7 +314,7 @@ def test_forecast_hours_without_data_are_null_and_sparse_pollutants_kept(store: 
 
     core, caller, _ = setup(store, FakeSource(by_sample=night_only))
     forecast = asyncio.run(
-        core.forecast(caller, day=date(2026, 11, 22), timezone="UTC", point=HELSINKI)
+        core.forecast(read(core, caller), day=date(2026, 11, 22), timezone="UTC", point=HELSINKI)
     )
     scores = forecast.measures["clean_air_score"]
     assert scores[:6] == [clean_air_score({Pollutant.PM25: 12.3456})] * 6
@@ -301,5 +333,9 @@ def test_a_source_answering_the_wrong_number_of_samples_is_unavailable(store: St
 
     short.concentrations = fewer  # type: ignore[method-assign]
     with pytest.raises(SourceUnavailable):
-        asyncio.run(core.forecast(caller, day=date(2026, 11, 22), timezone="UTC", point=HELSINKI))
+        asyncio.run(
+            core.forecast(
+                read(core, caller), day=date(2026, 11, 22), timezone="UTC", point=HELSINKI
+            )
+        )
     assert usage(core, caller) == Usage(0, 0)

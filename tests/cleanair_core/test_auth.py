@@ -157,7 +157,7 @@ def test_lapsed_user_still_authenticates_but_is_not_premium(store: Store) -> Non
     core.set_premium("alice", False)
     caller = core.authenticate(issued.token)  # the 403, not a 401, is the answer
     with pytest.raises(NotPremium):
-        core.require_premium(caller)
+        require_premium(caller, core.store)
 
 
 class LooseIndex:
@@ -213,16 +213,16 @@ def test_require_premium(store: Store) -> None:
     user = core.authenticate(pair(core).token)
     partner = core.authenticate(partner_token(core).token)
 
-    core.require_premium(user)
-    core.require_premium(partner)  # an active partner is entitled
+    require_premium(user, core.store)
+    require_premium(partner, core.store)  # an active partner is entitled
 
     core.set_premium("alice", False)
     with pytest.raises(NotPremium):
-        core.require_premium(user)
-    core.require_premium(partner)
+        require_premium(user, core.store)
+    require_premium(partner, core.store)
 
     core.set_premium("alice", True)  # re-checked on every call
-    core.require_premium(user)
+    require_premium(user, core.store)
 
 
 def test_require_premium_of_a_vanished_user(store: Store) -> None:

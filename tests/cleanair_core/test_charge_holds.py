@@ -10,7 +10,7 @@ import pytest
 
 from cleanair_core.access.accounts import Owner, OwnerKind
 from cleanair_core.access.connections import Caller
-from cleanair_core.access.scopes import USER_SCOPES
+from cleanair_core.access.scopes import USER_SCOPES, Scope
 from cleanair_core.clock import ManualClock
 from cleanair_core.credits.ledger import Billable, Usage
 from cleanair_core.geo import Point
@@ -75,8 +75,7 @@ def test_a_call_whose_process_died_is_refunded_once_its_hold_ends(store: Store) 
     core, clock = make_core(store)
     core.charge(alice(core), Billable.FORECAST).reserve()  # and then the process is killed
     # Another process (a new core over the same store) sweeps.
-    survivor, _ = make_core(store)
-    survivor.clock = clock
+    survivor = CleanAir(store, KEYS, core.policy, clock)
     clock.advance(HOLD - 0.5)
     assert survivor.sweep_charge_holds() == 0
     assert used(core) == Usage(month=2, day=2)
@@ -121,7 +120,7 @@ def test_a_charge_that_lost_its_confirmation_is_not_renewed_and_is_refunded() ->
 
 def submit(core: CleanAir) -> uuid.UUID:
     return core.submit_plan(
-        alice(core),
+        core.authorize(alice(core), Scope.ROUTES_PLAN, user_owned=True),
         start=Point(60.17, 24.94),
         end=Point(60.18, 24.95),
         activity=PlanActivityType.WALKING,

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
-from cleanair_core.access.connections import Caller
+from cleanair_core.access.connections import Authorized, Caller
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
@@ -85,11 +85,15 @@ def paired(core: CleanAir, user: str = "alice") -> Caller:
 
 def submit(core: CleanAir, caller: Caller, start: Point | None = None) -> uuid.UUID:
     return core.submit_plan(
-        caller,
+        core.authorize(caller, Scope.ROUTES_PLAN, user_owned=True),
         start=start or at(0, 0),
         end=at(0, 5),
         activity=PlanActivityType.WALKING,
     )
+
+
+def poller(core: CleanAir, caller: Caller) -> Authorized:
+    return core.authorize(caller, Scope.ROUTES_PLAN, premium=False)
 
 
 def run(core: CleanAir) -> Plan | None:
@@ -164,7 +168,7 @@ def test_a_dead_workers_plan_is_taken_again_after_the_lease(
     assert taken.attempts == 2
     assert air.calls > 0
     assert status(core, plan_id) is PlanStatus.COMPLETED
-    assert core.poll_plan(alice, plan_id).result is not None
+    assert core.poll_plan(poller(core, alice), plan_id).result is not None
     assert core.quota(alice).used == PLAN_COST  # charged once, kept
 
 
@@ -238,7 +242,7 @@ def test_a_plan_whose_workers_died_max_attempts_times_fails_and_is_refunded(
     assert taken is not None
     assert taken.attempts == ATTEMPTS + 1
     assert air.calls == 0  # it was not planned again
-    plan = core.poll_plan(alice, plan_id)
+    plan = core.poll_plan(poller(core, alice), plan_id)
     assert plan.status is PlanStatus.FAILED
     assert plan.error == "Planning failed repeatedly; the plan was refunded"
     assert plan.result is None
@@ -283,7 +287,7 @@ def test_a_rejected_plan_fails_with_the_planners_reason_and_is_refunded(
 ) -> None:
     plan_id = submit(core, alice, start=Point(ORIGIN.lat - 0.01, ORIGIN.lon))
     assert run(core) is not None
-    plan = core.poll_plan(alice, plan_id)
+    plan = core.poll_plan(poller(core, alice), plan_id)
     assert plan.status is PlanStatus.FAILED
     assert plan.error == "No street network covers the start and the end"
     assert core.quota(alice).used == 0
@@ -297,7 +301,7 @@ def test_without_networks_every_plan_fails_and_is_refunded(
     alice = paired(core)
     plan_id = submit(core, alice)
     assert run(core) is not None
-    plan = core.poll_plan(alice, plan_id)
+    plan = core.poll_plan(poller(core, alice), plan_id)
     assert plan.status is PlanStatus.FAILED
     assert plan.error == "No street network is loaded"
     assert core.quota(alice).used == 0
@@ -310,7 +314,7 @@ def test_an_air_quality_outage_fails_the_plan_and_refunds_it(
     air.fail = True
     assert run(core) is not None
     assert air.calls > 0
-    plan = core.poll_plan(alice, plan_id)
+    plan = core.poll_plan(poller(core, alice), plan_id)
     assert plan.status is PlanStatus.FAILED
     assert plan.error
     assert "unavailable" in plan.error
@@ -346,8 +350,8 @@ def test_finished_plans_are_pruned_after_the_retention_period(
     for plan_id in (old, old_failed):
         assert core.store.get_plan(plan_id) is None
         with pytest.raises(NotFound):
-            core.poll_plan(alice, plan_id)
-    assert core.poll_plan(alice, recent).status is PlanStatus.COMPLETED
+            core.poll_plan(poller(core, alice), plan_id)
+    assert core.poll_plan(poller(core, alice), recent).status is PlanStatus.COMPLETED
     assert core.prune_plans() == 0
 
 
@@ -358,7 +362,7 @@ def test_a_plan_is_kept_for_exactly_the_retention_period(
     run(core)
     clock.advance(RETENTION)
     assert core.prune_plans() == 0
-    assert core.poll_plan(alice, plan_id).status is PlanStatus.COMPLETED
+    assert core.poll_plan(poller(core, alice), plan_id).status is PlanStatus.COMPLETED
     clock.advance(1)
     assert core.prune_plans() == 1
 
@@ -413,14 +417,26 @@ def test_polling_in_the_core_needs_the_scope(core: CleanAir, alice: Caller) -> N
     plan_id = submit(core, alice)
     limited = Caller(uuid.uuid4(), alice.owner, frozenset({Scope.AQ_READ}))
     with pytest.raises(MissingScope):
-        core.poll_plan(limited, plan_id)
+        core.poll_plan(poller(core, limited), plan_id)
+
+
+def test_plan_use_cases_refuse_a_proof_made_for_other_checks(core: CleanAir, alice: Caller) -> None:
+    plan_id = submit(core, alice)
+    not_user_checked = core.authorize(alice, Scope.ROUTES_PLAN)
+    with pytest.raises(TypeError, match="user_owned=True"):
+        core.submit_plan(
+            not_user_checked, start=at(0, 0), end=at(0, 5), activity=PlanActivityType.WALKING
+        )
+    with pytest.raises(TypeError, match="ROUTES_PLAN"):
+        core.poll_plan(core.authorize(alice, Scope.AQ_READ), plan_id)
+    assert core.quota(alice).used == PLAN_COST
 
 
 def test_only_the_owning_user_may_poll(core: CleanAir, alice: Caller) -> None:
     plan_id = submit(core, alice)
     bob = paired(core, "bob")
     with pytest.raises(NotFound):
-        core.poll_plan(bob, plan_id)
+        core.poll_plan(poller(core, bob), plan_id)
     with pytest.raises(NotFound):
-        core.poll_plan(alice, uuid.uuid4())
-    assert core.poll_plan(alice, plan_id).id == plan_id
+        core.poll_plan(poller(core, alice), uuid.uuid4())
+    assert core.poll_plan(poller(core, alice), plan_id).id == plan_id

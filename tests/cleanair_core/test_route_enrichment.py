@@ -171,7 +171,8 @@ def bare(n: int) -> list[Waypoint]:
 
 
 def enrich_with(core: CleanAir, caller: Caller, waypoints: Sequence[Waypoint], **kw: object):  # type: ignore[no-untyped-def]
-    return asyncio.run(core.enrich_route(caller, waypoints=waypoints, **kw))  # type: ignore[arg-type]
+    proof = core.authorize(caller, Scope.AQ_ROUTES)
+    return asyncio.run(core.enrich_route(proof, waypoints=waypoints, **kw))  # type: ignore[arg-type]
 
 
 def test_a_recorded_track_charges_one_credit_per_waypoint(store: Store) -> None:

@@ -9,18 +9,11 @@ from litestar.testing import TestClient
 
 from cleanair_core import Billable, CleanAir, ManualClock, Scope
 from cleanair_core.errors import SourceUnavailable
-from cleanair_http.auth import (
-    caller_of,
-    core_of,
-    rate_limited,
-    requires_premium,
-    requires_scope,
-    requires_user_owned,
-)
+from cleanair_http.auth import authorized_for, caller_of, core_of
 from support.http import MakeClient, bearer, pair
 
 
-@post("/test/charge", guards=[rate_limited(), requires_scope(Scope.AQ_READ), requires_premium])
+@post("/test/charge", guards=[authorized_for(Scope.AQ_READ)])
 async def charge_handler(request: Request, data: JSONBody[dict[str, object]]) -> dict[str, int]:
     core = core_of(request)
     async with core.charge(caller_of(request), Billable.FORECAST):
@@ -29,9 +22,7 @@ async def charge_handler(request: Request, data: JSONBody[dict[str, object]]) ->
     return {"ok": 1}
 
 
-@post(
-    "/test/plan", guards=[requires_scope(Scope.ROUTES_PLAN), requires_premium, requires_user_owned]
-)
+@post("/test/plan", guards=[authorized_for(Scope.ROUTES_PLAN, user_owned=True)])
 async def plan_handler() -> dict[str, int]:
     return {"ok": 1}
 

@@ -10,7 +10,7 @@ import attrs
 
 from cleanair_core.access.accounts import AccountStore, Owner, OwnerKind
 from cleanair_core.access.scopes import Scope
-from cleanair_core.access.tokens import Environment, same_hash, token_environment
+from cleanair_core.access.tokens import Environment, issue_token, same_hash, token_environment
 from cleanair_core.errors import (
     MissingScope,
     NotAuthenticated,
@@ -62,14 +62,33 @@ class Caller:
 
 @attrs.frozen
 class Authorized:
-    """Proof, for one request, that `caller` passed the checks for `scope` (and premium).
+    """Proof, for one request, that `caller` passed the checks for `scope`.
 
-    Made by `CleanAir.authorize`; a use case given one skips the checks it already passed, so
-    the HTTP layer can check before decoding the body without paying twice.
+    Made only by `authorize` (the HTTP guards call it before the body is decoded); use cases
+    take this proof instead of a `Caller`, so no check runs twice and none can be forgotten.
+    `premium` and `user_owned` say which of the optional checks were made.
     """
 
     caller: Caller
     scope: Scope
+    premium: bool = True
+    user_owned: bool = False
+
+    def caller_for(self, scope: Scope, *, premium: bool = True, user_owned: bool = False) -> Caller:
+        """The caller, once the proof is seen to cover what a use case needs.
+
+        A proof made for other checks is a programming error, not a client's: TypeError.
+        """
+        if (
+            self.scope is not scope
+            or (premium and not self.premium)
+            or (user_owned and not self.user_owned)
+        ):
+            options = ("" if premium else ", premium=False") + (
+                ", user_owned=True" if user_owned else ""
+            )
+            raise TypeError(f"this use case needs authorize(caller, Scope.{scope.name}{options})")
+        return self.caller
 
 
 class ConnectionStore(Protocol):
@@ -118,3 +137,48 @@ def require_premium(caller: Caller, accounts: AccountStore) -> None:
         user = accounts.get_user(caller.owner.name)
         if user is None or not user.premium:
             raise NotPremium()
+
+
+def authorize(
+    caller: Caller,
+    scope: Scope,
+    accounts: AccountStore,
+    *,
+    premium: bool = True,
+    user_owned: bool = False,
+) -> Authorized:
+    """Check `scope`, then (unless told not to) the owner's premium plan, then (when asked)
+    that the connection belongs to a user; the proof a use case takes.
+
+    Raises MissingScope, NotPremium or PartnerConnectionRefused, in that order.
+    """
+    caller.require_scope(scope)
+    if premium:
+        require_premium(caller, accounts)
+    if user_owned:
+        caller.require_user_owned()
+    return Authorized(caller, scope, premium, user_owned)
+
+
+def new_connection(
+    owner: Owner,
+    name: str,
+    scopes: frozenset[Scope],
+    *,
+    environment: Environment,
+    keys: TokenKeys,
+    now: datetime,
+) -> IssuedConnection:
+    """A fresh connection and its raw token (shown once; only its keyed hash is stored)."""
+    if not 1 <= len(name) <= 100:
+        raise ValueError("a connection name is 1 to 100 characters")
+    token = issue_token(environment)
+    connection = Connection(
+        id=uuid.uuid4(),
+        owner=owner,
+        name=name,
+        scopes=scopes,
+        token_hash=keys.hash_token(token),
+        created_at=now,
+    )
+    return IssuedConnection(connection, token)

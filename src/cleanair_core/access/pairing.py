@@ -21,8 +21,10 @@ from typing import Protocol
 
 import attrs
 
+from cleanair_core.access.accounts import AccountStore, User
 from cleanair_core.clock import Clock
-from cleanair_core.errors import RateLimited
+from cleanair_core.errors import InvalidPairingCode, RateLimited
+from cleanair_core.keys import TokenKeys
 
 PAIRING_CODE_TTL = timedelta(seconds=60)
 CODE_DIGITS = 6
@@ -105,3 +107,43 @@ class PairingCodeStore(Protocol):
         if it is live at that time. Returns its user, or None when nothing was redeemed. Of
         two concurrent redemptions of one code exactly one gets the user.
         """
+
+
+def issue_code(
+    user: User,
+    *,
+    codes: PairingCodeStore,
+    keys: TokenKeys,
+    now: datetime,
+    randbelow: Callable[[int], int] = secrets.randbelow,
+) -> str:
+    """Store a fresh code for `user` (premium checked by the caller); the digits to show."""
+    while True:  # a live code with the same digits is astronomically rare; draw again
+        code = new_code(randbelow)
+        stored = PairingCode(keys.hash_pairing_code(code), user.name, now, now + PAIRING_CODE_TTL)
+        if codes.add_pairing_code(stored, now):
+            return code
+
+
+def redeem(
+    code: str,
+    *,
+    codes: PairingCodeStore,
+    accounts: AccountStore,
+    keys: TokenKeys,
+    clock: Clock,
+    budget: int,
+) -> User:
+    """The premium user a code pairs with, the code now spent.
+
+    A malformed code spends no guess; a well-formed one is tried under the guess budget
+    (RateLimited when spent). Every other failure is one InvalidPairingCode, so an attacker
+    learns nothing about why: unknown, expired, used, or its user no longer premium.
+    """
+    if not is_well_formed(code):
+        raise InvalidPairingCode()
+    user_name = codes.redeem_pairing_code(keys.hash_pairing_code(code), clock, budget)
+    user = accounts.get_user(user_name) if user_name is not None else None
+    if user is None or not user.premium:
+        raise InvalidPairingCode()
+    return user

@@ -31,6 +31,7 @@ from cleanair_core.air.wifi import AccessPointStore, KnownAccessPoint, WifiAcces
 from cleanair_core.errors import OperatorError
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.keys import TokenKeys
+from cleanair_core.offload import Offload, inline
 
 #: Fewer usable (and, for the estimate, known and agreeing) access points locate nobody.
 MIN_ACCESS_POINTS = 2
@@ -229,9 +230,10 @@ class LocalWifiGeolocator:
     store. Nothing is logged, and nothing of the scan is kept after `locate` returns.
     """
 
-    def __init__(self, store: AccessPointStore, keys: TokenKeys) -> None:
+    def __init__(self, store: AccessPointStore, keys: TokenKeys, offload: Offload = inline) -> None:
         self._store = store
         self._keys = keys
+        self._offload = offload
 
     def __repr__(self) -> str:
         return "LocalWifiGeolocator()"
@@ -254,8 +256,8 @@ class LocalWifiGeolocator:
         return estimate(observations)
 
     async def locate(self, scan: Sequence[WifiAccessPoint]) -> Point | None:
-        """The point of `estimate`, or None."""
-        found = self.estimate(scan)
+        """The point of `estimate` (its store lookup run on the offload), or None."""
+        found = await self._offload(lambda: self.estimate(scan))
         return None if found is None else found.point
 
 

@@ -19,11 +19,13 @@ answer leaves, so an answered call stays charged through any crash.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
 
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import CreditLedger, CreditLimits, Debit, LedgerEntry
+from cleanair_core.offload import Offload, inline
 
 
 class HeldCharges:
@@ -49,21 +51,30 @@ class HeldCharges:
 
 
 class Charge:
-    """A credit reservation usable as a sync or async context manager."""
+    """A credit reservation usable as a sync or async context manager.
+
+    Used with `async with`, the ledger's calls (which may wait for a database lock) run on
+    `offload`, away from the event loop.
+    """
 
     def __init__(
         self,
         ledger: CreditLedger,
-        debit: Debit,
+        debit: Debit | Callable[[], Debit],
         limits: CreditLimits,
         clock: Clock,
         held: HeldCharges | None = None,
+        offload: Offload = inline,
     ) -> None:
         self._ledger = ledger
-        self._debit = debit
+        # A callable is called once, when the debit is first needed: building it may read
+        # the store (a client label), which belongs on the offload too.
+        self._debit_of = debit if callable(debit) else (lambda: debit)
+        self._debit: Debit | None = None
         self._limits = limits
         self._clock = clock
         self._held = held if held is not None else HeldCharges()
+        self._offload = offload
         self.entry: LedgerEntry | None = None
         #: False when the hold was gone at confirmation (swept): the answer went out free.
         self.confirmed: bool | None = None
@@ -71,13 +82,15 @@ class Charge:
     @property
     def debit(self) -> Debit:
         """What this charge debits (for stores that debit inside a larger transaction)."""
+        if self._debit is None:
+            self._debit = self._debit_of()
         return self._debit
 
     def reserve(self) -> LedgerEntry:
         """Debit now, held; raises CreditsExhausted when it does not fit."""
         if self.entry is None:
-            self.entry = self._ledger.debit(self._debit, self._limits)
-            if self._debit.hold_until is not None:
+            self.entry = self._ledger.debit(self.debit, self._limits)
+            if self.debit.hold_until is not None:
                 self._held.add(self.entry.id)
         return self.entry
 
@@ -89,7 +102,7 @@ class Charge:
             try:
                 self.confirmed = (
                     self._ledger.confirm_charge(self.entry.id)
-                    if self._debit.hold_until is not None
+                    if self.debit.hold_until is not None
                     else True
                 )
             finally:
@@ -120,7 +133,8 @@ class Charge:
             self.confirm()
 
     async def __aenter__(self) -> Charge:
-        return self.__enter__()
+        await self._offload(self.reserve)
+        return self
 
     async def __aexit__(
         self,
@@ -128,7 +142,22 @@ class Charge:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.__exit__(exc_type, exc, tb)
+        started = False
+
+        def settle() -> None:
+            nonlocal started
+            started = True
+            self.__exit__(exc_type, exc, tb)
+
+        try:
+            await self._offload(settle)
+        except BaseException:
+            # The offload could not even start the work: the task was cancelled (the client
+            # went away), so no answer goes out. Refund right here rather than leave a hold
+            # this process would renew for as long as it runs.
+            if not started:
+                self.refund()
+            raise
 
 
 def hold_renewal_every(hold: timedelta) -> float:

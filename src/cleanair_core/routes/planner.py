@@ -22,9 +22,8 @@ How (after Green Paths, science.md "Cleaner routes"; the numbers are ours, in do
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar
 
 import attrs
 import numpy as np
@@ -36,6 +35,7 @@ from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
+from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route
 from cleanair_core.routes.network import (
     FloatArray,
@@ -67,18 +67,6 @@ CORRIDOR_MARGIN_M = 1_000.0
 MAX_ROUTES = len(SENSITIVITIES) + 1
 
 EdgeIndices = npt.NDArray[np.intp]
-T = TypeVar("T")
-
-
-class Offload(Protocol):
-    """Runs CPU-heavy work (path searches) somewhere else than the event loop, e.g. a thread
-    (`anyio.to_thread.run_sync`)."""
-
-    async def __call__(self, work: Callable[[], T], /) -> T: ...
-
-
-async def _inline(work: Callable[[], T], /) -> T:
-    return work()
 
 
 @attrs.frozen
@@ -134,7 +122,7 @@ async def plan_routes(
 ) -> PlanResult:
     """Plan `request`. Raises PlanRejected (with a readable reason) when there is no street
     data near an end or no path, and SourceUnavailable when the air cannot be had."""
-    run: Offload = offload or _inline
+    run: Offload = offload or inline
     router = networks.covering([request.start, request.end])
     if router is None:
         raise PlanRejected("No street network covers the start and the end")

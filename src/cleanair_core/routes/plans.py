@@ -17,6 +17,7 @@ from typing import Protocol
 import attrs
 
 from cleanair_core.credits.ledger import CreditLimits, Debit
+from cleanair_core.errors import PlanRejected, SourceUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 
@@ -27,6 +28,10 @@ POLLS_PER_MINUTE = 60
 #: The error of a plan whose submission was never answered (its process died after storing
 #: it): nobody knows its id, so it is failed and refunded rather than planned for nobody.
 UNDELIVERED_PLAN_ERROR = "The submission was never answered; the plan was refunded"
+REPEATED_FAILURE_ERROR = "Planning failed repeatedly; the plan was refunded"
+NO_NETWORK_ERROR = "No street network is loaded"
+SOURCE_OUTAGE_ERROR = "Air-quality data is unavailable; the plan was refunded"
+INTERNAL_FAILURE_ERROR = "Planning failed because of an internal error; refunded"
 
 
 class PlanStatus(StrEnum):
@@ -103,3 +108,27 @@ class PlanStore(Protocol):
     def prune_plans(self, finished_before: datetime) -> int:
         """Delete plans finished before `finished_before`; returns how many."""
         ...
+
+
+def gives_up(plan: Plan, max_attempts: int) -> bool:
+    """Whether a claimed plan has been tried too often: its workers died `max_attempts`
+    times, so it fails (refunded) instead of killing another worker."""
+    return plan.attempts > max_attempts
+
+
+def is_expected_failure(error: Exception) -> bool:
+    """A rejected plan or a source outage: part of planning's life, not a bug to log."""
+    return isinstance(error, PlanRejected | SourceUnavailable)
+
+
+def failure_reason(error: Exception) -> str:
+    """The reason a poll shows for a plan that raised `error` (every failure is refunded).
+
+    A rejected plan says why in its own words; an outage and an internal error say only
+    that, never the exception's text.
+    """
+    if isinstance(error, PlanRejected):
+        return error.detail
+    if isinstance(error, SourceUnavailable):
+        return SOURCE_OUTAGE_ERROR
+    return INTERNAL_FAILURE_ERROR

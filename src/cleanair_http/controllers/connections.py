@@ -12,6 +12,7 @@ from cleanair_core.access.scopes import format_scopes
 from cleanair_http import schemas
 from cleanair_http.auth import core_of
 from cleanair_http.client_address import client_address
+from cleanair_http.offloading import in_thread
 from cleanair_http.openapi import error_responses
 
 
@@ -36,7 +37,7 @@ async def redeem_pairing_code(
     """Exchange a 6-digit code from the companion app for a bearer token, shown only here."""
     core = core_of(request)
     address = client_address(request, request.app.state.settings.trusted_proxies)
-    issued = core.redeem_pairing_code(data.code, data.name, address)
+    issued = await in_thread(lambda: core.redeem_pairing_code(data.code, data.name, address))
     connection = issued.connection
     return schemas.Connection(
         connection_id=str(connection.id),

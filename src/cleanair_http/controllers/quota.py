@@ -8,6 +8,7 @@ from litestar import Request, get
 
 from cleanair_http import schemas
 from cleanair_http.auth import caller_of, core_of, rate_limited
+from cleanair_http.offloading import in_thread
 from cleanair_http.openapi import SECURITY, error_responses
 
 
@@ -21,7 +22,8 @@ from cleanair_http.openapi import SECURITY, error_responses
 )
 async def read_quota(request: Request[Any, Any, Any]) -> schemas.Quota:
     """Credits used and remaining this month (UTC) and today (UTC). Free; any valid token."""
-    quota = core_of(request).quota(caller_of(request))
+    core, caller = core_of(request), caller_of(request)
+    quota = await in_thread(lambda: core.quota(caller))
     return schemas.Quota(
         used=quota.used,
         limit=quota.limit,

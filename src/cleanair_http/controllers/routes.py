@@ -14,8 +14,9 @@ from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.routes.plans import PlanStatus
 from cleanair_http import schemas
-from cleanair_http.auth import authorization_of, authorized_for, caller_of, core_of, polls_limited
+from cleanair_http.auth import authorization_of, authorized_for, core_of, polls_limited
 from cleanair_http.controllers.airquality import strict_body
+from cleanair_http.offloading import in_thread
 from cleanair_http.openapi import SECURITY, error_responses
 
 
@@ -43,12 +44,15 @@ async def submit_plan(
     """Plan cleaner routes between `start` and `end` (25 credits). Answers at once with the
     `request_id` to poll; the plan runs in the background."""
     data = await strict_body(request, schemas.PlanRouteRequest)
-    plan_id = core_of(request).submit_plan(
-        authorization_of(request),
-        start=Point(data.start.latitude, data.start.longitude),
-        end=Point(data.end.latitude, data.end.longitude),
-        activity=data.activity_type,
-        start_time=data.start_time,
+    core, proof = core_of(request), authorization_of(request)
+    plan_id = await in_thread(
+        lambda: core.submit_plan(
+            proof,
+            start=Point(data.start.latitude, data.start.longitude),
+            end=Point(data.end.latitude, data.end.longitude),
+            activity=data.activity_type,
+            start_time=data.start_time,
+        )
     )
     worker = request.app.state.plan_worker
     if worker is not None:
@@ -86,7 +90,8 @@ async def poll_plan(
         raise Unprocessable() from None
     if str(plan_id) != request_id.lower():  # braces, urn: or no hyphens: not the uuid format
         raise Unprocessable()
-    plan = core_of(request).poll_plan(caller_of(request), plan_id)
+    core, proof = core_of(request), authorization_of(request)
+    plan = await in_thread(lambda: core.poll_plan(proof, plan_id))
     result = None
     if plan.status is PlanStatus.COMPLETED and plan.result is not None:
         result = msgspec.json.decode(plan.result, type=schemas.PlanResult)

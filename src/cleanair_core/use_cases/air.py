@@ -1,0 +1,116 @@
+"""Air use cases: the score of a point now (contract 4.2) and a day's forecast (4.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date
+
+from cleanair_core.access.connections import Authorized
+from cleanair_core.access.scopes import Scope
+from cleanair_core.air import wifi_location
+from cleanair_core.air.activities import ActivityType
+from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.air.forecast import Forecast, forecast_hours
+from cleanair_core.air.forecast_window import check_in_window, local_day_hours, parse_timezone
+from cleanair_core.air.places import Place
+from cleanair_core.air.point_score import PointScore, resolve_point, score_at
+from cleanair_core.air.wifi import WifiAccessPoint
+from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
+from cleanair_core.credits.ledger import Billable
+from cleanair_core.errors import LocationUnresolved, Unprocessable
+from cleanair_core.geo import Point
+from cleanair_core.ports import Sources
+from cleanair_core.use_cases.context import Context
+from cleanair_core.use_cases.credits import charge
+
+
+async def score(
+    ctx: Context,
+    proof: Authorized,
+    *,
+    point: Point | None = None,
+    wifi: Sequence[WifiAccessPoint] = (),
+    client: str | None = None,
+) -> PointScore:
+    """The Clean Air Score at a point, or at the place a Wi-Fi scan resolves to (1 credit).
+
+    Coordinates win over the scan (no lookup is made). Raises Unprocessable (not charged)
+    when neither is given, LocationUnresolved (refunded) when the scan cannot be resolved
+    and SourceUnavailable (refunded) without data.
+    """
+    caller = proof.caller_for(Scope.AQ_READ)
+    if point is None and not wifi:
+        raise Unprocessable()  # at least one location source is a rule of the request
+    sources = ctx.require_sources()
+    async with charge(ctx, caller, Billable.SCORE, client=client):
+        located = await resolve_point(point, wifi, sources.wifi)
+        return await score_at(sources.air_quality, located, ctx.now())
+
+
+async def forecast(
+    ctx: Context,
+    proof: Authorized,
+    *,
+    day: date,
+    timezone: str,
+    point: Point | None = None,
+    activity: ActivityType = ActivityType.OTHER,
+    environment: EnvironmentType = EnvironmentType.OUTDOOR,
+    client_address: str | None = None,
+) -> Forecast:
+    """Hourly scores and concentrations for the local `day` in `timezone` (2 credits).
+
+    Without a point the caller's address gives an approximate one. Raises Unprocessable for
+    an unknown timezone, OutsideForecastWindow outside today .. today + 3 there, and
+    LocationUnresolved without a location; none of them is charged.
+    """
+    caller = proof.caller_for(Scope.AQ_READ)
+    zone = parse_timezone(timezone)
+    check_in_window(day, zone, ctx.now())
+    sources = ctx.require_sources()
+    place = forecast_place(sources, point, client_address)
+    async with charge(ctx, caller, Billable.FORECAST):
+        return await forecast_hours(
+            sources.air_quality,
+            place.point,
+            place.name,
+            local_day_hours(day, zone),
+            activity,
+            environment,
+        )
+
+
+def forecast_place(sources: Sources, point: Point | None, client_address: str | None) -> Place:
+    """The named point of a forecast: the given one, else the caller's address's country."""
+    if point is not None:
+        if sources.places is not None:
+            return Place(sources.places.name_of(point), point)
+        return Place(f"{point.lat:.4f}, {point.lon:.4f}", point)
+    place = None
+    if client_address is not None and sources.ip is not None:
+        place = sources.ip.locate(client_address)
+    if place is None:
+        raise LocationUnresolved()
+    return place
+
+
+def import_access_points(
+    ctx: Context,
+    lines: Iterable[str],
+    *,
+    report: ImportReport | None = None,
+    batch_size: int = IMPORT_BATCH_SIZE,
+    on_progress: Callable[[ImportReport], None] | None = None,
+    progress_every: int = PROGRESS_EVERY_ROWS,
+) -> ImportReport:
+    """Import the operator's access points from CSV text, stored under the server key's
+    hash of each BSSID (`cleanair_core.air.wifi_location.import_access_points`)."""
+    return wifi_location.import_access_points(
+        ctx.store,
+        ctx.keys,
+        lines,
+        report=report,
+        batch_size=batch_size,
+        on_progress=on_progress,
+        progress_every=progress_every,
+    )

@@ -1,0 +1,42 @@
+"""What every use case runs against: the store, the sources, the key, the policy and a clock."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+
+import attrs
+
+from cleanair_core.clock import Clock
+from cleanair_core.credits.charging import HeldCharges
+from cleanair_core.errors import SourceUnavailable
+from cleanair_core.keys import TokenKeys
+from cleanair_core.offload import Offload, inline
+from cleanair_core.policy import Policy
+from cleanair_core.ports import Sources, Store
+
+
+@attrs.frozen(eq=False)
+class Context:
+    """One deployment's adapters and limits, shared by the use cases of every area."""
+
+    store: Store
+    keys: TokenKeys
+    policy: Policy
+    clock: Clock
+    sources: Sources | None = None
+    randbelow: Callable[[int], int] = secrets.randbelow
+    #: Where the async use cases run blocking work (storage waits, path searches).
+    offload: Offload = inline
+    #: The charges reserved through this context and not yet settled: renewing their holds
+    #: keeps them from being swept while their calls run.
+    held_charges: HeldCharges = attrs.field(factory=HeldCharges)
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def require_sources(self) -> Sources:
+        if self.sources is None:
+            raise SourceUnavailable("No air-quality source is configured")
+        return self.sources

@@ -1,0 +1,73 @@
+"""Credit use cases: charges, quota, rate limits and attribution labels."""
+
+from __future__ import annotations
+
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import Caller
+from cleanair_core.credits import rate_limits
+from cleanair_core.credits.attribution import attribution_label, validate_client_label
+from cleanair_core.credits.charging import Charge
+from cleanair_core.credits.ledger import Billable, Debit, Quota, cost_of, month_key, quota_of
+from cleanair_core.credits.rate_limits import RateLimit
+from cleanair_core.errors import OperatorError
+from cleanair_core.routes.plans import UNDELIVERED_PLAN_ERROR
+from cleanair_core.use_cases.context import Context
+
+
+def add_client_label(ctx: Context, label: str) -> None:
+    if not ctx.store.add_client_label(validate_client_label(label), ctx.now()):
+        raise OperatorError(f"client label {label} already exists")
+
+
+def usage_by_label(ctx: Context, user_name: str) -> dict[str, int]:
+    """This month's net credits per attribution label for a user."""
+    if ctx.store.get_user(user_name) is None:
+        raise OperatorError(f"no user {user_name}")
+    pool = Owner(OwnerKind.USER, user_name).key
+    return ctx.store.usage_by_label(pool, month_key(ctx.now()))
+
+
+def enforce_rate_limit(ctx: Context, caller: Caller, rule: RateLimit | None = None) -> None:
+    """Count a request of `caller` against `rule` (default: the general request limit)."""
+    rule = rule or ctx.policy.requests
+    rate_limits.enforce(ctx.store, rule, str(caller.connection_id), ctx.now())
+
+
+def quota(ctx: Context, caller: Caller) -> Quota:
+    usage = ctx.store.usage(caller.owner.key, ctx.now())
+    return quota_of(usage, ctx.policy.credits)
+
+
+def charge(
+    ctx: Context, caller: Caller, billable: Billable, units: int = 1, client: str | None = None
+) -> Charge:
+    """A held reservation of the call's cost, to use as a (sync or async) context manager:
+    final when the block ends without error, refunded when it raises, and refunded by
+    `sweep_charge_holds` if the process dies in between."""
+    now = ctx.now()
+
+    def debit() -> Debit:  # reads the store (the client label): runs where the debit does
+        return Debit(
+            pool=caller.owner.key,
+            connection_id=str(caller.connection_id),
+            label=attribution_label(client, billable, ctx.store),
+            amount=cost_of(billable, units),
+            at=now,
+            hold_until=now + ctx.policy.charge_hold,
+        )
+
+    return Charge(ctx.store, debit, ctx.policy.credits, ctx.clock, ctx.held_charges, ctx.offload)
+
+
+def renew_charge_holds(ctx: Context) -> int:
+    """Keep the holds of this context's calls in progress from ending; the number renewed."""
+    ids = ctx.held_charges.ids()
+    if not ids:
+        return 0
+    return ctx.store.renew_holds(ids, ctx.now() + ctx.policy.charge_hold)
+
+
+def sweep_charge_holds(ctx: Context) -> int:
+    """Refund the charges whose holds ended unconfirmed: their process died before it
+    answered. A route plan paid by one fails. Any process sharing the store may sweep."""
+    return ctx.store.sweep_holds(ctx.now(), UNDELIVERED_PLAN_ERROR)

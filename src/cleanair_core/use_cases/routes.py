@@ -1,0 +1,181 @@
+"""Route use cases: the air along a route (contract 4.4) and route plans (3.1), worker side too."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from cleanair_core.access.accounts import OwnerKind
+from cleanair_core.access.connections import Authorized
+from cleanair_core.access.scopes import Scope
+from cleanair_core.air.activities import ActivityType, speed_m_s
+from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.credits.ledger import Billable
+from cleanair_core.errors import NotFound, OperatorError, PlanRejected, PlanTooLong, Unprocessable
+from cleanair_core.geo import Point, distance_m
+from cleanair_core.routes.enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint
+from cleanair_core.routes.enrichment import enrich_route as enrich_route_at
+from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
+from cleanair_core.routes.plan_documents import encode_plan_result
+from cleanair_core.routes.planner import plan_routes
+from cleanair_core.routes.plans import (
+    MAX_PLAN_DISTANCE_M,
+    NO_NETWORK_ERROR,
+    REPEATED_FAILURE_ERROR,
+    Plan,
+    PlanRequest,
+    PlanStatus,
+    failure_reason,
+    gives_up,
+    is_expected_failure,
+)
+from cleanair_core.routes.times import as_utc, check_data_window, waypoint_times
+from cleanair_core.use_cases.context import Context
+from cleanair_core.use_cases.credits import charge
+
+
+async def enrich_route(
+    ctx: Context,
+    proof: Authorized,
+    *,
+    waypoints: Sequence[Waypoint],
+    start_time: datetime | None = None,
+    activity: ActivityType = ActivityType.OTHER,
+    environment: EnvironmentType = EnvironmentType.OUTDOOR,
+) -> EnrichedRoute:
+    """Measures at every waypoint at its own time and the route's summary (1 credit each).
+
+    Times are the waypoints' own (a recorded track) or estimated from `start_time` at the
+    activity's speed. Raises Unprocessable for 0 or over 100 waypoints, mixed times, no
+    times and no `start_time`, or times going backwards; OutsideDataWindow when a time
+    (or `start_time`) is over 30 days ago or beyond 84 hours ahead; neither is charged.
+    SourceUnavailable (refunded) when no waypoint has data.
+    """
+    caller = proof.caller_for(Scope.AQ_ROUTES)
+    if not 1 <= len(waypoints) <= MAX_WAYPOINTS:
+        raise Unprocessable()
+    points = [waypoint.point for waypoint in waypoints]
+    times = waypoint_times(points, [w.time for w in waypoints], start_time, speed_m_s(activity))
+    given = [as_utc(start_time)] if start_time is not None else []
+    check_data_window(given + times, ctx.now())
+    sources = ctx.require_sources()
+    async with charge(ctx, caller, Billable.ROUTE_ENRICHMENT, units=len(waypoints)):
+        return await enrich_route_at(sources.air_quality, points, times, activity, environment)
+
+
+def submit_plan(
+    ctx: Context,
+    proof: Authorized,
+    *,
+    start: Point,
+    end: Point,
+    activity: PlanActivityType,
+    start_time: datetime | None = None,
+) -> uuid.UUID:
+    """Store a route plan as pending and charge 25 credits; returns its request id.
+
+    Takes a proof from `authorize(caller, Scope.ROUTES_PLAN, user_owned=True)`. Raises
+    PlanTooLong (not charged) when start and end are over 15 km apart, OutsideDataWindow
+    (not charged) for a start time outside the window air data exists for, CreditsExhausted
+    when it does not fit.
+    """
+    caller = proof.caller_for(Scope.ROUTES_PLAN, user_owned=True)
+    if distance_m(start, end) > MAX_PLAN_DISTANCE_M:
+        raise PlanTooLong()
+    now = ctx.now()
+    when = now if start_time is None else as_utc(start_time)
+    check_data_window([when], now)
+    plan = Plan(
+        id=uuid.uuid4(),
+        owner=caller.owner.name,
+        connection_id=str(caller.connection_id),
+        request=PlanRequest(start, end, activity, when),
+        status=PlanStatus.PENDING,
+        created_at=now,
+    )
+    held = charge(ctx, caller, Billable.ROUTE_PLAN)
+    stored = ctx.store.submit_plan(plan, held.debit, ctx.policy.credits)
+    if stored.ledger_entry is not None:  # final now that the answer is on its way
+        ctx.store.confirm_charge(stored.ledger_entry)
+    return stored.id
+
+
+def poll_plan(ctx: Context, proof: Authorized, plan_id: uuid.UUID) -> Plan:
+    """The plan `plan_id` if it belongs to the caller's user (free; not premium-gated: takes
+    a proof from `authorize(caller, Scope.ROUTES_PLAN, premium=False)`). Raises NotFound for
+    an unknown plan or another user's."""
+    caller = proof.caller_for(Scope.ROUTES_PLAN, premium=False)
+    plan = ctx.store.get_plan(plan_id)
+    if plan is None or caller.owner.kind is not OwnerKind.USER:
+        raise NotFound()
+    if plan.owner != caller.owner.name:
+        raise NotFound()  # indistinguishable from unknown, on purpose
+    return plan
+
+
+def claim_next_plan(ctx: Context) -> Plan | None:
+    """Take the oldest pending plan no live worker holds (None when there is none)."""
+    return ctx.store.claim_plan(ctx.now(), ctx.policy.plan_lease)
+
+
+async def run_plan(ctx: Context, plan: Plan) -> None:
+    """Plan a claimed plan and store its outcome.
+
+    Every failure is refunded, with the reason `failure_reason` gives; so is a plan whose
+    worker died `max_plan_attempts` times. An unexpected error propagates afterwards for the
+    caller to log. The path searches and the store's writes run on the context's offload.
+    """
+    if gives_up(plan, ctx.policy.max_plan_attempts):
+        await ctx.offload(lambda: _fail(ctx, plan, REPEATED_FAILURE_ERROR))
+        return
+    sources = ctx.sources
+    try:
+        if sources is None or sources.networks is None:
+            raise PlanRejected(NO_NETWORK_ERROR)
+        result = await plan_routes(plan.request, sources.networks, sources.air_quality, ctx.offload)
+    except Exception as error:
+        reason = failure_reason(error)
+        await ctx.offload(lambda: _fail(ctx, plan, reason))
+        if not is_expected_failure(error):
+            raise
+    else:
+        document = encode_plan_result(result)
+        await ctx.offload(lambda: ctx.store.complete_plan(plan.id, document, ctx.now()))
+
+
+async def work_on_next_plan(ctx: Context) -> Plan | None:
+    """Claim and run one plan; the plan taken, or None when there was none."""
+    plan = await ctx.offload(lambda: claim_next_plan(ctx))
+    if plan is not None:
+        await run_plan(ctx, plan)
+    return plan
+
+
+def renew_plan_lease(ctx: Context, plan_id: uuid.UUID) -> bool:
+    """Keep holding a plan being worked on (call well within the lease)."""
+    return ctx.store.renew_lease(plan_id, ctx.now() + ctx.policy.plan_lease)
+
+
+def prune_plans(ctx: Context) -> int:
+    """Delete plans finished longer ago than the retention period."""
+    cutoff = ctx.now() - timedelta(seconds=ctx.policy.plan_retention_seconds)
+    return ctx.store.prune_plans(cutoff)
+
+
+def _fail(ctx: Context, plan: Plan, reason: str) -> None:
+    ctx.store.fail_plan(plan.id, reason, ctx.now(), refund=True)
+
+
+def save_network(ctx: Context, network: StreetNetwork) -> None:
+    """Store an imported street network, replacing one of the same name."""
+    ctx.store.save_network(network)
+
+
+def network_summaries(ctx: Context) -> list[NetworkSummary]:
+    return ctx.store.network_summaries()
+
+
+def delete_network(ctx: Context, name: str) -> None:
+    if not ctx.store.delete_network(name):
+        raise OperatorError(f"no network {name}")
