@@ -35,6 +35,7 @@ from cleanair_core.credits.ledger import (
 )
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
 from cleanair_core.routes.plans import Plan, PlanStatus, check_new_plan
+from cleanair_core.routes.results import PlanResult
 
 
 class MemoryStore:
@@ -325,7 +326,7 @@ class MemoryStore:
             self._plans[plan_id] = attrs.evolve(plan, lease_until=until)
             return True
 
-    def complete_plan(self, plan_id: uuid.UUID, result: str, now: datetime) -> bool:
+    def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:
         with self._lock:
             plan = self._plans.get(plan_id)
             if plan is None or plan.status is not PlanStatus.PENDING:

@@ -54,7 +54,9 @@ from cleanair_core.errors import StoreUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus, check_new_plan
+from cleanair_core.routes.results import PlanResult
 from cleanair_storage.migrations import migrations
+from cleanair_storage.plan_results import decode_plan_result, encode_plan_result
 
 BUSY_TIMEOUT_MS = 10_000
 #: The WAL is cut back to this size when it restarts after a checkpoint: without a limit it
@@ -699,7 +701,7 @@ class SqliteStore:
             status=PlanStatus(str(status)),
             created_at=_at(created_at),
             ledger_entry=ledger_entry,
-            result=result,
+            result=None if result is None else decode_plan_result(result),
             error=error,
             finished_at=_dt(finished_at),
             attempts=attempts,
@@ -730,7 +732,7 @@ class SqliteStore:
                     stored.status.value,
                     _ts(stored.created_at),
                     stored.ledger_entry,
-                    stored.result,
+                    None,  # a new plan has no result (check_new_plan)
                     stored.error,
                     None if stored.finished_at is None else _ts(stored.finished_at),
                     stored.attempts,
@@ -771,12 +773,12 @@ class SqliteStore:
             )
             return cur.rowcount == 1
 
-    def complete_plan(self, plan_id: uuid.UUID, result: str, now: datetime) -> bool:
+    def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE plans SET status = 'completed', result = ?, finished_at = ?, "
                 "lease_until = NULL WHERE id = ? AND status = 'pending'",
-                (result, _ts(now), str(plan_id)),
+                (encode_plan_result(result), _ts(now), str(plan_id)),
             )
             return cur.rowcount == 1
 

@@ -22,8 +22,10 @@ from cleanair_core.geo import Point
 from cleanair_core.ports import Store
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
+from cleanair_core.routes.results import PlanResult
 from cleanair_storage.memory import MemoryStore
 from cleanair_storage.sqlite import SqliteStore
+from support.plan_results import plan_result
 
 # Microseconds on purpose: timestamps must survive the round trip through each adapter.
 T0 = datetime(2026, 3, 10, 9, 30, 15, 250_000, tzinfo=UTC)
@@ -31,6 +33,9 @@ POOL = "user:alice"
 COST = 25
 LIMITS = CreditLimits(monthly=1000, daily=100)
 LEASE = timedelta(minutes=2)
+RESULT = plan_result()
+EMPTY_RESULT = plan_result(alternatives=0)
+FIRST, SECOND = plan_result("first"), plan_result("second")
 REQUEST = PlanRequest(
     start=Point(52.520008, 13.404954),
     end=Point(52.516275, 13.377704),
@@ -116,7 +121,7 @@ def test_a_swept_plan_that_already_finished_keeps_its_outcome(store: Store) -> N
     end = T0 + timedelta(seconds=60)
     plan = make_plan()
     store.submit_plan(plan, Debit(POOL, "conn-1", "route_plan", COST, T0, hold_until=end), LIMITS)
-    assert store.complete_plan(plan.id, "{}", T0 + timedelta(seconds=5))
+    assert store.complete_plan(plan.id, RESULT, T0 + timedelta(seconds=5))
     assert store.sweep_holds(end, "never answered") == 1
     completed = store.get_plan(plan.id)
     assert completed is not None
@@ -165,7 +170,7 @@ def test_a_duplicate_plan_id_is_refused_and_charges_nothing(store: Store) -> Non
     [
         {"status": PlanStatus.COMPLETED},
         {"status": PlanStatus.FAILED},
-        {"result": "{}"},
+        {"result": plan_result()},
         {"error": "no route"},
         {"finished_at": T0},
         {"attempts": 1},
@@ -199,11 +204,11 @@ def test_full_lifecycle(store: Store) -> None:
     assert store.get_plan(plan.id) == attrs.evolve(claimed, lease_until=renewed_until)
 
     finished = T0 + timedelta(minutes=3, microseconds=1)
-    assert store.complete_plan(plan.id, '{"routes": []}', finished) is True
+    assert store.complete_plan(plan.id, EMPTY_RESULT, finished) is True
     assert store.get_plan(plan.id) == attrs.evolve(
         plan,
         status=PlanStatus.COMPLETED,
-        result='{"routes": []}',
+        result=EMPTY_RESULT,
         finished_at=finished,
         attempts=1,
         lease_until=None,
@@ -226,7 +231,7 @@ def test_claim_with_nothing_pending(store: Store) -> None:
     assert store.claim_plan(T0, LEASE) is None
     done = submit(store)
     failed = submit(store)
-    assert store.complete_plan(done.id, "{}", T0)
+    assert store.complete_plan(done.id, RESULT, T0)
     assert store.fail_plan(failed.id, "no route", T0, refund=False)
     assert store.claim_plan(T0 + timedelta(days=1), LEASE) is None
 
@@ -304,13 +309,13 @@ def test_complete_only_from_pending(store: Store) -> None:
     plan = submit(store)
     other = submit(store)
     first_at = T0 + timedelta(seconds=1)
-    assert store.complete_plan(plan.id, "first", first_at) is True
-    assert store.complete_plan(plan.id, "second", first_at + timedelta(seconds=1)) is False
+    assert store.complete_plan(plan.id, FIRST, first_at) is True
+    assert store.complete_plan(plan.id, SECOND, first_at + timedelta(seconds=1)) is False
     assert store.fail_plan(plan.id, "late", first_at + timedelta(seconds=2), refund=True) is False
-    assert store.complete_plan(uuid.uuid4(), "nobody", first_at) is False
+    assert store.complete_plan(uuid.uuid4(), RESULT, first_at) is False
 
     assert store.get_plan(plan.id) == attrs.evolve(
-        plan, status=PlanStatus.COMPLETED, result="first", finished_at=first_at
+        plan, status=PlanStatus.COMPLETED, result=FIRST, finished_at=first_at
     )
     assert store.get_plan(other.id) == other  # untouched
     assert store.usage(POOL, T0) == Usage(month=2 * COST, day=2 * COST)  # no refund
@@ -321,7 +326,7 @@ def test_fail_only_from_pending(store: Store) -> None:
     first_at = T0 + timedelta(seconds=1)
     assert store.fail_plan(plan.id, "first", first_at, refund=False) is True
     assert store.fail_plan(plan.id, "second", first_at, refund=True) is False
-    assert store.complete_plan(plan.id, "{}", first_at) is False
+    assert store.complete_plan(plan.id, RESULT, first_at) is False
     assert store.fail_plan(uuid.uuid4(), "nobody", first_at, refund=True) is False
 
     assert store.get_plan(plan.id) == attrs.evolve(
@@ -419,7 +424,7 @@ def test_prune_deletes_only_plans_finished_before_the_cutoff(store: Store) -> No
     failed = submit(store)
     pending = submit(store)
     leased = submit(store, make_plan(T0 + timedelta(seconds=1)))
-    assert store.complete_plan(completed.id, "{}", t1)
+    assert store.complete_plan(completed.id, RESULT, t1)
     assert store.fail_plan(failed.id, "no route", t2, refund=True)
     assert store.claim_plan(T0, LEASE) is not None  # leases `pending`, the oldest
     assert store.claim_plan(T0, LEASE) is not None  # and `leased`
@@ -465,7 +470,7 @@ def test_every_field_round_trips(store: Store) -> None:
     claimed = [store.claim_plan(leased_at, LEASE) for _ in range(3)]
     assert [p.id for p in claimed if p is not None] == [leased.id, done.id, failed.id]
     finished = datetime(2026, 3, 10, 12, 0, 0, 1, tzinfo=plus_two)
-    result = '{"routes": ["ü", "\\u0000"]}'
+    result = plan_result("ü \u0000", alternatives=2)
     error = "Kein Weg über 15 km gefunden"
     assert store.complete_plan(done.id, result, finished)
     assert store.fail_plan(failed.id, error, finished, refund=False)
@@ -595,8 +600,8 @@ class PlanStoreMachine(RuleBasedStateMachine):
         if renewed and plan is not None:
             self.model[plan_id] = attrs.evolve(plan, lease_until=until)
 
-    @rule(plan_id=plans, result=st.sampled_from(["{}", '{"routes": []}']))
-    def complete(self, plan_id: uuid.UUID, result: str) -> None:
+    @rule(plan_id=plans, result=st.sampled_from([RESULT, EMPTY_RESULT]))
+    def complete(self, plan_id: uuid.UUID, result: PlanResult) -> None:
         done = self.memory.complete_plan(plan_id, result, self.now)
         assert done == self.sqlite.complete_plan(plan_id, result, self.now)
         plan = self.model.get(plan_id)

@@ -46,6 +46,7 @@ from cleanair_core.routes.network import (
     StreetNetworks,
 )
 from cleanair_core.routes.plans import PlanRequest
+from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
 from cleanair_core.routes.times import estimated_times
 
 #: Green Paths 2 found these sensitivities to give distinct, sensible detours (science.md).
@@ -67,35 +68,6 @@ CORRIDOR_MARGIN_M = 1_000.0
 MAX_ROUTES = len(SENSITIVITIES) + 1
 
 EdgeIndices = npt.NDArray[np.intp]
-
-
-@attrs.frozen
-class RouteGoal:
-    title: str
-    description: str
-
-
-@attrs.frozen
-class PlannedRoute:
-    """An enriched route with what it costs and gains against the baseline."""
-
-    route: EnrichedRoute
-    distance: float
-    distance_delta: int
-    clean_air_score_delta_pct: float
-    dose_delta_pct: float | None
-    duration: float | None
-    goal: RouteGoal
-
-
-@attrs.frozen
-class PlanResult:
-    activity: PlanActivityType
-    routes: list[PlannedRoute]
-    original_distance: float
-    original_clean_air_score: float | None
-    original_dose: float | None
-    best_route_index: int
 
 
 @attrs.frozen

@@ -20,6 +20,7 @@ from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.errors import PlanRejected, SourceUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.results import PlanResult
 
 #: The longest straight-line distance between start and end (contract section 8).
 MAX_PLAN_DISTANCE_M = 15_000.0
@@ -52,7 +53,7 @@ class PlanRequest:
 
 @attrs.frozen
 class Plan:
-    """One stored plan. `result` is the encoded PlanResult (see `plan_documents`)."""
+    """One stored plan; `result` is set once it is completed."""
 
     id: uuid.UUID
     owner: str  # the user's name: plans are user-owned only
@@ -61,7 +62,7 @@ class Plan:
     status: PlanStatus
     created_at: datetime
     ledger_entry: int | None = None  # the debit to refund if the plan is rejected
-    result: str | None = None
+    result: PlanResult | None = None
     error: str | None = None
     finished_at: datetime | None = None
     attempts: int = 0  # times a worker has taken it
@@ -96,7 +97,7 @@ class PlanStore(Protocol):
         """Extend a pending plan's lease (a worker still at it); False once it is finished."""
         ...
 
-    def complete_plan(self, plan_id: uuid.UUID, result: str, now: datetime) -> bool:
+    def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:
         """Finish a pending plan with its result; False if it was not pending."""
         ...
 

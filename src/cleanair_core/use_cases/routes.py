@@ -17,7 +17,6 @@ from cleanair_core.geo import Point, distance_m
 from cleanair_core.routes.enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint
 from cleanair_core.routes.enrichment import enrich_route as enrich_route_at
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
-from cleanair_core.routes.plan_documents import encode_plan_result
 from cleanair_core.routes.planner import plan_routes
 from cleanair_core.routes.plans import (
     MAX_PLAN_DISTANCE_M,
@@ -140,8 +139,7 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
         if not is_expected_failure(error):
             raise
     else:
-        document = encode_plan_result(result)
-        await ctx.offload(lambda: ctx.store.complete_plan(plan.id, document, ctx.now()))
+        await ctx.offload(lambda: ctx.store.complete_plan(plan.id, result, ctx.now()))
 
 
 async def work_on_next_plan(ctx: Context) -> Plan | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-import msgspec
 from litestar import Request, post
 from litestar.params import JSONBody
 
@@ -16,8 +15,7 @@ from cleanair_core.credits.attribution import validate_client_label
 from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.routes.enrichment import Waypoint
-from cleanair_core.routes.plan_documents import route_document
-from cleanair_http import schemas
+from cleanair_http import responses, schemas
 from cleanair_http.auth import authorization_of, authorized_for, core_of
 from cleanair_http.bodies import decode_strict
 from cleanair_http.client_address import client_address
@@ -80,7 +78,7 @@ async def score_point(
     result = await core_of(request).score(
         authorization_of(request), point=point, wifi=scan, client=client
     )
-    return schemas.ScoreResponse(score=result.score, ttl=result.ttl)
+    return responses.score(result)
 
 
 @post(
@@ -122,9 +120,7 @@ async def forecast_day(
         environment=data.environment_type or EnvironmentType.OUTDOOR,
         client_address=address,
     )
-    return schemas.ForecastResponse(
-        location=forecast.location, timestamps=forecast.timestamps, measures=forecast.measures
-    )
+    return responses.forecast(forecast)
 
 
 @post(
@@ -163,5 +159,4 @@ async def enrich_route(
         activity=data.activity_type or ActivityType.OTHER,
         environment=data.environment_type or EnvironmentType.OUTDOOR,
     )
-    # The same contract shape (and rounding) a plan's routes are stored in.
-    return msgspec.convert(route_document(route), schemas.EnrichedRoute)
+    return responses.enriched_route(route)

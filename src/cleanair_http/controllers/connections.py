@@ -8,8 +8,7 @@ from litestar import Request, post
 from litestar.datastructures import CacheControlHeader
 from litestar.params import JSONBody
 
-from cleanair_core.access.scopes import format_scopes
-from cleanair_http import schemas
+from cleanair_http import responses, schemas
 from cleanair_http.auth import core_of
 from cleanair_http.client_address import client_address
 from cleanair_http.offloading import in_thread
@@ -38,10 +37,4 @@ async def redeem_pairing_code(
     core = core_of(request)
     address = client_address(request, request.app.state.settings.trusted_proxies)
     issued = await in_thread(lambda: core.redeem_pairing_code(data.code, data.name, address))
-    connection = issued.connection
-    return schemas.Connection(
-        connection_id=str(connection.id),
-        name=connection.name,
-        scopes=format_scopes(connection.scopes),
-        token=issued.token,
-    )
+    return responses.connection(issued)

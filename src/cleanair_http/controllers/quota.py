@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar import Request, get
 
-from cleanair_http import schemas
+from cleanair_http import responses, schemas
 from cleanair_http.auth import caller_of, core_of, rate_limited
 from cleanair_http.offloading import in_thread
 from cleanair_http.openapi import SECURITY, error_responses
@@ -24,11 +24,4 @@ async def read_quota(request: Request[Any, Any, Any]) -> schemas.Quota:
     """Credits used and remaining this month (UTC) and today (UTC). Free; any valid token."""
     core, caller = core_of(request), caller_of(request)
     quota = await in_thread(lambda: core.quota(caller))
-    return schemas.Quota(
-        used=quota.used,
-        limit=quota.limit,
-        remaining=quota.remaining,
-        daily_used=quota.daily_used,
-        daily_limit=quota.daily_limit,
-        daily_remaining=quota.daily_remaining,
-    )
+    return responses.quota(quota)

@@ -5,15 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import msgspec
 from litestar import Request, get, post
 from litestar.params import FromPath, JSONBody
 
 from cleanair_core.access.scopes import Scope
 from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
-from cleanair_core.routes.plans import PlanStatus
-from cleanair_http import schemas
+from cleanair_http import responses, schemas
 from cleanair_http.auth import authorization_of, authorized_for, core_of, polls_limited
 from cleanair_http.controllers.airquality import strict_body
 from cleanair_http.offloading import in_thread
@@ -57,7 +55,7 @@ async def submit_plan(
     worker = request.app.state.plan_worker
     if worker is not None:
         worker.notify()
-    return schemas.PlanSubmitted(request_id=str(plan_id))
+    return responses.plan_submitted(plan_id)
 
 
 @get(
@@ -92,7 +90,4 @@ async def poll_plan(
         raise Unprocessable()
     core, proof = core_of(request), authorization_of(request)
     plan = await in_thread(lambda: core.poll_plan(proof, plan_id))
-    result = None
-    if plan.status is PlanStatus.COMPLETED and plan.result is not None:
-        result = msgspec.json.decode(plan.result, type=schemas.PlanResult)
-    return schemas.PlanPollResponse(status=plan.status.value, result=result, error=plan.error)
+    return responses.plan_poll(plan)

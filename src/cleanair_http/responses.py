@@ -1,0 +1,122 @@
+"""Every mapping from a core value to the contract's response shapes (the msgspec structs).
+
+The core returns plain values; this module alone decides how they look on the wire,
+including how numbers are rounded, so a route looks the same whether an enrichment answers
+with it or a plan poll does.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from cleanair_core.access.connections import IssuedConnection
+from cleanair_core.access.scopes import format_scopes
+from cleanair_core.air.forecast import Forecast
+from cleanair_core.air.point_score import PointScore
+from cleanair_core.air.score import BandedScore
+from cleanair_core.credits.ledger import Quota
+from cleanair_core.routes.enrichment import EnrichedRoute, RouteSummary
+from cleanair_core.routes.plans import Plan
+from cleanair_core.routes.results import PlannedRoute, PlanResult
+from cleanair_http import schemas
+
+#: Decimal places of a dose in a response: six keep ratios between routes exact to well under
+#: 0.1 %, even for a minute of sedentary breathing in clean air.
+DOSE_DECIMALS = 6
+
+
+def connection(issued: IssuedConnection) -> schemas.Connection:
+    """A redeemed pairing code's connection, with its raw token (shown only here)."""
+    return schemas.Connection(
+        connection_id=str(issued.connection.id),
+        name=issued.connection.name,
+        scopes=format_scopes(issued.connection.scopes),
+        token=issued.token,
+    )
+
+
+def quota(pool: Quota) -> schemas.Quota:
+    return schemas.Quota(
+        used=pool.used,
+        limit=pool.limit,
+        remaining=pool.remaining,
+        daily_used=pool.daily_used,
+        daily_limit=pool.daily_limit,
+        daily_remaining=pool.daily_remaining,
+    )
+
+
+def score(result: PointScore) -> schemas.ScoreResponse:
+    return schemas.ScoreResponse(score=result.score, ttl=result.ttl)
+
+
+def forecast(result: Forecast) -> schemas.ForecastResponse:
+    return schemas.ForecastResponse(
+        location=result.location, timestamps=result.timestamps, measures=result.measures
+    )
+
+
+def dose(value: float | None) -> float | None:
+    return None if value is None else round(value, DOSE_DECIMALS)
+
+
+def banded_score(banded: BandedScore) -> schemas.BandedScore:
+    return schemas.BandedScore(
+        score=banded.score,
+        band=banded.band,
+        description=banded.description,
+        colour=banded.colour,
+    )
+
+
+def route_summary(summary: RouteSummary) -> schemas.RouteSummary:
+    score = summary.clean_air_score
+    return schemas.RouteSummary(
+        clean_air_score=None if score is None else banded_score(score),
+        inhaled_dose=dose(summary.inhaled_dose),
+        average_pollutants={p.value: v for p, v in summary.average_pollutants.items()},
+    )
+
+
+def enriched_route(route: EnrichedRoute) -> schemas.EnrichedRoute:
+    return schemas.EnrichedRoute(
+        waypoints=[(point.lat, point.lon) for point in route.points],
+        measures=route.measures,
+        summary=route_summary(route.summary),
+    )
+
+
+def planned_route(planned: PlannedRoute) -> schemas.PlannedRoute:
+    route = planned.route
+    return schemas.PlannedRoute(
+        waypoints=[(point.lat, point.lon) for point in route.points],
+        measures=route.measures,
+        summary=route_summary(route.summary),
+        distance=planned.distance,
+        distance_delta=planned.distance_delta,
+        clean_air_score_delta_pct=planned.clean_air_score_delta_pct,
+        goal=schemas.RouteGoal(title=planned.goal.title, description=planned.goal.description),
+        dose_delta_pct=planned.dose_delta_pct,
+        duration=planned.duration,
+    )
+
+
+def plan_result(result: PlanResult) -> schemas.PlanResult:
+    return schemas.PlanResult(
+        activity_type=result.activity,
+        routes=[planned_route(route) for route in result.routes],
+        original_distance=result.original_distance,
+        original_clean_air_score=result.original_clean_air_score,
+        original_dose=dose(result.original_dose),
+        best_route_index=result.best_route_index,
+    )
+
+
+def plan_submitted(plan_id: uuid.UUID) -> schemas.PlanSubmitted:
+    return schemas.PlanSubmitted(request_id=str(plan_id))
+
+
+def plan_poll(plan: Plan) -> schemas.PlanPollResponse:
+    """A poll's answer: the status, the result once completed, the error once failed."""
+    result = None if plan.result is None else plan_result(plan.result)
+    return schemas.PlanPollResponse(status=plan.status.value, result=result, error=plan.error)

@@ -1,0 +1,54 @@
+"""The stored form of a plan's result: exact, tagged with its version, and readable later."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+from hypothesis import given
+
+from cleanair_core.routes.results import PlanResult
+from cleanair_http import responses
+from cleanair_storage.plan_results import (
+    PLAN_RESULT_VERSION,
+    UnreadablePlanResult,
+    decode_plan_result,
+    encode_plan_result,
+)
+from support.plan_results import plan_result, plan_results
+
+
+@given(plan_results)
+def test_a_result_survives_storage_exactly(result: PlanResult) -> None:
+    assert decode_plan_result(encode_plan_result(result)) == result
+
+
+def test_the_stored_text_carries_its_version() -> None:
+    stored = json.loads(encode_plan_result(plan_result()))
+    assert stored["version"] == PLAN_RESULT_VERSION == 1
+    assert stored["result"]["routes"][0]["goal"]["title"] == "Shortest route"
+
+
+def test_a_result_stored_before_the_version_tag_still_reads() -> None:
+    """Releases before the tag stored the poll's own response document."""
+    result = plan_result(alternatives=2)
+    legacy = msgspec.json.encode(responses.plan_result(result)).decode()
+    read = decode_plan_result(legacy)
+    # The same answer to a poll; only the waypoint times (never shown) are gone.
+    assert responses.plan_result(read) == responses.plan_result(result)
+    assert all(planned.route.times == [] for planned in read.routes)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        '{"version": 2, "result": {}}',
+        '{"version": 1, "result": {"routes": 3}}',
+        '{"activity_type": "walking"}',
+        "not json",
+    ],
+)
+def test_an_unreadable_result_says_so(stored: str) -> None:
+    with pytest.raises(UnreadablePlanResult):
+        decode_plan_result(stored)

@@ -1,0 +1,65 @@
+"""Plan results for storage tests: every kind of value a `PlanResult` holds, awkward ones too."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import strategies as st
+
+from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.score import banded
+from cleanair_core.geo import Point
+from cleanair_core.routes.enrichment import EnrichedRoute, RouteSummary
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
+
+START = datetime(2026, 3, 10, 9, 30, 15, 250_001, tzinfo=UTC)
+
+
+def route(points: int = 3, *, dose: float | None = 0.123456789, score: float | None = 61.25):
+    """An enriched route along a meridian, one waypoint a minute."""
+    return EnrichedRoute(
+        points=[Point(60.17 + i * 1e-4, 24.94) for i in range(points)],
+        times=[START + timedelta(minutes=i) for i in range(points)],
+        measures={
+            "clean_air_score": [61.0, None, 62.5][:points] + [60.0] * max(0, points - 3),
+            "pm2_5": [5.123456789] * points,
+        },
+        summary=RouteSummary(
+            clean_air_score=None if score is None else banded(score),
+            inhaled_dose=dose,
+            average_pollutants={Pollutant.PM25: 5.123456789, Pollutant.NO2: 17.0},
+        ),
+    )
+
+
+def plan_result(title: str = "Shortest route", *, alternatives: int = 1) -> PlanResult:
+    """A completed plan's result: the direct route and `alternatives` cleaner ones."""
+    routes = [
+        PlannedRoute(
+            route=route(3 + i, dose=None if i == 2 else 0.1 / (i + 1)),
+            distance=1234.5678 + i,
+            distance_delta=i * 10,
+            clean_air_score_delta_pct=0.0 if i == 0 else 3.3333333,
+            dose_delta_pct=None if i == 0 else -12.5,
+            duration=None if i == 2 else 900.25,
+            goal=RouteGoal(title if i == 0 else f"Cleaner {i}", "Über \u0000 the park ü"),
+        )
+        for i in range(1 + alternatives)
+    ]
+    return PlanResult(
+        activity=PlanActivityType.WALKING,
+        routes=routes,
+        original_distance=1234.5678,
+        original_clean_air_score=61.25,
+        original_dose=0.1,
+        best_route_index=alternatives,
+    )
+
+
+#: Results drawn for property tests: varied text, sizes and optional values.
+plan_results = st.builds(
+    plan_result,
+    title=st.text(min_size=1, max_size=20),
+    alternatives=st.integers(min_value=0, max_value=3),
+)
