@@ -1,0 +1,28 @@
+"""SQLite adapter for every storage port, safe across threads and processes on one file.
+
+- WAL journal, so readers never wait for the writer; `synchronous=NORMAL`, so a committed
+  transaction survives the process being killed (it is in the WAL before COMMIT returns).
+- One writer connection per process behind a lock; every read-then-write runs inside
+  `BEGIN IMMEDIATE`, which takes the database write lock up front, so two processes cannot
+  both read the same balance and both spend it. A busy timeout waits for the other process.
+- Readers use one connection per thread.
+
+`database` holds the connections, migrations and checkpoints; each port has its own module
+over it, and `store.SqliteStore` puts them together.
+"""
+
+from cleanair_storage.sqlite.database import (
+    BUSY_TIMEOUT_MS,
+    CHECKPOINT_THREAD,
+    JOURNAL_SIZE_LIMIT,
+    LOOKUP_CHUNK,
+)
+from cleanair_storage.sqlite.store import SqliteStore
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "CHECKPOINT_THREAD",
+    "JOURNAL_SIZE_LIMIT",
+    "LOOKUP_CHUNK",
+    "SqliteStore",
+]

@@ -1,0 +1,234 @@
+"""The SQLite database every port's module works on: connections, migrations, checkpoints.
+
+- WAL journal, so readers never wait for the writer; `synchronous=NORMAL`, so a committed
+  transaction survives the process being killed (it is in the WAL before COMMIT returns).
+- One writer connection per process behind a lock; every read-then-write runs inside
+  `BEGIN IMMEDIATE`, which takes the database write lock up front, so two processes cannot
+  both read the same balance and both spend it. A busy timeout waits for the other process.
+- Readers use one connection per thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from sqlite_utils import Database
+
+from cleanair_core.errors import StoreUnavailable
+from cleanair_storage.migrations import migrations
+
+BUSY_TIMEOUT_MS = 10_000
+#: The WAL is cut back to this size when it restarts after a checkpoint: without a limit it
+#: keeps the size of the largest transaction ever written (211 MB after a city's network).
+JOURNAL_SIZE_LIMIT = 8 * 2**20
+#: Seconds between the background thread's checkpoints (see SqliteStore.__init__).
+CHECKPOINT_EVERY = 0.25
+CHECKPOINT_THREAD = "cleanair-sqlite-checkpoints"
+#: The writer checkpoints on commit only past this many WAL pages (40 MB): a backstop.
+BACKSTOP_CHECKPOINT_PAGES = 10_000
+#: The database and its -wal and -shm files (SQLite gives them the database's mode) hold user
+#: names, plan coordinates and the ledger: readable by the service's own user only.
+FILE_MODE = 0o600
+#: SQLite result codes (the primary code: the low byte) meaning the database cannot be used
+#: now (another writer holds it past the busy timeout, a disk fails or is full, the file went
+#: away or turned read-only, memory ran out): callers get StoreUnavailable (503, nothing
+#: charged) rather than an internal error.
+_UNAVAILABLE = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_NOMEM,
+    }
+)
+#: The pending -> failed transition of a plan (its error, when it ended); callers add WHERE.
+FAIL_PENDING_PLAN = (
+    "UPDATE plans SET status = 'failed', error = ?, finished_at = ?, lease_until = NULL"
+)
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+#: Host parameters per `IN (...)` lookup; far below SQLite's limit (999 before 3.32).
+LOOKUP_CHUNK = 500
+
+
+def timestamp(at: datetime) -> float:
+    return at.timestamp()
+
+
+def instant_or_none(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def instant(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file readable by its owner only, before SQLite creates it with
+    the umask's mode; an existing one (and its -wal and -shm) loses access for users outside
+    its owner and group."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE))
+    except FileExistsError:
+        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            with contextlib.suppress(FileNotFoundError, PermissionError):
+                mode = stat.S_IMODE(name.stat().st_mode)
+                if mode & 0o007:
+                    name.chmod(mode & ~0o007)
+
+
+def _open(path: str, busy_timeout: float) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
+    )
+    conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+    return conn
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers "database is
+    # locked" at once (without the busy handler) while another connection, e.g. a second
+    # process migrating the same new file, holds a lock: retry until the busy timeout.
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
+def _unavailable_as_port_error(method: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(method)
+    def translated(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            if (exc.sqlite_errorcode & 0xFF) in _UNAVAILABLE:
+                raise StoreUnavailable() from exc
+            raise
+
+    return translated
+
+
+def port_errors(cls: type[T]) -> type[T]:
+    """Every public method of `cls` (inherited ones too), and opening it, raise the core's
+    StoreUnavailable where SQLite says the database cannot be used now (see `_UNAVAILABLE`),
+    so no driver error reaches a caller."""
+    for name in dir(cls):
+        member = inspect.getattr_static(cls, name)
+        public = not name.startswith("_") or name == "__init__"
+        if inspect.isfunction(member) and public and name != "close":
+            setattr(cls, name, _unavailable_as_port_error(member))
+    return cls
+
+
+class SqliteDatabase:
+    """One SQLite file: its writer and reader connections, migrations and checkpoints; the
+    base every port's module builds on."""
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = BUSY_TIMEOUT_MS / 1000) -> None:
+        self.path = str(path)
+        self._busy_timeout = busy_timeout
+        if self.path != ":memory:":
+            _create_private(Path(self.path))
+        self._writer = _open(self.path, busy_timeout)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        try:
+            _enable_wal(self._writer, busy_timeout)
+            self._migrate()
+        except BaseException:
+            self._writer.close()
+            raise
+        self._stop = threading.Event()
+        self._checkpointer: threading.Thread | None = None
+        if self.path != ":memory:":
+            # Checkpoints copy the WAL into the database and fsync it: done by the writer on
+            # commit (SQLite's default every 1,000 pages) they land on whichever request
+            # commits then, tripling its time. A thread does them instead; the writer's own
+            # threshold stays as a backstop should the thread fall behind.
+            self._writer.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_CHECKPOINT_PAGES}")
+            self._checkpointer = threading.Thread(
+                target=self._checkpoint_in_background, name=CHECKPOINT_THREAD, daemon=True
+            )
+            self._checkpointer.start()
+
+    def _checkpoint_in_background(self) -> None:
+        conn = _open(self.path, self._busy_timeout)
+        try:
+            while not self._stop.wait(CHECKPOINT_EVERY):
+                # PASSIVE never waits for readers or writers; what it cannot copy now, it
+                # copies next time.
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            conn.close()
+
+    def _migrate(self) -> None:
+        # Several processes may start at once: the write lock makes one of them migrate.
+        with self._write() as conn:
+            migrations.apply(Database(conn))
+
+    def close(self) -> None:
+        """Stop the checkpoint thread and close every connection (the last connection of the
+        last process checkpoints the WAL and removes it)."""
+        self._stop.set()
+        if self._checkpointer is not None:
+            self._checkpointer.join()
+        with self._readers_lock:
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
+        with self._write_lock:
+            self._writer.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                # SQLite has often rolled back already (a full disk, an I/O error); a second
+                # ROLLBACK would fail and hide the error that matters.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _read(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _open(self.path, self._busy_timeout)
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn

@@ -1,0 +1,176 @@
+"""SQLite: the credit ledger, its windows and charge holds (`CreditLedger`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+
+from cleanair_core.credits.ledger import (
+    CreditLimits,
+    Debit,
+    LedgerEntry,
+    Usage,
+    check_fits,
+    day_key,
+    month_key,
+)
+from cleanair_storage.sqlite.database import (
+    FAIL_PENDING_PLAN,
+    LOOKUP_CHUNK,
+    SqliteDatabase,
+    instant_or_none,
+    timestamp,
+)
+
+
+class SqliteLedger(SqliteDatabase):
+    """The credit ledger: debits checked against the pool's windows, refunds as reversing
+    entries, and charge holds."""
+
+    @staticmethod
+    def _usage(conn: sqlite3.Connection, pool: str, at: datetime) -> Usage:
+        month, day = "m" + month_key(at), "d" + day_key(at)
+        used = dict(
+            conn.execute(
+                "SELECT window, used FROM credit_windows WHERE pool = ? AND window IN (?, ?)",
+                (pool, month, day),
+            ).fetchall()
+        )
+        return Usage(month=used.get(month, 0), day=used.get(day, 0))
+
+    @staticmethod
+    def _append(
+        conn: sqlite3.Connection,
+        pool: str,
+        connection_id: str,
+        label: str,
+        amount: int,
+        at: datetime,
+        month: str,
+        day: str,
+        reverses: int | None,
+    ) -> LedgerEntry:
+        row = conn.execute(
+            "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, reverses) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (pool, connection_id, label, amount, timestamp(at), month, day, reverses),
+        ).fetchone()
+        conn.executemany(
+            "INSERT INTO credit_windows (pool, window, used) VALUES (?, ?, ?) "
+            "ON CONFLICT (pool, window) DO UPDATE SET used = used + excluded.used",
+            [(pool, "m" + month, amount), (pool, "d" + day, amount)],
+        )
+        return LedgerEntry(row[0], pool, connection_id, label, amount, at, month, day, reverses)
+
+    @classmethod
+    def _debit(cls, conn: sqlite3.Connection, debit: Debit, limits: CreditLimits) -> LedgerEntry:
+        """Check and append `debit`; the caller holds the write transaction."""
+        check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
+        entry = cls._append(
+            conn,
+            debit.pool,
+            debit.connection_id,
+            debit.label,
+            debit.amount,
+            debit.at,
+            month_key(debit.at),
+            day_key(debit.at),
+            None,
+        )
+        if debit.hold_until is not None:
+            conn.execute(
+                "INSERT INTO charge_holds (entry_id, until) VALUES (?, ?)",
+                (entry.id, timestamp(debit.hold_until)),
+            )
+        return entry
+
+    @classmethod
+    def _refund(cls, conn: sqlite3.Connection, entry_id: int, at: datetime) -> LedgerEntry | None:
+        """Reverse debit `entry_id` unless already reversed; the caller holds the write
+        transaction."""
+        original = conn.execute(
+            "SELECT pool, connection_id, label, amount, month, day FROM ledger "
+            "WHERE id = ? AND reverses IS NULL "
+            "AND NOT EXISTS (SELECT 1 FROM ledger r WHERE r.reverses = ledger.id)",
+            (entry_id,),
+        ).fetchone()
+        if original is None:
+            return None
+        conn.execute("DELETE FROM charge_holds WHERE entry_id = ?", (entry_id,))
+        pool, connection_id, label, amount, month, day = original
+        return cls._append(conn, pool, connection_id, label, -amount, at, month, day, entry_id)
+
+    def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
+        with self._write() as conn:
+            return self._debit(conn, debit, limits)
+
+    def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
+        with self._write() as conn:
+            return self._refund(conn, entry_id, at)
+
+    def confirm_charge(self, entry_id: int) -> bool:
+        # One statement, atomic without BEGIN IMMEDIATE (as `hit`): this runs on every charged
+        # call, and the explicit transaction would double its cost.
+        with self._write_lock:
+            cur = self._writer.execute("DELETE FROM charge_holds WHERE entry_id = ?", (entry_id,))
+            return cur.rowcount == 1
+
+    def renew_holds(self, entry_ids: Sequence[int], until: datetime) -> int:
+        renewed = 0
+        with self._write() as conn:
+            for start in range(0, len(entry_ids), LOOKUP_CHUNK):
+                chunk = list(entry_ids[start : start + LOOKUP_CHUNK])
+                marks = ", ".join("?" * len(chunk))
+                cur = conn.execute(
+                    f"UPDATE charge_holds SET until = ? WHERE entry_id IN ({marks})",  # noqa: S608
+                    [timestamp(until), *chunk],
+                )
+                renewed += cur.rowcount
+        return renewed
+
+    def sweep_holds(self, now: datetime, plan_error: str) -> int:
+        with self._write() as conn:
+            ended = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT entry_id FROM charge_holds WHERE until <= ? ORDER BY entry_id",
+                    (timestamp(now),),
+                ).fetchall()
+            ]
+            for entry_id in ended:
+                self._refund(conn, entry_id, now)
+                conn.execute(
+                    f"{FAIL_PENDING_PLAN} WHERE ledger_entry = ? AND status = 'pending'",
+                    (plan_error, timestamp(now), entry_id),
+                )
+            return len(ended)
+
+    def usage(self, pool: str, at: datetime) -> Usage:
+        return self._usage(self._read(), pool, at)
+
+    def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
+        rows = (
+            self._read()
+            .execute(
+                "SELECT label, SUM(amount) FROM ledger WHERE pool = ? AND month = ? GROUP BY label",
+                (pool, month),
+            )
+            .fetchall()
+        )
+        return {str(label): int(total) for label, total in rows}
+
+    def entries(self, pool: str) -> list[LedgerEntry]:
+        rows = (
+            self._read()
+            .execute(
+                "SELECT id, pool, connection_id, label, amount, at, month, day, reverses "
+                "FROM ledger WHERE pool = ? ORDER BY id",
+                (pool,),
+            )
+            .fetchall()
+        )
+        return [
+            LedgerEntry(r[0], r[1], r[2], r[3], r[4], instant_or_none(r[5]), r[6], r[7], r[8])  # type: ignore[arg-type]
+            for r in rows
+        ]

@@ -1,0 +1,128 @@
+"""SQLite: street networks, their arrays as blobs (`StreetNetworkStore`)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+
+import numpy as np
+
+from cleanair_core.routes.network import NetworkSummary, StreetNetwork
+from cleanair_storage.sqlite.database import SqliteDatabase, instant_or_none, timestamp
+
+#: Each StreetNetwork array and its element type; stored as raw little-endian bytes, so a
+#: database file reads the same on any machine.
+_NETWORK_ARRAYS: tuple[tuple[str, type[np.generic]], ...] = (
+    ("node_lat", np.float64),
+    ("node_lon", np.float64),
+    ("edge_from", np.int32),
+    ("edge_to", np.int32),
+    ("edge_length", np.float64),
+    ("edge_class", np.uint8),
+    ("edge_access", np.uint8),
+)
+
+
+def _array_bytes(name: str, array: np.ndarray, kind: type[np.generic]) -> bytes:
+    native = np.dtype(kind)
+    if array.ndim != 1 or array.dtype.newbyteorder("=") != native:
+        raise ValueError(
+            f"{name} must be a one-dimensional {native.name} array, "
+            f"not {array.dtype} of shape {array.shape}"
+        )
+    return array.astype(native.newbyteorder("<"), copy=False).tobytes()
+
+
+def _array_of(blob: bytes, kind: type[np.generic]) -> np.ndarray:
+    # A native, writable copy: numpy can work on it in place, and the blob can be freed.
+    native = np.dtype(kind)
+    return np.frombuffer(blob, dtype=native.newbyteorder("<")).astype(native)
+
+
+class SqliteStreetNetworks(SqliteDatabase):
+    """Street networks, their arrays stored as little-endian blobs."""
+
+    _NETWORK_SUMMARY_COLUMNS = "name, nodes, edges, south, west, north, east, source, imported_at"
+
+    def save_network(self, network: StreetNetwork) -> None:
+        # Encoded before the write lock is taken: a large network never holds it for long.
+        blobs = [_array_bytes(name, getattr(network, name), kind) for name, kind in _NETWORK_ARRAYS]
+        south, west, north, east = network.bounds
+        row = (
+            network.name,
+            network.node_count,
+            network.edge_count,
+            south,
+            west,
+            north,
+            east,
+            network.source,
+            None if network.imported_at is None else timestamp(network.imported_at),
+            *blobs,
+        )
+        columns = ", ".join([self._NETWORK_SUMMARY_COLUMNS, *(name for name, _ in _NETWORK_ARRAYS)])
+        marks = ", ".join("?" * len(row))
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO street_networks ({columns}) VALUES ({marks})",  # noqa: S608
+                row,
+            )
+        self._shrink_wal()
+
+    def _shrink_wal(self) -> None:
+        """Give back the disk a large transaction took in the WAL now, rather than at the
+        next write (best effort: a reader in the middle of a read keeps it until then)."""
+        with self._write_lock, contextlib.suppress(sqlite3.OperationalError):
+            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def load_networks(self) -> list[StreetNetwork]:
+        rows = (
+            self._read()
+            .execute(
+                "SELECT name, source, imported_at, "
+                "node_lat, node_lon, edge_from, edge_to, edge_length, edge_class, edge_access "
+                "FROM street_networks ORDER BY name"
+            )
+            .fetchall()
+        )
+        return [
+            StreetNetwork(
+                name=row[0],
+                node_lat=_array_of(row[3], np.float64),
+                node_lon=_array_of(row[4], np.float64),
+                edge_from=_array_of(row[5], np.int32),
+                edge_to=_array_of(row[6], np.int32),
+                edge_length=_array_of(row[7], np.float64),
+                edge_class=_array_of(row[8], np.uint8),
+                edge_access=_array_of(row[9], np.uint8),
+                source=row[1],
+                imported_at=instant_or_none(row[2]),
+            )
+            for row in rows
+        ]
+
+    def network_summaries(self) -> list[NetworkSummary]:
+        rows = (
+            self._read()
+            .execute(
+                f"SELECT {self._NETWORK_SUMMARY_COLUMNS} FROM street_networks "  # noqa: S608
+                "ORDER BY name"
+            )
+            .fetchall()
+        )
+        return [
+            NetworkSummary(
+                name=name,
+                nodes=nodes,
+                edges=edges,
+                bounds=(south, west, north, east),
+                source=source,
+                imported_at=instant_or_none(imported_at),
+            )
+            for name, nodes, edges, south, west, north, east, source, imported_at in rows
+        ]
+
+    def delete_network(self, name: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM street_networks WHERE name = ?", (name,))
+            return cur.rowcount == 1

@@ -1,0 +1,23 @@
+"""SQLite: rate-limit counters (`RateLimitStore`)."""
+
+from __future__ import annotations
+
+from cleanair_storage.sqlite.database import SqliteDatabase
+
+
+class SqliteRateLimits(SqliteDatabase):
+    """Rate-limit counters: one atomic upsert per hit."""
+
+    def hit(self, key: str, window_start: int) -> int:
+        # One statement, so atomic without an explicit transaction; the lock keeps this
+        # process's writer connection to one statement at a time.
+        with self._write_lock:
+            row = self._writer.execute(
+                "INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 1) "
+                "ON CONFLICT (key) DO UPDATE SET "
+                "count = CASE WHEN window_start = excluded.window_start THEN count + 1 ELSE 1 END, "
+                "window_start = excluded.window_start "
+                "RETURNING count",
+                (key, window_start),
+            ).fetchone()
+            return int(row[0])

@@ -1,0 +1,27 @@
+"""`SqliteStore`: every storage port's SQLite module over one database file."""
+
+from __future__ import annotations
+
+from cleanair_storage.sqlite.access_points import SqliteAccessPoints
+from cleanair_storage.sqlite.accounts import SqliteAccounts
+from cleanair_storage.sqlite.client_labels import SqliteClientLabels
+from cleanair_storage.sqlite.connections import SqliteConnections
+from cleanair_storage.sqlite.database import port_errors
+from cleanair_storage.sqlite.networks import SqliteStreetNetworks
+from cleanair_storage.sqlite.pairing import SqlitePairingCodes
+from cleanair_storage.sqlite.plans import SqlitePlans
+from cleanair_storage.sqlite.rate_limits import SqliteRateLimits
+
+
+@port_errors
+class SqliteStore(
+    SqliteAccounts,
+    SqliteConnections,
+    SqlitePairingCodes,
+    SqlitePlans,  # and, through it, the credit ledger its transactions share
+    SqliteRateLimits,
+    SqliteClientLabels,
+    SqliteAccessPoints,
+    SqliteStreetNetworks,
+):
+    """Implements `cleanair_core.ports.Store` over one SQLite file."""
