@@ -123,6 +123,15 @@ class PlanRejected(CleanAirError):
     detail = "The route cannot be planned"
 
 
+# Storage port errors -------------------------------------------------------------------------
+
+
+class DuplicateEntry(ValueError):
+    """A storage port refused an insert: the store already holds an entry with the same key
+    (a connection's id or token hash, a plan's id). Every adapter raises this one error, never
+    its driver's own; the store is unchanged."""
+
+
 # Operator errors (CLI and embedding; never reach an HTTP client) ----------------------------
 class OperatorError(CleanAirError):
     """A management command could not be carried out (unknown user, duplicate, ...)."""

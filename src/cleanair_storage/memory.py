@@ -33,6 +33,7 @@ from cleanair_core.credits.ledger import (
     day_key,
     month_key,
 )
+from cleanair_core.errors import DuplicateEntry
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
 from cleanair_core.routes.plans import Plan, PlanStatus, check_new_plan
 from cleanair_core.routes.results import PlanResult
@@ -105,7 +106,7 @@ class MemoryStore:
     def add_connection(self, connection: Connection) -> None:
         with self._lock:
             if connection.id in self._connections or connection.token_hash in self._by_hash:
-                raise ValueError("duplicate connection")
+                raise DuplicateEntry("a connection with this id or token is already stored")
             self._connections[connection.id] = connection
             self._by_hash[connection.token_hash] = connection.id
 
@@ -292,7 +293,7 @@ class MemoryStore:
         check_new_plan(plan)
         with self._lock:
             if plan.id in self._plans:
-                raise ValueError("duplicate plan")
+                raise DuplicateEntry("a plan with this id is already stored")
             entry = self.debit(debit, limits)
             stored = attrs.evolve(plan, ledger_entry=entry.id)
             self._plans[stored.id] = stored

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
 
 from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
-from cleanair_core.errors import CreditsExhausted
+from cleanair_core.errors import CreditsExhausted, DuplicateEntry
 from cleanair_core.geo import Point
 from cleanair_core.ports import Store
 from cleanair_core.routes.network import PlanActivityType
@@ -158,7 +158,7 @@ def test_submit_over_the_daily_cap_raises_and_stores_nothing(store: Store) -> No
 
 def test_a_duplicate_plan_id_is_refused_and_charges_nothing(store: Store) -> None:
     plan = submit(store)
-    with pytest.raises(ValueError, match="duplicate"):
+    with pytest.raises(DuplicateEntry):
         submit(store, attrs.evolve(plan, owner="bob", ledger_entry=None))
     assert store.get_plan(plan.id) == plan
     assert len(store.entries(POOL)) == 1

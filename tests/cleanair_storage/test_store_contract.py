@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 
 from cleanair_core.access.accounts import Owner, OwnerKind, Partner, User
@@ -13,7 +14,7 @@ from cleanair_core.access.pairing import PairingCode
 from cleanair_core.access.scopes import Scope
 from cleanair_core.clock import ManualClock
 from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
-from cleanair_core.errors import CreditsExhausted, RateLimited
+from cleanair_core.errors import CreditsExhausted, DuplicateEntry, RateLimited
 from cleanair_core.ports import Store
 
 # Microseconds on purpose: timestamps must survive the round trip through each adapter.
@@ -126,6 +127,20 @@ def test_connection_lookup_by_token_hash(store: Store) -> None:
     store.add_connection(connection)
     assert store.connection_by_token_hash("a" * 64) == connection
     assert store.connection_by_token_hash("b" * 64) is None
+
+
+def test_a_duplicate_connection_is_one_port_error_on_every_adapter(store: Store) -> None:
+    """Neither the same id nor the same token hash is stored twice, and the refusal is the
+    core's DuplicateEntry, never a driver's IntegrityError."""
+    first = make_connection(token_hash="c" * 64)
+    store.add_connection(first)
+    same_id = attrs.evolve(first, token_hash="d" * 64, name="tablet")
+    same_token = make_connection(token_hash="c" * 64, name="tablet")
+    for duplicate in (same_id, same_token):
+        with pytest.raises(DuplicateEntry):
+            store.add_connection(duplicate)
+    assert store.connections_of(ALICE) == [first]
+    assert store.connection_by_token_hash("d" * 64) is None
 
 
 def test_connection_keeps_every_scope_set(store: Store) -> None:

@@ -26,7 +26,7 @@ from typing import ParamSpec, TypeVar
 
 from sqlite_utils import Database
 
-from cleanair_core.errors import StoreUnavailable
+from cleanair_core.errors import DuplicateEntry, StoreUnavailable
 from cleanair_storage.migrations import migrations
 
 BUSY_TIMEOUT_MS = 10_000
@@ -57,6 +57,8 @@ _UNAVAILABLE = frozenset(
         sqlite3.SQLITE_NOMEM,
     }
 )
+#: SQLite's extended result codes for an insert that meets an existing key.
+_DUPLICATE_KEY = frozenset({sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE})
 #: The pending -> failed transition of a plan (its error, when it ended); callers add WHERE.
 FAIL_PENDING_PLAN = (
     "UPDATE plans SET status = 'failed', error = ?, finished_at = ?, lease_until = NULL"
@@ -126,6 +128,10 @@ def _unavailable_as_port_error(method: Callable[P, R]) -> Callable[P, R]:
     def translated(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
+        except sqlite3.IntegrityError as exc:
+            if exc.sqlite_errorcode in _DUPLICATE_KEY:
+                raise DuplicateEntry("an entry with this key is already stored") from exc
+            raise
         except sqlite3.OperationalError as exc:
             if (exc.sqlite_errorcode & 0xFF) in _UNAVAILABLE:
                 raise StoreUnavailable() from exc

@@ -13,6 +13,7 @@ from cleanair_core.credits.ledger import (
     CreditLimits,
     Debit,
 )
+from cleanair_core.errors import DuplicateEntry
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus, check_new_plan
@@ -77,7 +78,7 @@ class SqlitePlans(SqliteLedger):
         request = plan.request
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM plans WHERE id = ?", (str(plan.id),)).fetchone():
-                raise ValueError("duplicate plan")
+                raise DuplicateEntry("a plan with this id is already stored")
             entry = self._debit(conn, debit, limits)
             stored = attrs.evolve(plan, ledger_entry=entry.id)
             conn.execute(
