@@ -6,8 +6,9 @@ resources say how they are closed: `Store.close`.
 
 Storage (`cleanair_storage` ships in-memory and SQLite adapters):
     AccountStore, ConnectionStore, PairingCodeStore (access); CreditLedger, RateLimitStore,
-    ClientLabelStore (credits); AccessPointStore (air); PlanStore, StreetNetworkStore (routes);
-    gathered into `Store`.
+    ClientLabelStore (credits); AccessPointStore (air); PlanStore (with the ledger and a unit
+    of work: PlanBook), StreetNetworkStore (routes); gathered into `Store`, whose
+    `transaction()` is the unit of work.
 The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
     AirQualitySource, WifiGeolocator, IpLocator, PlaceNamer (air); StreetNetworks and its
     Router (routes). NearRoadIncrement (air) is what an air-quality source adds street-level
@@ -17,6 +18,7 @@ Time and work: Clock, and Offload (where CPU-heavy planning runs).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 import attrs
@@ -34,7 +36,7 @@ from cleanair_core.credits.ledger import CreditLedger
 from cleanair_core.credits.rate_limits import RateLimitStore
 from cleanair_core.offload import Offload
 from cleanair_core.routes.network import Router, StreetNetworks, StreetNetworkStore
-from cleanair_core.routes.plans import PlanStore
+from cleanair_core.routes.plans import PlanBook, PlanStore
 
 __all__ = [
     "AccessPointStore",
@@ -64,15 +66,21 @@ class Store(
     AccountStore,
     ConnectionStore,
     PairingCodeStore,
-    CreditLedger,
+    PlanBook,  # the plans with the credit ledger
     RateLimitStore,
     ClientLabelStore,
     AccessPointStore,
-    PlanStore,
     StreetNetworkStore,
     Protocol,
 ):
     """Everything the core stores. `cleanair_storage` ships in-memory and SQLite adapters."""
+
+    def transaction(self) -> AbstractContextManager[Store]:
+        """A unit of work over every port: the calls made on the store it yields, until the
+        block ends, are one atomic transaction (across processes, for a shared store); an
+        exception leaving the block undoes all of them. The core composes its atomic steps
+        (a debit and the plan it pays for, a failed plan and its refund) with it."""
+        ...
 
     def close(self) -> None:
         """Release the store's connections and files; the store is unusable afterwards."""

@@ -5,11 +5,14 @@ One lock makes each operation atomic, matching what the SQLite adapter guarantee
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Self
 
 import attrs
 
@@ -62,6 +65,18 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """The unit of work: the store's (reentrant) lock held for the block, and its state
+        put back as it was if an exception leaves it."""
+        with self._lock:
+            saved = {n: copy.copy(v) for n, v in vars(self).items() if n != "_lock"}
+            try:
+                yield self
+            except BaseException:
+                vars(self).update(saved)
+                raise
 
     # accounts
     def add_user(self, user: User) -> bool:
@@ -210,7 +225,7 @@ class MemoryStore:
                 self.refund(entry_id, now)
                 for plan in list(self._plans.values()):
                     if plan.ledger_entry == entry_id:
-                        self.fail_plan(plan.id, plan_error, now, refund=False)
+                        self.fail_plan(plan.id, plan_error, now)
             return len(ended)
 
     def _append(
@@ -289,15 +304,12 @@ class MemoryStore:
             return len(self._access_points)
 
     # route plans (the lock is reentrant: a plan and its ledger entry change under one hold)
-    def submit_plan(self, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
+    def add_plan(self, plan: Plan) -> None:
         check_new_plan(plan)
         with self._lock:
             if plan.id in self._plans:
                 raise DuplicateEntry("a plan with this id is already stored")
-            entry = self.debit(debit, limits)
-            stored = attrs.evolve(plan, ledger_entry=entry.id)
-            self._plans[stored.id] = stored
-            return stored
+            self._plans[plan.id] = plan
 
     def get_plan(self, plan_id: uuid.UUID) -> Plan | None:
         with self._lock:
@@ -337,17 +349,16 @@ class MemoryStore:
             )
             return True
 
-    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
+    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime) -> Plan | None:
         with self._lock:
             plan = self._plans.get(plan_id)
             if plan is None or plan.status is not PlanStatus.PENDING:
-                return False
-            self._plans[plan_id] = attrs.evolve(
+                return None
+            failed = attrs.evolve(
                 plan, status=PlanStatus.FAILED, error=error, finished_at=now, lease_until=None
             )
-            if refund and plan.ledger_entry is not None:
-                self.refund(plan.ledger_entry, now)
-            return True
+            self._plans[plan_id] = failed
+            return failed
 
     def prune_plans(self, finished_before: datetime) -> int:
         with self._lock:

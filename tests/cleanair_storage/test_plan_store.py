@@ -20,6 +20,7 @@ from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
 from cleanair_core.errors import CreditsExhausted, DuplicateEntry
 from cleanair_core.geo import Point
 from cleanair_core.ports import Store
+from cleanair_core.routes import plans as plan_rules
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
 from cleanair_core.routes.results import PlanResult
@@ -71,7 +72,7 @@ def submit(
 ) -> Plan:
     plan = plan or make_plan()
     debit = Debit(POOL, plan.connection_id, "route_plan", amount, plan.created_at)
-    return store.submit_plan(plan, debit, limits)
+    return plan_rules.submit(store, plan, debit, limits)
 
 
 # -- submission -------------------------------------------------------------------------------
@@ -98,10 +99,10 @@ def test_a_plan_whose_submission_was_never_confirmed_fails_refunded(store: Store
     end = T0 + timedelta(seconds=60)
     lost = make_plan()
     debit = Debit(POOL, lost.connection_id, "route_plan", COST, T0, hold_until=end)
-    store.submit_plan(lost, debit, LIMITS)
+    plan_rules.submit(store, lost, debit, LIMITS)
     answered = make_plan()
     debit = Debit(POOL, answered.connection_id, "route_plan", COST, T0, hold_until=end)
-    stored = store.submit_plan(answered, debit, LIMITS)
+    stored = plan_rules.submit(store, answered, debit, LIMITS)
     assert stored.ledger_entry is not None
     assert store.confirm_charge(stored.ledger_entry)
 
@@ -120,7 +121,9 @@ def test_a_plan_whose_submission_was_never_confirmed_fails_refunded(store: Store
 def test_a_swept_plan_that_already_finished_keeps_its_outcome(store: Store) -> None:
     end = T0 + timedelta(seconds=60)
     plan = make_plan()
-    store.submit_plan(plan, Debit(POOL, "conn-1", "route_plan", COST, T0, hold_until=end), LIMITS)
+    plan_rules.submit(
+        store, plan, Debit(POOL, "conn-1", "route_plan", COST, T0, hold_until=end), LIMITS
+    )
     assert store.complete_plan(plan.id, RESULT, T0 + timedelta(seconds=5))
     assert store.sweep_holds(end, "never answered") == 1
     completed = store.get_plan(plan.id)
@@ -232,7 +235,7 @@ def test_claim_with_nothing_pending(store: Store) -> None:
     done = submit(store)
     failed = submit(store)
     assert store.complete_plan(done.id, RESULT, T0)
-    assert store.fail_plan(failed.id, "no route", T0, refund=False)
+    assert plan_rules.fail(store, failed.id, "no route", T0, refund=False)
     assert store.claim_plan(T0 + timedelta(days=1), LEASE) is None
 
 
@@ -298,7 +301,7 @@ def test_a_renewed_lease_postpones_the_next_claim(store: Store) -> None:
 def test_renewing_an_unknown_or_finished_plan(store: Store) -> None:
     assert store.renew_lease(uuid.uuid4(), T0) is False
     plan = submit(store)
-    assert store.fail_plan(plan.id, "bad", T0, refund=False)
+    assert plan_rules.fail(store, plan.id, "bad", T0, refund=False)
     assert store.renew_lease(plan.id, T0 + LEASE) is False
     assert store.get_plan(plan.id) == attrs.evolve(
         plan, status=PlanStatus.FAILED, error="bad", finished_at=T0
@@ -311,7 +314,10 @@ def test_complete_only_from_pending(store: Store) -> None:
     first_at = T0 + timedelta(seconds=1)
     assert store.complete_plan(plan.id, FIRST, first_at) is True
     assert store.complete_plan(plan.id, SECOND, first_at + timedelta(seconds=1)) is False
-    assert store.fail_plan(plan.id, "late", first_at + timedelta(seconds=2), refund=True) is False
+    assert (
+        plan_rules.fail(store, plan.id, "late", first_at + timedelta(seconds=2), refund=True)
+        is False
+    )
     assert store.complete_plan(uuid.uuid4(), RESULT, first_at) is False
 
     assert store.get_plan(plan.id) == attrs.evolve(
@@ -324,10 +330,10 @@ def test_complete_only_from_pending(store: Store) -> None:
 def test_fail_only_from_pending(store: Store) -> None:
     plan = submit(store)
     first_at = T0 + timedelta(seconds=1)
-    assert store.fail_plan(plan.id, "first", first_at, refund=False) is True
-    assert store.fail_plan(plan.id, "second", first_at, refund=True) is False
+    assert plan_rules.fail(store, plan.id, "first", first_at, refund=False) is True
+    assert plan_rules.fail(store, plan.id, "second", first_at, refund=True) is False
     assert store.complete_plan(plan.id, RESULT, first_at) is False
-    assert store.fail_plan(uuid.uuid4(), "nobody", first_at, refund=True) is False
+    assert plan_rules.fail(store, uuid.uuid4(), "nobody", first_at, refund=True) is False
 
     assert store.get_plan(plan.id) == attrs.evolve(
         plan, status=PlanStatus.FAILED, error="first", finished_at=first_at
@@ -340,7 +346,9 @@ def test_fail_only_from_pending(store: Store) -> None:
 def test_a_claimed_plan_fails_and_drops_its_lease(store: Store) -> None:
     plan = submit(store)
     assert store.claim_plan(T0, LEASE) is not None
-    assert store.fail_plan(plan.id, "planner crashed", T0 + timedelta(seconds=1), refund=False)
+    assert plan_rules.fail(
+        store, plan.id, "planner crashed", T0 + timedelta(seconds=1), refund=False
+    )
     assert store.get_plan(plan.id) == attrs.evolve(
         plan,
         status=PlanStatus.FAILED,
@@ -361,7 +369,7 @@ def test_fail_with_refund_restores_usage_exactly(store: Store) -> None:
 
     # Failed on the next day: the refund still counts in the windows of the debit.
     failed_at = T0 + timedelta(days=1)
-    assert store.fail_plan(plan.id, "no route", failed_at, refund=True) is True
+    assert plan_rules.fail(store, plan.id, "no route", failed_at, refund=True) is True
     assert store.usage(POOL, T0) == before
     assert store.usage(POOL, failed_at) == Usage(month=before.month, day=0)
 
@@ -384,12 +392,12 @@ def test_fail_with_refund_restores_usage_exactly(store: Store) -> None:
 def test_a_plan_refund_happens_at_most_once(store: Store) -> None:
     plan = submit(store)
     assert plan.ledger_entry is not None
-    assert store.fail_plan(plan.id, "no route", T0, refund=True)
+    assert plan_rules.fail(store, plan.id, "no route", T0, refund=True)
     entries = store.entries(POOL)
 
     # Neither a direct refund nor a second failure reverses the debit again.
     assert store.refund(plan.ledger_entry, T0) is None
-    assert store.fail_plan(plan.id, "no route", T0, refund=True) is False
+    assert plan_rules.fail(store, plan.id, "no route", T0, refund=True) is False
     assert store.entries(POOL) == entries
     assert store.usage(POOL, T0) == Usage(month=0, day=0)
 
@@ -400,7 +408,7 @@ def test_failing_a_plan_whose_debit_was_already_refunded(store: Store) -> None:
     assert store.refund(plan.ledger_entry, T0) is not None
     entries = store.entries(POOL)
 
-    assert store.fail_plan(plan.id, "no route", T0, refund=True) is True
+    assert plan_rules.fail(store, plan.id, "no route", T0, refund=True) is True
     assert store.entries(POOL) == entries
     assert store.usage(POOL, T0) == Usage(month=0, day=0)
     failed = store.get_plan(plan.id)
@@ -410,7 +418,7 @@ def test_failing_a_plan_whose_debit_was_already_refunded(store: Store) -> None:
 
 def test_fail_without_refund_keeps_the_charge(store: Store) -> None:
     plan = submit(store)
-    assert store.fail_plan(plan.id, "worker gave up", T0, refund=False) is True
+    assert plan_rules.fail(store, plan.id, "worker gave up", T0, refund=False) is True
     assert store.usage(POOL, T0) == Usage(month=COST, day=COST)
     assert [e.amount for e in store.entries(POOL)] == [COST]
 
@@ -425,7 +433,7 @@ def test_prune_deletes_only_plans_finished_before_the_cutoff(store: Store) -> No
     pending = submit(store)
     leased = submit(store, make_plan(T0 + timedelta(seconds=1)))
     assert store.complete_plan(completed.id, RESULT, t1)
-    assert store.fail_plan(failed.id, "no route", t2, refund=True)
+    assert plan_rules.fail(store, failed.id, "no route", t2, refund=True)
     assert store.claim_plan(T0, LEASE) is not None  # leases `pending`, the oldest
     assert store.claim_plan(T0, LEASE) is not None  # and `leased`
 
@@ -473,7 +481,7 @@ def test_every_field_round_trips(store: Store) -> None:
     result = plan_result("ü \u0000", alternatives=2)
     error = "Kein Weg über 15 km gefunden"
     assert store.complete_plan(done.id, result, finished)
-    assert store.fail_plan(failed.id, error, finished, refund=False)
+    assert plan_rules.fail(store, failed.id, error, finished, refund=False)
 
     assert store.get_plan(leased.id) == attrs.evolve(
         leased, attempts=1, lease_until=leased_at + LEASE
@@ -547,7 +555,7 @@ class PlanStoreMachine(RuleBasedStateMachine):
         outcomes: list[Plan | Exception] = []
         for store in (self.memory, self.sqlite):
             try:
-                outcomes.append(store.submit_plan(plan, debit, MACHINE_LIMITS))
+                outcomes.append(plan_rules.submit(store, plan, debit, MACHINE_LIMITS))
             except (CreditsExhausted, ValueError) as exc:
                 outcomes.append(exc)
         from_memory, from_sqlite = outcomes
@@ -617,8 +625,8 @@ class PlanStoreMachine(RuleBasedStateMachine):
 
     @rule(plan_id=plans, refund=st.booleans())
     def fail(self, plan_id: uuid.UUID, refund: bool) -> None:
-        failed = self.memory.fail_plan(plan_id, "no route", self.now, refund=refund)
-        assert failed == self.sqlite.fail_plan(plan_id, "no route", self.now, refund=refund)
+        failed = plan_rules.fail(self.memory, plan_id, "no route", self.now, refund=refund)
+        assert failed == plan_rules.fail(self.sqlite, plan_id, "no route", self.now, refund=refund)
         plan = self.model.get(plan_id)
         assert failed == (plan is not None and plan.status is PlanStatus.PENDING)
         if failed and plan is not None:

@@ -13,6 +13,7 @@ import pytest
 
 from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.geo import Point
+from cleanair_core.routes import plans as plan_rules
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
 from cleanair_storage.sqlite import SqliteStore
@@ -32,7 +33,7 @@ def fill(path: Path, count: int = PLANS) -> list[str]:
             created = T0 + timedelta(microseconds=index // 3)
             plan = Plan(uuid.uuid4(), "alice", "conn-1", REQUEST, PlanStatus.PENDING, created)
             debit = Debit("user:alice", "conn-1", "route_plan", 25, created)
-            store.submit_plan(plan, debit, CreditLimits(monthly=10**6, daily=10**6))
+            plan_rules.submit(store, plan, debit, CreditLimits(monthly=10**6, daily=10**6))
             ids.append(str(plan.id))
         return ids
     finally:

@@ -494,3 +494,59 @@ def test_client_labels(store: Store) -> None:
     assert store.is_client_label("app") is True
     assert store.is_client_label("ap") is False
     assert store.is_client_label("other") is False
+
+
+# -- the unit of work -------------------------------------------------------------------------
+
+
+class Abandoned(Exception):
+    pass
+
+
+def test_a_unit_of_work_that_raises_leaves_nothing_behind(store: Store) -> None:
+    store.add_user(User("alice", True, T0))
+
+    def abandoned() -> None:
+        with store.transaction() as work:
+            work.add_user(User("bob", True, T0))
+            work.set_premium("alice", False)
+            entry = debit(work, 3)
+            work.hit("requests:conn-1", 0)  # single statements join the unit too
+            work.confirm_charge(entry.id)
+            work.add_connection(make_connection(token_hash="e" * 64))
+            raise Abandoned
+
+    with pytest.raises(Abandoned):
+        abandoned()
+    assert store.get_user("bob") is None
+    assert store.get_user("alice") == User("alice", True, T0)
+    assert store.usage(POOL, T0) == Usage(0, 0)
+    assert store.entries(POOL) == []
+    assert store.connection_by_token_hash("e" * 64) is None
+    assert store.hit("requests:conn-1", 0) == 1
+
+
+def test_a_unit_of_work_reads_its_own_writes_and_commits_them_together(store: Store) -> None:
+    with store.transaction() as work:
+        work.add_user(User("bob", False, T0))
+        assert work.get_user("bob") == User("bob", False, T0)
+        entry = debit(work, 4)
+        assert work.usage(POOL, T0) == Usage(4, 4)
+    assert store.get_user("bob") == User("bob", False, T0)
+    assert store.entries(POOL) == [entry]
+
+
+def test_a_failed_step_inside_a_unit_of_work_undoes_the_earlier_ones(store: Store) -> None:
+    """The core's composed steps rely on this: a debit stands only with what it pays for."""
+    first = make_connection(token_hash="f" * 64)
+    store.add_connection(first)
+
+    def pay_then_duplicate() -> None:
+        with store.transaction() as work:
+            debit(work, 5)
+            work.add_connection(attrs.evolve(first, name="again"))
+
+    with pytest.raises(DuplicateEntry):
+        pay_then_duplicate()
+    assert store.usage(POOL, T0) == Usage(0, 0)
+    assert store.connections_of(ALICE) == [first]

@@ -10,13 +10,14 @@ a crash. Finished plans are pruned after a retention period.
 from __future__ import annotations
 
 import uuid
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
 import attrs
 
-from cleanair_core.credits.ledger import CreditLimits, Debit
+from cleanair_core.credits.ledger import CreditLedger, CreditLimits, Debit
 from cleanair_core.errors import PlanRejected, SourceUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
@@ -79,10 +80,8 @@ def check_new_plan(plan: Plan) -> None:
 class PlanStore(Protocol):
     """Plans shared by every process on one database."""
 
-    def submit_plan(self, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
-        """Debit `debit` and store `plan` (pending) in one transaction; the plan returned
-        carries the ledger entry. Raises CreditsExhausted (nothing stored) when it does not
-        fit."""
+    def add_plan(self, plan: Plan) -> None:
+        """Store a new plan (see `check_new_plan`); DuplicateEntry when its id is taken."""
         ...
 
     def get_plan(self, plan_id: uuid.UUID) -> Plan | None: ...
@@ -101,14 +100,47 @@ class PlanStore(Protocol):
         """Finish a pending plan with its result; False if it was not pending."""
         ...
 
-    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
-        """Finish a pending plan as failed, refunding its debit in the same transaction when
-        `refund`; False if it was not pending."""
+    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime) -> Plan | None:
+        """Finish a pending plan as failed; the failed plan, or None if it was not pending."""
         ...
 
     def prune_plans(self, finished_before: datetime) -> int:
         """Delete plans finished before `finished_before`; returns how many."""
         ...
+
+
+class PlanBook(PlanStore, CreditLedger, Protocol):
+    """The plans and the ledger their debits live in, with one unit of work over both."""
+
+    def transaction(self) -> AbstractContextManager[PlanBook]:
+        """A unit of work: every call made on the store it yields, until the block ends, is
+        one atomic transaction across every process sharing the store; an exception leaving
+        the block undoes all of them."""
+        ...
+
+
+def submit(book: PlanBook, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
+    """Debit `debit` and store `plan` (pending) as one unit of work; the plan returned
+    carries the ledger entry. Raises CreditsExhausted (nothing stored) when the debit does
+    not fit, DuplicateEntry (nothing debited) when the plan's id is taken."""
+    check_new_plan(plan)
+    with book.transaction() as work:
+        entry = work.debit(debit, limits)
+        stored = attrs.evolve(plan, ledger_entry=entry.id)
+        work.add_plan(stored)
+    return stored
+
+
+def fail(book: PlanBook, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
+    """Finish a pending plan as failed and, when `refund`, refund its debit, as one unit of
+    work; False (nothing changed) when it was not pending."""
+    with book.transaction() as work:
+        failed = work.fail_plan(plan_id, error, now)
+        if failed is None:
+            return False
+        if refund and failed.ledger_entry is not None:
+            work.refund(failed.ledger_entry, now)
+    return True
 
 
 def gives_up(plan: Plan, max_attempts: int) -> bool:

@@ -14,6 +14,7 @@ from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import NotFound, OperatorError, PlanRejected, PlanTooLong, Unprocessable
 from cleanair_core.geo import Point, distance_m
+from cleanair_core.routes import plans
 from cleanair_core.routes.enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint
 from cleanair_core.routes.enrichment import enrich_route as enrich_route_at
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
@@ -94,7 +95,7 @@ def submit_plan(
         created_at=now,
     )
     held = charge(ctx, caller, Billable.ROUTE_PLAN)
-    stored = ctx.store.submit_plan(plan, held.debit, ctx.policy.credits)
+    stored = plans.submit(ctx.store, plan, held.debit, ctx.policy.credits)
     if stored.ledger_entry is not None:  # final now that the answer is on its way
         ctx.store.confirm_charge(stored.ledger_entry)
     return stored.id
@@ -162,7 +163,7 @@ def prune_plans(ctx: Context) -> int:
 
 
 def _fail(ctx: Context, plan: Plan, reason: str) -> None:
-    ctx.store.fail_plan(plan.id, reason, ctx.now(), refund=True)
+    plans.fail(ctx.store, plan.id, reason, ctx.now(), refund=True)
 
 
 def save_network(ctx: Context, network: StreetNetwork) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, Self, TypeVar
 
 from sqlite_utils import Database
 
@@ -140,6 +140,17 @@ def _unavailable_as_port_error(method: Callable[P, R]) -> Callable[P, R]:
     return translated
 
 
+@contextmanager
+def _translated() -> Iterator[None]:
+    """`_unavailable_as_port_error` for a block (a unit of work's BEGIN and COMMIT)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if (exc.sqlite_errorcode & 0xFF) in _UNAVAILABLE:
+            raise StoreUnavailable() from exc
+        raise
+
+
 def port_errors(cls: type[T]) -> type[T]:
     """Every public method of `cls` (inherited ones too), and opening it, raise the core's
     StoreUnavailable where SQLite says the database cannot be used now (see `_UNAVAILABLE`),
@@ -147,7 +158,7 @@ def port_errors(cls: type[T]) -> type[T]:
     for name in dir(cls):
         member = inspect.getattr_static(cls, name)
         public = not name.startswith("_") or name == "__init__"
-        if inspect.isfunction(member) and public and name != "close":
+        if inspect.isfunction(member) and public and name not in ("close", "transaction"):
             setattr(cls, name, _unavailable_as_port_error(member))
     return cls
 
@@ -215,10 +226,24 @@ class SqliteDatabase:
             self._writer.close()
 
     @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """The unit of work: this store, every call on it one `BEGIN IMMEDIATE` transaction
+        until the block ends (on this thread; other threads wait for the write lock)."""
+        with _translated(), self._write():
+            yield self
+
+    def _in_transaction(self) -> bool:
+        return bool(getattr(self._local, "transaction", False))
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        if self._in_transaction():  # part of this thread's unit of work
+            yield self._writer
+            return
         with self._write_lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
+            self._local.transaction = True
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -228,8 +253,22 @@ class SqliteDatabase:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._local.transaction = False
+
+    @contextmanager
+    def _autocommit(self) -> Iterator[sqlite3.Connection]:
+        """The writer for one statement that is atomic on its own (cheaper than BEGIN
+        IMMEDIATE), or that joins this thread's open unit of work."""
+        if self._in_transaction():
+            yield self._writer
+            return
+        with self._write_lock:
+            yield self._writer
 
     def _read(self) -> sqlite3.Connection:
+        if self._in_transaction():  # a unit of work reads what it has written
+            return self._writer
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = _open(self.path, self._busy_timeout)

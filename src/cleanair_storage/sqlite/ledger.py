@@ -112,8 +112,8 @@ class SqliteLedger(SqliteDatabase):
     def confirm_charge(self, entry_id: int) -> bool:
         # One statement, atomic without BEGIN IMMEDIATE (as `hit`): this runs on every charged
         # call, and the explicit transaction would double its cost.
-        with self._write_lock:
-            cur = self._writer.execute("DELETE FROM charge_holds WHERE entry_id = ?", (entry_id,))
+        with self._autocommit() as conn:
+            cur = conn.execute("DELETE FROM charge_holds WHERE entry_id = ?", (entry_id,))
             return cur.rowcount == 1
 
     def renew_holds(self, entry_ids: Sequence[int], until: datetime) -> int:

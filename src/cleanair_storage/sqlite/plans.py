@@ -7,13 +7,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import attrs
-
-from cleanair_core.credits.ledger import (
-    CreditLimits,
-    Debit,
-)
-from cleanair_core.errors import DuplicateEntry
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus, check_new_plan
@@ -73,14 +66,11 @@ class SqlitePlans(SqliteLedger):
             lease_until=instant_or_none(lease_until),
         )
 
-    def submit_plan(self, plan: Plan, debit: Debit, limits: CreditLimits) -> Plan:
+    def add_plan(self, plan: Plan) -> None:
         check_new_plan(plan)
         request = plan.request
         with self._write() as conn:
-            if conn.execute("SELECT 1 FROM plans WHERE id = ?", (str(plan.id),)).fetchone():
-                raise DuplicateEntry("a plan with this id is already stored")
-            entry = self._debit(conn, debit, limits)
-            stored = attrs.evolve(plan, ledger_entry=entry.id)
+            stored = plan
             conn.execute(
                 f"INSERT INTO plans ({self._PLAN_COLUMNS}) "  # noqa: S608
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -104,7 +94,6 @@ class SqlitePlans(SqliteLedger):
                     None if stored.lease_until is None else timestamp(stored.lease_until),
                 ),
             )
-        return stored
 
     def get_plan(self, plan_id: uuid.UUID) -> Plan | None:
         row = (
@@ -147,18 +136,14 @@ class SqlitePlans(SqliteLedger):
             )
             return cur.rowcount == 1
 
-    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
+    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime) -> Plan | None:
         with self._write() as conn:
             rows = conn.execute(
-                f"{FAIL_PENDING_PLAN} WHERE id = ? AND status = 'pending' RETURNING ledger_entry",
+                f"{FAIL_PENDING_PLAN} WHERE id = ? AND status = 'pending' "
+                f"RETURNING {self._PLAN_COLUMNS}",
                 (error, timestamp(now), str(plan_id)),
             ).fetchall()
-            if not rows:
-                return False
-            ledger_entry = rows[0][0]
-            if refund and ledger_entry is not None:
-                self._refund(conn, ledger_entry, now)
-            return True
+        return self._plan(rows[0]) if rows else None
 
     def prune_plans(self, finished_before: datetime) -> int:
         # Only a finished plan has `finished_at`; filtering on it alone walks plans_finished.

@@ -11,8 +11,8 @@ class SqliteRateLimits(SqliteDatabase):
     def hit(self, key: str, window_start: int) -> int:
         # One statement, so atomic without an explicit transaction; the lock keeps this
         # process's writer connection to one statement at a time.
-        with self._write_lock:
-            row = self._writer.execute(
+        with self._autocommit() as conn:
+            row = conn.execute(
                 "INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 1) "
                 "ON CONFLICT (key) DO UPDATE SET "
                 "count = CASE WHEN window_start = excluded.window_start THEN count + 1 ELSE 1 END, "
