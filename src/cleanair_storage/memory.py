@@ -35,10 +35,21 @@ from cleanair_core.credits.ledger import (
     check_fits,
     day_key,
     month_key,
+    window_keys,
+    windows_at,
 )
 from cleanair_core.errors import DuplicateEntry
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
-from cleanair_core.routes.plans import Plan, PlanStatus, check_new_plan
+from cleanair_core.routes.plans import (
+    Plan,
+    PlanStatus,
+    check_new_plan,
+    claim_order,
+    claimed,
+    completed,
+    failed,
+    is_claimable,
+)
 from cleanair_core.routes.results import PlanResult
 
 
@@ -243,15 +254,16 @@ class MemoryStore:
             len(self._entries) + 1, pool, connection_id, label, amount, at, month, day, reverses
         )
         self._entries.append(entry)
-        self._windows[(pool, "m" + month)] += amount
-        self._windows[(pool, "d" + day)] += amount
+        for key in window_keys(month, day):
+            self._windows[(pool, key)] += amount
         return entry
 
     def usage(self, pool: str, at: datetime) -> Usage:
+        month_window, day_window = windows_at(at)
         with self._lock:
             return Usage(
-                month=self._windows.get((pool, "m" + month_key(at)), 0),
-                day=self._windows.get((pool, "d" + day_key(at)), 0),
+                month=self._windows.get((pool, month_window), 0),
+                day=self._windows.get((pool, day_window), 0),
             )
 
     def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
@@ -317,19 +329,12 @@ class MemoryStore:
 
     def claim_plan(self, now: datetime, lease: timedelta) -> Plan | None:
         with self._lock:
-            claimable = [
-                plan
-                for plan in self._plans.values()
-                if plan.status is PlanStatus.PENDING
-                and (plan.lease_until is None or plan.lease_until <= now)
-            ]
+            claimable = [plan for plan in self._plans.values() if is_claimable(plan, now)]
             if not claimable:
                 return None
-            # Oldest first, ties by the id's text, as the SQLite adapter orders them.
-            oldest = min(claimable, key=lambda plan: (plan.created_at, str(plan.id)))
-            claimed = attrs.evolve(oldest, lease_until=now + lease, attempts=oldest.attempts + 1)
-            self._plans[claimed.id] = claimed
-            return claimed
+            taken = claimed(min(claimable, key=claim_order), now, lease)
+            self._plans[taken.id] = taken
+            return taken
 
     def renew_lease(self, plan_id: uuid.UUID, until: datetime) -> bool:
         with self._lock:
@@ -344,9 +349,7 @@ class MemoryStore:
             plan = self._plans.get(plan_id)
             if plan is None or plan.status is not PlanStatus.PENDING:
                 return False
-            self._plans[plan_id] = attrs.evolve(
-                plan, status=PlanStatus.COMPLETED, result=result, finished_at=now, lease_until=None
-            )
+            self._plans[plan_id] = completed(plan, result, now)
             return True
 
     def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime) -> Plan | None:
@@ -354,11 +357,8 @@ class MemoryStore:
             plan = self._plans.get(plan_id)
             if plan is None or plan.status is not PlanStatus.PENDING:
                 return None
-            failed = attrs.evolve(
-                plan, status=PlanStatus.FAILED, error=error, finished_at=now, lease_until=None
-            )
-            self._plans[plan_id] = failed
-            return failed
+            self._plans[plan_id] = done = failed(plan, error, now)
+            return done
 
     def prune_plans(self, finished_before: datetime) -> int:
         with self._lock:

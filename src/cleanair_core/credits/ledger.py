@@ -61,6 +61,17 @@ def day_key(at: datetime) -> str:
     return at.astimezone(UTC).date().isoformat()
 
 
+def window_keys(month: str, day: str) -> tuple[str, str]:
+    """The keys of a pool's two usage windows (its month's and its day's) in a store's
+    window counters: one namespace, so a month and a day never collide."""
+    return "m" + month, "d" + day
+
+
+def windows_at(at: datetime) -> tuple[str, str]:
+    """`window_keys` of the month and the day (UTC) `at` falls in."""
+    return window_keys(month_key(at), day_key(at))
+
+
 def next_month_start(at: datetime) -> datetime:
     at = at.astimezone(UTC)
     year, month = (at.year + 1, 1) if at.month == 12 else (at.year, at.month + 1)

@@ -77,6 +77,42 @@ def check_new_plan(plan: Plan) -> None:
         raise ValueError("a submitted plan is new: pending, never claimed, never finished")
 
 
+# The lifecycle's transitions. The in-memory adapter applies these functions; an SQL adapter
+# states the same rules in its statements (the state machines in the storage tests hold the
+# adapters to the same outcomes).
+
+
+def is_claimable(plan: Plan, now: datetime) -> bool:
+    """Pending, and no live worker holds it (its lease is absent or has run out)."""
+    return plan.status is PlanStatus.PENDING and (
+        plan.lease_until is None or plan.lease_until <= now
+    )
+
+
+def claim_order(plan: Plan) -> tuple[datetime, str]:
+    """Workers take the oldest claimable plan first; ties go by the id's text."""
+    return plan.created_at, str(plan.id)
+
+
+def claimed(plan: Plan, now: datetime, lease: timedelta) -> Plan:
+    """A plan taken by a worker: leased until `now + lease`, one more attempt counted."""
+    return attrs.evolve(plan, lease_until=now + lease, attempts=plan.attempts + 1)
+
+
+def completed(plan: Plan, result: PlanResult, now: datetime) -> Plan:
+    """A pending plan finished with its result; its lease is released."""
+    return attrs.evolve(
+        plan, status=PlanStatus.COMPLETED, result=result, finished_at=now, lease_until=None
+    )
+
+
+def failed(plan: Plan, error: str, now: datetime) -> Plan:
+    """A pending plan finished as failed with a readable error; its lease is released."""
+    return attrs.evolve(
+        plan, status=PlanStatus.FAILED, error=error, finished_at=now, lease_until=None
+    )
+
+
 class PlanStore(Protocol):
     """Plans shared by every process on one database."""
 

@@ -14,6 +14,8 @@ from cleanair_core.credits.ledger import (
     check_fits,
     day_key,
     month_key,
+    window_keys,
+    windows_at,
 )
 from cleanair_storage.sqlite.database import (
     FAIL_PENDING_PLAN,
@@ -30,7 +32,7 @@ class SqliteLedger(SqliteDatabase):
 
     @staticmethod
     def _usage(conn: sqlite3.Connection, pool: str, at: datetime) -> Usage:
-        month, day = "m" + month_key(at), "d" + day_key(at)
+        month, day = windows_at(at)
         used = dict(
             conn.execute(
                 "SELECT window, used FROM credit_windows WHERE pool = ? AND window IN (?, ?)",
@@ -59,7 +61,7 @@ class SqliteLedger(SqliteDatabase):
         conn.executemany(
             "INSERT INTO credit_windows (pool, window, used) VALUES (?, ?, ?) "
             "ON CONFLICT (pool, window) DO UPDATE SET used = used + excluded.used",
-            [(pool, "m" + month, amount), (pool, "d" + day, amount)],
+            [(pool, key, amount) for key in window_keys(month, day)],
         )
         return LedgerEntry(row[0], pool, connection_id, label, amount, at, month, day, reverses)
 
