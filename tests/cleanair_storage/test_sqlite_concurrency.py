@@ -1,18 +1,13 @@
-"""The SQLite adapter under concurrent threads and processes, and after a hard kill."""
+"""The SQLite adapter under concurrent threads on one store, and files opened at once.
+
+What every shared store guarantees across processes is in test_shared_store_processes.py."""
 
 from __future__ import annotations
 
-import importlib
-import multiprocessing
-import subprocess
-import sys
-import textwrap
 import threading
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-
-import pytest
 
 from cleanair_core.access.accounts import User
 from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
@@ -50,92 +45,6 @@ def test_threads_never_overspend_the_daily_cap(tmp_path: Path) -> None:
         assert outcomes == Counter(granted=100, refused=30)
         assert store.usage(POOL, AT) == Usage(month=100, day=100)
         assert len(store.entries(POOL)) == 100
-    finally:
-        store.close()
-
-
-def test_processes_never_overspend_the_daily_cap(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Spawned children import the worker by name: put its directory on the inherited path.
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    worker = importlib.import_module("sqlite_debit_worker")
-    path = str(tmp_path / "processes.db")
-    SqliteStore(path).close()  # create the schema up front; the race is tested separately
-
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(4)
-    results = context.Queue()
-    processes = [
-        context.Process(target=worker.debit_many, args=(path, POOL, AT, LIMITS, 50, start, results))
-        for _ in range(4)
-    ]
-    for process in processes:
-        process.start()
-    try:
-        for process in processes:  # the results are tiny, so the children exit before we read
-            process.join(timeout=120)
-    finally:
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-                process.join()
-    assert [p.exitcode for p in processes] == [0, 0, 0, 0]
-    counts = [results.get(timeout=10) for _ in processes]
-    assert sum(granted for granted, _ in counts) == 100
-    assert sum(refused for _, refused in counts) == 100
-
-    store = SqliteStore(path)
-    try:
-        assert store.usage(POOL, AT) == Usage(month=100, day=100)
-        assert len(store.entries(POOL)) == 100
-    finally:
-        store.close()
-
-
-CHILD = textwrap.dedent(
-    """
-    import sys
-    from datetime import UTC, datetime
-
-    from cleanair_core.credits.ledger import CreditLimits, Debit
-    from cleanair_storage.sqlite import SqliteStore
-
-    store = SqliteStore(sys.argv[1])
-    at = datetime(2026, 2, 10, 12, 0, tzinfo=UTC)
-    entry = store.debit(Debit("user:alice", "conn-1", "score", 3, at), CreditLimits())
-    print(entry.id, flush=True)
-    sys.stdin.read()  # wait to be killed; never closes the store
-    """
-)
-
-
-def test_a_returned_debit_survives_a_hard_kill(tmp_path: Path) -> None:
-    path = tmp_path / "durable.db"
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-    finally:
-        child.kill()  # SIGKILL: no cleanup, no close, no checkpoint
-        child.wait(timeout=30)
-        if child.stdin is not None:
-            child.stdin.close()
-        if child.stdout is not None:
-            child.stdout.close()
-    assert child.returncode == -9
-    entry_id = int(line)
-
-    store = SqliteStore(path)
-    try:
-        entries = store.entries(POOL)
-        assert [(e.id, e.amount, e.at) for e in entries] == [(entry_id, 3, AT)]
-        assert store.usage(POOL, AT) == Usage(month=3, day=3)
     finally:
         store.close()
 
