@@ -10,6 +10,8 @@ from typing import Any
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from cleanair_core.access.connections import Caller
+
 log = logging.getLogger("cleanair.access")
 
 
@@ -43,7 +45,8 @@ class AccessLog:
                     "path": scope["path"],  # no query string: it could carry anything
                     "status": status,
                     "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                    "connection": str(caller.connection_id) if caller is not None else None,
+                    # Only a caller a guard authenticated: never the raw token.
+                    "connection": str(caller.connection_id) if isinstance(caller, Caller) else None,
                 },
             )
 

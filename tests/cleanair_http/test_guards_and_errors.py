@@ -27,6 +27,11 @@ async def plan_handler() -> dict[str, int]:
     return {"ok": 1}
 
 
+@get("/test/unguarded")
+async def unguarded(request: Request) -> dict[str, str]:  # type: ignore[type-arg]
+    return {"caller": str(caller_of(request).connection_id)}
+
+
 @get("/test/boom", exclude_from_auth=True)
 async def boom() -> None:
     raise RuntimeError("secret detail that must not leak")
@@ -34,7 +39,14 @@ async def boom() -> None:
 
 @pytest.fixture
 def guarded(make_client: MakeClient) -> TestClient:
-    return make_client(handlers=[charge_handler, plan_handler, boom])
+    return make_client(handlers=[charge_handler, plan_handler, boom, unguarded])
+
+
+def test_a_route_without_a_guard_fails_closed(core: CleanAir, guarded: TestClient) -> None:
+    """The token is checked by the guards; a route that has none never sees a caller."""
+    token = pair(core, guarded)
+    response = guarded.get("/test/unguarded", headers=bearer(token))
+    assert response.status_code == 401
 
 
 def test_missing_scope_is_403(core: CleanAir, guarded: TestClient) -> None:
