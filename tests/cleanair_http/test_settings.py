@@ -113,3 +113,57 @@ def test_retired_variables_stop_start_up_instead_of_being_ignored(retired: str) 
     with pytest.raises(SettingsError, match=f"{retired}: no longer read") as raised:
         Settings.from_env({retired: "100"})
     assert "docs/security.md" in str(raised.value)
+
+
+def test_the_defaults_are_the_cores_own() -> None:
+    """Settings that become the policy default to `Policy()`'s values, not to a copy of them."""
+    from cleanair_core import Policy
+    from cleanair_http.bootstrap import policy_from
+
+    assert policy_from(Settings.from_env({})) == Policy()
+    assert policy_from(Settings()) == Policy()
+
+
+def test_every_default_is_within_its_bounds() -> None:
+    from cleanair_http.settings import SETTINGS
+
+    bounded = [s for s in SETTINGS if s.bounds is not None]
+    assert len(bounded) > 10
+    for setting in bounded:
+        assert setting.bounds is not None
+        assert isinstance(setting.default, int | float)
+        setting.bounds.check(setting.default)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("CLEANAIR_MONTHLY_CREDITS", "lots", "must be a whole number"),
+        ("CLEANAIR_PLAN_WORKERS", "-1", "must not be negative"),
+        ("CLEANAIR_PLAN_LEASE_SECONDS", "0", "must be at least 1"),
+        ("CLEANAIR_HEADER_TIMEOUT", "soon", "must be a number of seconds"),
+        ("CLEANAIR_SEND_TIMEOUT", "120.5", "must be between 0.1 and 120 seconds"),
+        ("CLEANAIR_ENVIRONMENT", "prod", "must be tst or pdn"),
+        ("CLEANAIR_SECRET_KEY", "short", "must be at least 32 characters"),
+    ],
+)
+def test_a_bad_value_is_named_with_what_is_wrong(name: str, raw: str, message: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({name: raw})
+    assert str(raised.value) == f"invalid settings:\n  {name}: {message}"
+
+
+def test_every_bad_variable_is_named_at_once() -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(
+            {
+                "CLEANAIR_MONTHLY_CREDITS": "-5",
+                "CLEANAIR_BODY_TIMEOUT": "0",
+                "CLEANAIR_LOG_LEVEL": "loud",
+            }
+        )
+    assert str(raised.value).splitlines()[1:] == [
+        "  CLEANAIR_MONTHLY_CREDITS: must not be negative",
+        "  CLEANAIR_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR",
+        "  CLEANAIR_BODY_TIMEOUT: must be between 0.1 and 120 seconds",
+    ]
