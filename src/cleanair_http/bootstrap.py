@@ -75,6 +75,7 @@ def policy_from(settings: Settings) -> Policy:
         pairing_attempts_per_minute=settings.pairing_attempts_per_minute,
         pairing_guess_budget=settings.pairing_guess_budget,
         plan_lease_seconds=settings.plan_lease_seconds,
+        max_plan_attempts=settings.max_plan_attempts,
         plan_retention_seconds=settings.plan_retention_days * SECONDS_PER_DAY,
         charge_hold_seconds=settings.charge_hold_seconds,
     )

@@ -370,6 +370,15 @@ class Settings:
         bounds=Bounds(1),
         help="how long a plan whose worker died waits before another takes it",
     )
+    max_plan_attempts: int = _setting(
+        "CLEANAIR_MAX_PLAN_ATTEMPTS",
+        _whole,
+        _CORE.max_plan_attempts,
+        # At least one try; past ten, a plan that kills its worker only does more harm.
+        bounds=Bounds(1, 10),
+        help="a plan whose workers died on it this many times fails, refunded, instead of "
+        "being tried again ({bounds})",
+    )
     plan_retention_days: int = _setting(
         "CLEANAIR_PLAN_RETENTION_DAYS",
         _whole,

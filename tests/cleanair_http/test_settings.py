@@ -57,6 +57,7 @@ def test_plan_settings_reach_the_policy() -> None:
         {
             "CLEANAIR_PLAN_WORKERS": "0",
             "CLEANAIR_PLAN_LEASE_SECONDS": "5",
+            "CLEANAIR_MAX_PLAN_ATTEMPTS": "7",
             "CLEANAIR_PLAN_RETENTION_DAYS": "3",
             "CLEANAIR_DEFAULT_NETWORK": "off",
         }
@@ -64,6 +65,7 @@ def test_plan_settings_reach_the_policy() -> None:
     assert (settings.plan_workers, settings.default_network) == (0, False)
     policy = policy_from(settings)
     assert policy.plan_lease_seconds == 5
+    assert policy.max_plan_attempts == 7
     assert policy.plan_retention_seconds == 3 * 24 * 3600
 
 
@@ -72,6 +74,9 @@ def test_plan_settings_reach_the_policy() -> None:
     [
         ("CLEANAIR_PLAN_WORKERS", "-1"),
         ("CLEANAIR_PLAN_LEASE_SECONDS", "0"),
+        ("CLEANAIR_MAX_PLAN_ATTEMPTS", "0"),
+        ("CLEANAIR_MAX_PLAN_ATTEMPTS", "11"),
+        ("CLEANAIR_MAX_PLAN_ATTEMPTS", "three"),
         ("CLEANAIR_PLAN_RETENTION_DAYS", "a week"),
         ("CLEANAIR_DEFAULT_NETWORK", "maybe"),
     ],
@@ -143,6 +148,7 @@ def test_every_default_is_within_its_bounds() -> None:
         ("CLEANAIR_PLAN_LEASE_SECONDS", "0", "must be at least 1"),
         ("CLEANAIR_HEADER_TIMEOUT", "soon", "must be a number of seconds"),
         ("CLEANAIR_SEND_TIMEOUT", "120.5", "must be between 0.1 and 120 seconds"),
+        ("CLEANAIR_MAX_PLAN_ATTEMPTS", "11", "must be between 1 and 10"),
         ("CLEANAIR_ENVIRONMENT", "prod", "must be tst or pdn"),
         ("CLEANAIR_SECRET_KEY", "short", "must be at least 32 characters"),
     ],
