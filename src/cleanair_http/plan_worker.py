@@ -22,17 +22,19 @@ from cleanair_http.offloading import in_thread
 
 log = logging.getLogger("cleanair.plans")
 
-#: Seconds an idle runner waits before looking for plans again (a plan submitted to this
-#: process wakes it at once; this catches plans submitted to other processes).
-IDLE_SECONDS = 1.0
 PRUNE_SECONDS = 3600.0
 
 
 class PlanWorker:
-    def __init__(self, core: CleanAir, runners: int, idle_seconds: float = IDLE_SECONDS) -> None:
+    """Route plans worked on in the background by `runners` tasks, while `running` lasts."""
+
+    def __init__(self, core: CleanAir, *, runners: int, idle_seconds: float) -> None:
+        """`idle_seconds`: how long an idle runner waits before looking for plans again (a
+        plan submitted to this process wakes it at once; this catches plans submitted to
+        other processes)."""
         self._core = core
         self._runners = runners
-        self._idle = idle_seconds
+        self.idle_seconds = idle_seconds
         self._wake = anyio.Event()
         self._store_down = False
 
@@ -95,7 +97,7 @@ class PlanWorker:
                 log.exception("could not renew a plan's lease", extra={"plan": str(plan.id)})
 
     async def _sleep(self) -> None:
-        with anyio.move_on_after(self._idle):
+        with anyio.move_on_after(self.idle_seconds):
             await self._wake.wait()
         if self._wake.is_set():
             self._wake = anyio.Event()

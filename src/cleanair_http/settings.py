@@ -363,6 +363,16 @@ class Settings:
         bounds=Bounds(0),
         help="route plans this process works on at once; 0 plans nothing",
     )
+    plan_worker_idle_seconds: float = _setting(
+        "CLEANAIR_PLAN_WORKER_IDLE_SECONDS",
+        _seconds,
+        1.0,
+        # Each look is a write transaction, so not much more often than this; and a plan
+        # submitted to a process without runners waits up to this long, so not much longer.
+        bounds=Bounds(0.1, 120, "seconds"),
+        help="seconds ({bounds}) an idle runner waits before looking again for plans submitted "
+        "to other processes (a plan submitted to this one wakes it at once)",
+    )
     plan_lease_seconds: int = _setting(
         "CLEANAIR_PLAN_LEASE_SECONDS",
         _whole,

@@ -93,6 +93,11 @@ def test_a_transient_renewal_error_does_not_kill_the_worker(tmp_path: Path) -> N
         assert statuses == {first: "completed", second: "completed"}
 
 
+def test_the_app_gives_its_worker_the_idle_time_setting(core: CleanAir) -> None:
+    app = create_app(core, Settings(plan_workers=1, plan_worker_idle_seconds=7.5))
+    assert app.state.plan_worker.idle_seconds == 7.5
+
+
 @pytest.mark.parametrize("form", ["{%s}", "urn:uuid:%s", "HEX"])
 def test_non_canonical_request_ids_are_422(
     core: CleanAir,

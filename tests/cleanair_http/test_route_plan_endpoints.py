@@ -29,7 +29,6 @@ from cleanair_core.geo import Point, distance_m
 from cleanair_core.ports import Sources
 from cleanair_core.routes.plans import PlanStatus
 from cleanair_http.app import create_app
-from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from support.fakes import FakeIp, FakeNamer
@@ -1007,11 +1006,9 @@ def test_the_background_worker_completes_a_plan(
 def test_a_submitted_plan_wakes_an_idle_worker(
     core: CleanAir,
     make_client: MakeClient,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Idle runners would only look again after a minute: the submission must wake them.
-    monkeypatch.setattr(PlanWorker.__init__, "__defaults__", (60.0,))
-    client = make_client(Settings(plan_workers=1))
+    # Idle runners would only look again after two minutes: the submission must wake them.
+    client = make_client(Settings(plan_workers=1, plan_worker_idle_seconds=120))
     tokens = [pair(core, client, name=f"app-{i}") for i in range(4)]
     time.sleep(0.2)  # the runner has found nothing and gone idle
     request_id = submitted(client, tokens[0])

@@ -53,9 +53,11 @@ def test_plan_settings_reach_the_policy() -> None:
 
     defaults = Settings.from_env({})
     assert (defaults.plan_workers, defaults.default_network) == (2, True)
+    assert defaults.plan_worker_idle_seconds == 1.0
     settings = Settings.from_env(
         {
             "CLEANAIR_PLAN_WORKERS": "0",
+            "CLEANAIR_PLAN_WORKER_IDLE_SECONDS": "0.5",
             "CLEANAIR_PLAN_LEASE_SECONDS": "5",
             "CLEANAIR_MAX_PLAN_ATTEMPTS": "7",
             "CLEANAIR_PLAN_RETENTION_DAYS": "3",
@@ -63,6 +65,7 @@ def test_plan_settings_reach_the_policy() -> None:
         }
     )
     assert (settings.plan_workers, settings.default_network) == (0, False)
+    assert settings.plan_worker_idle_seconds == 0.5
     policy = policy_from(settings)
     assert policy.plan_lease_seconds == 5
     assert policy.max_plan_attempts == 7
@@ -73,6 +76,9 @@ def test_plan_settings_reach_the_policy() -> None:
     ("name", "raw"),
     [
         ("CLEANAIR_PLAN_WORKERS", "-1"),
+        ("CLEANAIR_PLAN_WORKER_IDLE_SECONDS", "0.05"),
+        ("CLEANAIR_PLAN_WORKER_IDLE_SECONDS", "121"),
+        ("CLEANAIR_PLAN_WORKER_IDLE_SECONDS", "a while"),
         ("CLEANAIR_PLAN_LEASE_SECONDS", "0"),
         ("CLEANAIR_MAX_PLAN_ATTEMPTS", "0"),
         ("CLEANAIR_MAX_PLAN_ATTEMPTS", "11"),
