@@ -38,7 +38,15 @@ def create_app(
     """
 
     settings = settings or Settings()
-    worker = PlanWorker(core, settings.plan_workers) if settings.plan_workers > 0 else None
+    worker = (
+        PlanWorker(
+            core,
+            runners=settings.plan_workers,
+            idle_seconds=settings.plan_worker_idle_seconds,
+        )
+        if settings.plan_workers > 0
+        else None
+    )
 
     async def shutdown() -> None:
         await close_sources(core.sources)

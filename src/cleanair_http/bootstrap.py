@@ -25,7 +25,7 @@ from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.offloading import in_thread
-from cleanair_http.settings import Settings, SettingsError
+from cleanair_http.settings import SECONDS_PER_DAY, Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ def load_or_create_key(path: Path) -> bytes:
 
 
 def policy_from(settings: Settings) -> Policy:
+    """The core's `Policy` under these settings (their defaults are `Policy()`'s own)."""
     return Policy(
         environment=settings.environment,
         credits=CreditLimits(monthly=settings.monthly_credits, daily=settings.daily_credits),
@@ -74,7 +75,8 @@ def policy_from(settings: Settings) -> Policy:
         pairing_attempts_per_minute=settings.pairing_attempts_per_minute,
         pairing_guess_budget=settings.pairing_guess_budget,
         plan_lease_seconds=settings.plan_lease_seconds,
-        plan_retention_seconds=settings.plan_retention_days * 24 * 3600,
+        max_plan_attempts=settings.max_plan_attempts,
+        plan_retention_seconds=settings.plan_retention_days * SECONDS_PER_DAY,
         charge_hold_seconds=settings.charge_hold_seconds,
     )
 

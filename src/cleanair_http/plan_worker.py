@@ -10,7 +10,7 @@ one) takes the plans again. Finished plans are pruned after the retention period
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -22,17 +22,25 @@ from cleanair_http.offloading import in_thread
 
 log = logging.getLogger("cleanair.plans")
 
-#: Seconds an idle runner waits before looking for plans again (a plan submitted to this
-#: process wakes it at once; this catches plans submitted to other processes).
-IDLE_SECONDS = 1.0
 PRUNE_SECONDS = 3600.0
+
+#: Waits the given seconds; `anyio.sleep` unless a test drives the worker on a manual clock.
+Sleep = Callable[[float], Awaitable[None]]
 
 
 class PlanWorker:
-    def __init__(self, core: CleanAir, runners: int, idle_seconds: float = IDLE_SECONDS) -> None:
+    """Route plans worked on in the background by `runners` tasks, while `running` lasts."""
+
+    def __init__(
+        self, core: CleanAir, *, runners: int, idle_seconds: float, sleep: Sleep = anyio.sleep
+    ) -> None:
+        """`idle_seconds`: how long an idle runner waits before looking for plans again (a
+        plan submitted to this process wakes it at once; this catches plans submitted to
+        other processes). Every wait, that one included, is a call of `sleep`."""
         self._core = core
         self._runners = runners
-        self._idle = idle_seconds
+        self.idle_seconds = idle_seconds
+        self._sleep = sleep
         self._wake = anyio.Event()
         self._store_down = False
 
@@ -71,7 +79,7 @@ class PlanWorker:
                     self._store_down = False
                     log.info("the database is available again; planning resumes")
             if plan is None:
-                await self._sleep()
+                await self._rest()
                 continue
             async with anyio.create_task_group() as group:
                 group.start_soon(self._keep_lease, plan)
@@ -87,16 +95,25 @@ class PlanWorker:
     async def _keep_lease(self, plan: Plan) -> None:
         every = max(1.0, self._core.policy.plan_lease_seconds / 3)
         while True:
-            await anyio.sleep(every)
+            await self._sleep(every)
             try:
                 if not await in_thread(lambda: self._core.renew_plan_lease(plan.id)):
                     return
             except Exception:  # a busy database must not end the worker; try again soon
                 log.exception("could not renew a plan's lease", extra={"plan": str(plan.id)})
 
-    async def _sleep(self) -> None:
-        with anyio.move_on_after(self._idle):
-            await self._wake.wait()
+    async def _rest(self) -> None:
+        """Wait until a plan is submitted to this process or the idle wait is over."""
+        wake = self._wake
+        async with anyio.create_task_group() as group:
+
+            async def alarm() -> None:
+                await self._sleep(self.idle_seconds)
+                group.cancel_scope.cancel()
+
+            group.start_soon(alarm)
+            await wake.wait()
+            group.cancel_scope.cancel()
         if self._wake.is_set():
             self._wake = anyio.Event()
 
@@ -108,4 +125,4 @@ class PlanWorker:
                     log.info("pruned finished plans", extra={"count": pruned})
             except Exception:
                 log.exception("could not prune plans")
-            await anyio.sleep(PRUNE_SECONDS)
+            await self._sleep(PRUNE_SECONDS)

@@ -1,21 +1,34 @@
-"""Settings from environment variables; bad settings fail at start-up with a clear message."""
+"""Settings from environment variables; bad settings fail at start-up with a clear message.
+
+Each setting is defined once, as a field of `Settings`: its variable, parser, bounds, default
+and the README's description of it. `SETTINGS` lists them as the configuration table that
+`Settings.from_env` reads and the README's table is checked against. A setting that becomes a
+`Policy` field takes its default from `Policy()`, so the core's defaults are not restated here.
+"""
+
+# ruff: noqa: RUF009  (`_setting` returns an attrs field, the setting's row; not a shared default)
 
 from __future__ import annotations
 
 import ipaddress
 import os
 from collections.abc import Callable, Mapping
+from enum import Enum
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
 from cleanair_core.access.tokens import Environment
+from cleanair_core.policy import Policy
+from cleanair_core.routes.plans import POLLS_PER_MINUTE
 
 T = TypeVar("T")
 
 ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 OPEN_METEO_URL = "https://air-quality-api.open-meteo.com"
+#: The key file's name, beside the database unless CLEANAIR_SECRET_KEY_FILE names another.
+KEY_FILE_NAME = "secret.key"
 
 
 #: Variables earlier versions read, and what replaced them: set, they stop start-up rather
@@ -33,105 +46,87 @@ class SettingsError(Exception):
 
 
 @attrs.frozen
-class Settings:
-    database: Path = Path("var/cleanair.db")
-    environment: Environment = Environment.TEST
-    monthly_credits: int = 1000
-    daily_credits: int = 100
-    #: The server key for keyed hashes; when unset it is read from (or created in) the key file.
-    secret_key: bytes | None = attrs.field(default=None, repr=False)
-    secret_key_file: Path | None = None
-    requests_per_minute: int = 600
-    pairing_attempts_per_minute: int = 10
-    #: Distinct pairing codes tried within any 60 s (a code's life), all clients together.
-    pairing_guess_budget: int = 100
-    trusted_proxies: tuple[ProxyNetwork, ...] = ()
-    log_level: str = "INFO"
-    #: "embedded" (the offline model) or "open-meteo".
-    air_quality_source: str = "embedded"
-    open_meteo_url: str = OPEN_METEO_URL
-    open_meteo_timeout: float = 10.0
-    #: "local" (access points imported with `cleanair wifi import`) or "ichnaea".
-    wifi_geolocator: str = "local"
-    ichnaea_url: str | None = None
-    ichnaea_key: str | None = attrs.field(default=None, repr=False)
-    #: Route plans worked on at once by this process (0: this process plans nothing).
-    plan_workers: int = 2
-    plan_lease_seconds: int = 60
-    plan_retention_days: int = 7
-    #: Load the shipped central-Helsinki street network on start when none is stored.
-    default_network: bool = True
-    #: Seconds a charge stays unconfirmed after its process stopped renewing it, before the
-    #: sweep refunds it (the call never delivered).
-    charge_hold_seconds: int = 60
-    #: Seconds a client has to send a request's headers, and then its body, before the
-    #: connection is closed (slow clients would otherwise hold connections open forever).
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-    #: Seconds a response may wait for a client that has stopped reading it.
-    send_timeout: float = 30.0
+class Bounds:
+    """The range (inclusive) a numeric setting must fall in; `high` None for no upper end."""
+
+    low: float
+    high: float | None = None
+    #: Named in the message when a value is out of range ("between 0.1 and 120 seconds").
+    unit: str = ""
+
+    def check(self, value: float) -> None:
+        """Raise ValueError, worded for the start-up message, when `value` is out of range."""
+        if self.high is None:
+            if value < self.low:
+                raise ValueError(
+                    "must not be negative" if self.low == 0 else f"must be at least {self.low:g}"
+                )
+        elif not self.low <= value <= self.high:
+            unit = f" {self.unit}" if self.unit else ""
+            raise ValueError(f"must be between {self.low:g} and {self.high:g}{unit}")
+
+    def __str__(self) -> str:
+        """The range as the README states it."""
+        return (
+            f"{self.low:g} to {self.high:g}" if self.high is not None else f"at least {self.low:g}"
+        )
+
+
+@attrs.frozen
+class Setting:
+    """One row of the configuration table: a `Settings` field, the environment variable it is
+    read from, how the value is parsed and bounded, and what the README says of it."""
+
+    variable: str
+    field: str
+    default: object
+    parse: Callable[[str], object]
+    bounds: Bounds | None
+    #: The README's meaning; "{bounds}" in it stands for `bounds` written out.
+    help: str
+    #: The README's default where the value alone does not say it (the key file depends on
+    #: the database's directory).
+    shown_default: str | None = None
+
+    def read(self, raw: str) -> object:
+        """The value of `raw`; ValueError (worded for the start-up message) when it is bad."""
+        value = self.parse(raw)
+        if self.bounds is not None:
+            if not isinstance(value, int | float):
+                raise TypeError(f"{self.variable} is bounded but does not parse to a number")
+            self.bounds.check(value)
+        return value
 
     @property
-    def key_file(self) -> Path:
-        return self.secret_key_file or self.database.parent / "secret.key"
+    def meaning(self) -> str:
+        """The README's meaning column."""
+        return self.help.replace("{bounds}", str(self.bounds))
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read `CLEANAIR_*` variables; raise SettingsError listing every bad one."""
-        env = os.environ if env is None else env
-        problems: list[str] = []
+    @property
+    def documented_default(self) -> str:
+        """The README's default column."""
+        if self.shown_default is not None:
+            return self.shown_default
+        value = self.default
+        if value is None:
+            return "unset"
+        if value == ():
+            return "empty"
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, Enum):
+            text = str(value.value)
+        elif isinstance(value, Path) and not value.is_absolute():
+            text = f"./{value}"
+        elif isinstance(value, float) and value.is_integer():
+            text = str(int(value))
+        else:
+            text = str(value)
+        return f"`{text}`"
 
-        def read(name: str, parse: Callable[[str], T], default: T) -> T:
-            raw = env.get(name)
-            if raw is None or raw == "":
-                return default
-            try:
-                return parse(raw)
-            except ValueError as exc:
-                problems.append(f"{name}: {exc}")
-                return default
 
-        settings = cls(
-            database=read("CLEANAIR_DATABASE", Path, Path("var/cleanair.db")),
-            environment=read("CLEANAIR_ENVIRONMENT", _environment, Environment.TEST),
-            monthly_credits=read("CLEANAIR_MONTHLY_CREDITS", _non_negative, 1000),
-            daily_credits=read("CLEANAIR_DAILY_CREDITS", _non_negative, 100),
-            secret_key=read("CLEANAIR_SECRET_KEY", _secret, None),
-            secret_key_file=read("CLEANAIR_SECRET_KEY_FILE", Path, None),
-            requests_per_minute=read("CLEANAIR_RATE_LIMIT_PER_MINUTE", _positive, 600),
-            pairing_attempts_per_minute=read("CLEANAIR_PAIRING_ATTEMPTS_PER_MINUTE", _positive, 10),
-            pairing_guess_budget=read("CLEANAIR_PAIRING_GUESS_BUDGET", _positive, 100),
-            trusted_proxies=read("CLEANAIR_TRUSTED_PROXIES", _networks, ()),
-            log_level=read("CLEANAIR_LOG_LEVEL", _log_level, "INFO"),
-            air_quality_source=read(
-                "CLEANAIR_AIR_QUALITY_SOURCE", _choice("embedded", "open-meteo"), "embedded"
-            ),
-            open_meteo_url=read("CLEANAIR_OPEN_METEO_URL", _url, OPEN_METEO_URL),
-            open_meteo_timeout=read("CLEANAIR_OPEN_METEO_TIMEOUT", _seconds, 10.0),
-            wifi_geolocator=read("CLEANAIR_WIFI_GEOLOCATOR", _choice("local", "ichnaea"), "local"),
-            ichnaea_url=read("CLEANAIR_ICHNAEA_URL", _url, None),
-            ichnaea_key=read("CLEANAIR_ICHNAEA_KEY", str, None),
-            plan_workers=read("CLEANAIR_PLAN_WORKERS", _non_negative, 2),
-            plan_lease_seconds=read("CLEANAIR_PLAN_LEASE_SECONDS", _positive, 60),
-            plan_retention_days=read("CLEANAIR_PLAN_RETENTION_DAYS", _positive, 7),
-            default_network=read("CLEANAIR_DEFAULT_NETWORK", _flag, True),
-            charge_hold_seconds=read("CLEANAIR_CHARGE_HOLD_SECONDS", _positive, 60),
-            header_timeout=read("CLEANAIR_HEADER_TIMEOUT", _seconds, 10.0),
-            body_timeout=read("CLEANAIR_BODY_TIMEOUT", _seconds, 30.0),
-            send_timeout=read("CLEANAIR_SEND_TIMEOUT", _seconds, 30.0),
-        )
-        for name, use in RETIRED.items():
-            if env.get(name):
-                problems.append(f"{name}: no longer read; {use}")
-        if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is None:
-            problems.append("CLEANAIR_ICHNAEA_URL: required when CLEANAIR_WIFI_GEOLOCATOR=ichnaea")
-        if settings.daily_credits > settings.monthly_credits:
-            problems.append(
-                "CLEANAIR_DAILY_CREDITS: the daily burst cap cannot exceed the monthly pool"
-            )
-        if problems:
-            raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
-        return settings
+# Parsers: each turns a variable's text into its value, or raises ValueError worded for the
+# start-up message. Ranges are not theirs to check: a row's `Bounds` does it.
 
 
 def _environment(raw: str) -> Environment:
@@ -141,25 +136,18 @@ def _environment(raw: str) -> Environment:
         raise ValueError("must be tst or pdn") from None
 
 
-def _int(raw: str) -> int:
+def _whole(raw: str) -> int:
     try:
         return int(raw)
     except ValueError:
         raise ValueError("must be a whole number") from None
 
 
-def _non_negative(raw: str) -> int:
-    value = _int(raw)
-    if value < 0:
-        raise ValueError("must not be negative")
-    return value
-
-
-def _positive(raw: str) -> int:
-    value = _int(raw)
-    if value < 1:
-        raise ValueError("must be at least 1")
-    return value
+def _seconds(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError("must be a number of seconds") from None
 
 
 def _secret(raw: str) -> bytes:
@@ -196,16 +184,6 @@ def _url(raw: str) -> str:
     return url
 
 
-def _seconds(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError("must be a number of seconds") from None
-    if not 0.1 <= value <= 120:
-        raise ValueError("must be between 0.1 and 120 seconds")
-    return value
-
-
 def _flag(raw: str) -> bool:
     value = raw.strip().lower()
     if value in {"1", "true", "yes", "on"}:
@@ -220,3 +198,285 @@ def _log_level(raw: str) -> str:
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
         raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
     return level
+
+
+_DEFINITION = "cleanair.setting"
+
+
+@attrs.frozen
+class _Definition:
+    variable: str
+    parse: Callable[[str], object]
+    bounds: Bounds | None
+    help: str
+    shown_default: str | None
+
+
+def _setting(
+    variable: str,
+    parse: Callable[[str], T],
+    default: T,
+    *,
+    help: str,
+    bounds: Bounds | None = None,
+    shown_default: str | None = None,
+    secret: bool = False,
+) -> T:
+    """A `Settings` field read from `variable`: its row of the configuration table."""
+    definition = _Definition(variable, parse, bounds, help, shown_default)
+    return attrs.field(default=default, repr=not secret, metadata={_DEFINITION: definition})
+
+
+#: The core's defaults: settings that become `Policy` fields default to these, so each
+#: default is written once, in `cleanair_core.policy`.
+_CORE = Policy()
+SECONDS_PER_DAY = 24 * 3600
+#: Every timeout a client or the upstream could otherwise stretch without end.
+_TIMEOUT = Bounds(0.1, 120, "seconds")
+
+
+@attrs.frozen
+class Settings:
+    """The deployment's settings, one field per environment variable (`SETTINGS`)."""
+
+    database: Path = _setting(
+        "CLEANAIR_DATABASE",
+        Path,
+        Path("var/cleanair.db"),
+        help="SQLite file shared by the server processes and the CLI (created 0600)",
+    )
+    environment: Environment = _setting(
+        "CLEANAIR_ENVIRONMENT",
+        _environment,
+        _CORE.environment,
+        help="`tst` or `pdn`; tokens carry it and are refused elsewhere",
+    )
+    monthly_credits: int = _setting(
+        "CLEANAIR_MONTHLY_CREDITS",
+        _whole,
+        _CORE.credits.monthly,
+        bounds=Bounds(0),
+        help="monthly credit pool per owner (UTC calendar month)",
+    )
+    daily_credits: int = _setting(
+        "CLEANAIR_DAILY_CREDITS",
+        _whole,
+        _CORE.credits.daily,
+        bounds=Bounds(0),
+        help="daily burst cap per owner (UTC day); at most the monthly pool",
+    )
+    secret_key: bytes | None = _setting(
+        "CLEANAIR_SECRET_KEY",
+        _secret,
+        None,
+        secret=True,
+        help="server key (≥ 32 characters) for keyed hashes of tokens and codes",
+    )
+    secret_key_file: Path | None = _setting(
+        "CLEANAIR_SECRET_KEY_FILE",
+        Path,
+        None,
+        shown_default=f"`{KEY_FILE_NAME}` beside the database",
+        help="read, or created (mode 0600) on first start, when `CLEANAIR_SECRET_KEY` is unset",
+    )
+    requests_per_minute: int = _setting(
+        "CLEANAIR_RATE_LIMIT_PER_MINUTE",
+        _whole,
+        _CORE.requests_per_minute,
+        bounds=Bounds(1),
+        help=f"requests per minute per connection (plan polling is fixed at {POLLS_PER_MINUTE})",
+    )
+    pairing_attempts_per_minute: int = _setting(
+        "CLEANAIR_PAIRING_ATTEMPTS_PER_MINUTE",
+        _whole,
+        _CORE.pairing_attempts_per_minute,
+        bounds=Bounds(1),
+        help="redemption attempts per minute per client address",
+    )
+    pairing_guess_budget: int = _setting(
+        "CLEANAIR_PAIRING_GUESS_BUDGET",
+        _whole,
+        _CORE.pairing_guess_budget,
+        bounds=Bounds(1),
+        help="distinct pairing codes that may be tried within any 60 s, all clients together: "
+        "each code faces at most this many guesses in its life (odds 10⁻⁴), and 60 s after an "
+        "attack stops redemption works again ([docs/security.md](docs/security.md)); retrying "
+        "a code already tried spends nothing",
+    )
+    trusted_proxies: tuple[ProxyNetwork, ...] = _setting(
+        "CLEANAIR_TRUSTED_PROXIES",
+        _networks,
+        (),
+        help="addresses/networks whose `X-Forwarded-For` is believed",
+    )
+    log_level: str = _setting(
+        "CLEANAIR_LOG_LEVEL",
+        _log_level,
+        "INFO",
+        help="`DEBUG`, `INFO`, `WARNING` or `ERROR`; logs are JSON lines on stderr",
+    )
+    air_quality_source: str = _setting(
+        "CLEANAIR_AIR_QUALITY_SOURCE",
+        _choice("embedded", "open-meteo"),
+        "embedded",
+        help="`embedded` (offline model) or `open-meteo`",
+    )
+    open_meteo_url: str = _setting(
+        "CLEANAIR_OPEN_METEO_URL",
+        _url,
+        OPEN_METEO_URL,
+        help="base URL, for a self-hosted Open-Meteo",
+    )
+    open_meteo_timeout: float = _setting(
+        "CLEANAIR_OPEN_METEO_TIMEOUT",
+        _seconds,
+        10.0,
+        bounds=_TIMEOUT,
+        help="seconds per upstream request, {bounds}; timeouts, network errors, 429 and 5xx "
+        "are retried twice (0.5 s, 1 s backoff), so an outage answers 503 after at most about "
+        "3 × timeout + 1.5 s",  # noqa: RUF001 (the README's multiplication sign)
+    )
+    wifi_geolocator: str = _setting(
+        "CLEANAIR_WIFI_GEOLOCATOR",
+        _choice("local", "ichnaea"),
+        "local",
+        help="`local` (access points from `cleanair wifi import`) or `ichnaea`",
+    )
+    ichnaea_url: str | None = _setting(
+        "CLEANAIR_ICHNAEA_URL",
+        _url,
+        None,
+        help="geolocate URL of an Ichnaea-compatible service (BeaconDB, Google, self-hosted); "
+        "required for `ichnaea`",
+    )
+    ichnaea_key: str | None = _setting(
+        "CLEANAIR_ICHNAEA_KEY",
+        str,
+        None,
+        secret=True,
+        help="its API key, if it needs one",
+    )
+    plan_workers: int = _setting(
+        "CLEANAIR_PLAN_WORKERS",
+        _whole,
+        2,
+        bounds=Bounds(0),
+        help="route plans this process works on at once; 0 plans nothing",
+    )
+    plan_worker_idle_seconds: float = _setting(
+        "CLEANAIR_PLAN_WORKER_IDLE_SECONDS",
+        _seconds,
+        1.0,
+        # Each look is a write transaction, so not much more often than this; and a plan
+        # submitted to a process without runners waits up to this long, so not much longer.
+        bounds=Bounds(0.1, 120, "seconds"),
+        help="seconds ({bounds}) an idle runner waits before looking again for plans submitted "
+        "to other processes (a plan submitted to this one wakes it at once)",
+    )
+    plan_lease_seconds: int = _setting(
+        "CLEANAIR_PLAN_LEASE_SECONDS",
+        _whole,
+        _CORE.plan_lease_seconds,
+        bounds=Bounds(1),
+        help="how long a plan whose worker died waits before another takes it",
+    )
+    max_plan_attempts: int = _setting(
+        "CLEANAIR_MAX_PLAN_ATTEMPTS",
+        _whole,
+        _CORE.max_plan_attempts,
+        # At least one try; past ten, a plan that kills its worker only does more harm.
+        bounds=Bounds(1, 10),
+        help="a plan whose workers died on it this many times fails, refunded, instead of "
+        "being tried again ({bounds})",
+    )
+    plan_retention_days: int = _setting(
+        "CLEANAIR_PLAN_RETENTION_DAYS",
+        _whole,
+        _CORE.plan_retention_seconds // SECONDS_PER_DAY,
+        bounds=Bounds(1),
+        help="finished plans are pruned this long after they finish",
+    )
+    default_network: bool = _setting(
+        "CLEANAIR_DEFAULT_NETWORK",
+        _flag,
+        True,
+        help="import the shipped central-Helsinki network on first start when none is stored",
+    )
+    charge_hold_seconds: int = _setting(
+        "CLEANAIR_CHARGE_HOLD_SECONDS",
+        _whole,
+        _CORE.charge_hold_seconds,
+        bounds=Bounds(1),
+        help="a charge is final when its answer is sent; one whose server died first is "
+        "refunded this long after its last renewal",
+    )
+    #: Seconds a client has to send a request's headers, and then its body, before the
+    #: connection is closed (slow clients would otherwise hold connections open forever).
+    header_timeout: float = _setting(
+        "CLEANAIR_HEADER_TIMEOUT",
+        _seconds,
+        10.0,
+        bounds=_TIMEOUT,
+        help="seconds ({bounds}) a client has to send a request's headers, from connecting or "
+        "from the first byte of a following request; then the connection is closed",
+    )
+    body_timeout: float = _setting(
+        "CLEANAIR_BODY_TIMEOUT",
+        _seconds,
+        30.0,
+        bounds=_TIMEOUT,
+        help="seconds ({bounds}) to send the body once the headers are in "
+        "([docs/deployment.md](docs/deployment.md))",
+    )
+    send_timeout: float = _setting(
+        "CLEANAIR_SEND_TIMEOUT",
+        _seconds,
+        30.0,
+        bounds=_TIMEOUT,
+        help="seconds ({bounds}) a response may wait for a client that stopped reading it (a "
+        "full send buffer, or a closing connection with data left); then the connection is "
+        "aborted",
+    )
+
+    @property
+    def key_file(self) -> Path:
+        return self.secret_key_file or self.database.parent / KEY_FILE_NAME
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read `CLEANAIR_*` variables; raise SettingsError listing every bad one."""
+        env = os.environ if env is None else env
+        problems: list[str] = []
+        values: dict[str, Any] = {}
+        for setting in SETTINGS:
+            raw = env.get(setting.variable)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[setting.field] = setting.read(raw)
+            except ValueError as exc:
+                problems.append(f"{setting.variable}: {exc}")
+        settings = cls(**values)
+        for name, use in RETIRED.items():
+            if env.get(name):
+                problems.append(f"{name}: no longer read; {use}")
+        if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is None:
+            problems.append("CLEANAIR_ICHNAEA_URL: required when CLEANAIR_WIFI_GEOLOCATOR=ichnaea")
+        if settings.daily_credits > settings.monthly_credits:
+            problems.append(
+                "CLEANAIR_DAILY_CREDITS: the daily burst cap cannot exceed the monthly pool"
+            )
+        if problems:
+            raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
+        return settings
+
+
+#: The configuration table, in the README's order: every variable `Settings.from_env` reads.
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(
+        field=field.name,
+        default=field.default,
+        **attrs.asdict(field.metadata[_DEFINITION], recurse=False),
+    )
+    for field in attrs.fields(Settings)
+)

@@ -1,29 +1,144 @@
-"""The plan worker survives a transient storage error while renewing a lease."""
+"""The plan worker, driven on a manual clock: it renews a long plan's lease (through a
+transient storage error), takes a dead worker's plan once the lease is over, waits the idle
+time between looks, and turns a database outage into two log lines.
+
+Every wait of the worker goes through `ClockSleep`, which ends a wait only when the test has
+moved the manual clock past it: no test lets real time pass.
+"""
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
-from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
+from cleanair_core.access.connections import Caller
+from cleanair_core.access.scopes import Scope
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.errors import StoreUnavailable
+from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.plans import Plan, PlanStatus
 from cleanair_http.app import create_app
+from cleanair_http.offloading import in_thread
+from cleanair_http.plan_worker import PRUNE_SECONDS, PlanWorker
 from cleanair_http.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.sqlite import SqliteStore
 from support.http import MakeClient, bearer, pair
 from support.networks import DLON, ORIGIN, grid
+
+NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+LEASE = 60
+#: The lease is renewed every third of it.
+RENEW_EVERY = LEASE / 3
+IDLE = 1.0
+
+
+@attrs.define(eq=False)
+class Nap:
+    seconds: float
+    end: datetime
+    over: anyio.Event = attrs.field(factory=anyio.Event)
+
+
+class ClockSleep:
+    """The worker's `sleep` on a manual clock: a wait ends when the test has moved the clock
+    to its end (`advance`), never by itself."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self._naps: list[Nap] = []
+        self._changed = anyio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        nap = Nap(seconds, self.clock.now() + timedelta(seconds=seconds))
+        self._naps.append(nap)
+        self._touch()
+        try:
+            await nap.over.wait()
+        finally:
+            if nap in self._naps:  # cancelled before its end
+                self._naps.remove(nap)
+                self._touch()
+
+    def napping(self, seconds: float) -> int:
+        """How many waits of `seconds` are under way."""
+        return sum(1 for nap in self._naps if nap.seconds == seconds)
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on and end every wait that is then over."""
+        now = self.clock.advance(seconds)
+        for nap in [nap for nap in self._naps if nap.end <= now]:
+            self._naps.remove(nap)
+            nap.over.set()
+        self._touch()
+
+    async def until(self, ready: Callable[[], bool]) -> None:
+        """Return once `ready()`; it is checked whenever a wait begins or ends, which the
+        worker does after every step. The real-time limit only turns a hang into a failure."""
+        with anyio.fail_after(10):
+            while not ready():
+                await self._changed.wait()
+
+    def _touch(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+class HeldAir:
+    """Uniform air; the first call takes as long as the test wants (until `release`)."""
+
+    update_interval = 3600
+
+    def __init__(self) -> None:
+        self.released = anyio.Event()
+
+    def release(self) -> None:
+        self.released.set()
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        await self.released.wait()
+        return [{Pollutant.NO2: 20.0} for _ in samples]
+
+
+def make_core(store: SqliteStore, clock: ManualClock, air: HeldAir) -> CleanAir:
+    policy = Policy(credits=CreditLimits(1000, 1000), plan_lease_seconds=LEASE)
+    sources = Sources(air, networks=LoadedNetworks([grid(3, 6)]))
+    return CleanAir(
+        store, TokenKeys(generate_key()), policy, clock, sources=sources, offload=in_thread
+    )
+
+
+def paired(core: CleanAir) -> Caller:
+    core.add_user("alice")
+    issued = core.redeem_pairing_code(core.create_pairing_code("alice"), "app", "127.0.0.1")
+    return core.authenticate(issued.token)
+
+
+def submit(core: CleanAir, caller: Caller) -> uuid.UUID:
+    return core.submit_plan(
+        core.authorize(caller, Scope.ROUTES_PLAN, user_owned=True),
+        start=ORIGIN,
+        end=Point(ORIGIN.lat, ORIGIN.lon + 5 * DLON),
+        activity=PlanActivityType.WALKING,
+    )
+
+
+def stored(core: CleanAir, plan_id: uuid.UUID) -> Plan:
+    plan = core.store.get_plan(plan_id)
+    assert plan is not None
+    return plan
 
 
 class FlakyRenewStore(SqliteStore):
@@ -38,59 +153,124 @@ class FlakyRenewStore(SqliteStore):
         return super().renew_lease(plan_id, until)
 
 
-class SlowAir:
-    update_interval = 3600
+def test_a_long_plans_lease_is_renewed_every_third_even_after_a_failed_renewal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, air = ManualClock(NOW), HeldAir()
+    store = FlakyRenewStore(tmp_path / "cleanair.db")
+    core = make_core(store, clock, air)
+    alice = paired(core)
+    first = submit(core, alice)
+    sleep = ClockSleep(clock)
 
-    def __init__(self) -> None:
-        self.slow = True
+    async def main() -> uuid.UUID:
+        worker = PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep)
+        async with worker.running():
+            # The plan runs (the air holds it) and the lease keeper waits a third of a lease.
+            await sleep.until(lambda: sleep.napping(RENEW_EVERY) == 1)
+            assert stored(core, first).lease_until == NOW + timedelta(seconds=LEASE)
+            sleep.advance(RENEW_EVERY)
+            await sleep.until(lambda: store.renewals == 1 and sleep.napping(RENEW_EVERY) == 1)
+            # The renewal failed: the lease is unchanged and the keeper tries again.
+            assert stored(core, first).lease_until == NOW + timedelta(seconds=LEASE)
+            sleep.advance(RENEW_EVERY)
+            await sleep.until(lambda: store.renewals == 2 and sleep.napping(RENEW_EVERY) == 1)
+            assert stored(core, first).lease_until == clock.now() + timedelta(seconds=LEASE)
+            assert stored(core, first).status is PlanStatus.PENDING
 
-    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
-        if self.slow:
-            self.slow = False
-            await anyio.sleep(2.5)
-        return [{Pollutant.NO2: 20.0} for _ in samples]
+            air.release()
+            await sleep.until(lambda: sleep.napping(IDLE) == 1)  # done, and idle
+            assert stored(core, first).status is PlanStatus.COMPLETED
+
+            # The worker lives on: the next plan is planned too.
+            second = submit(core, alice)
+            worker.notify()
+            await sleep.until(
+                lambda: (
+                    stored(core, second).status is PlanStatus.COMPLETED and sleep.napping(IDLE) == 1
+                )
+            )
+            return second
+
+    try:
+        second = anyio.run(main)
+        assert stored(core, first).attempts == stored(core, second).attempts == 1
+    finally:
+        store.close()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == [
+        "could not renew a plan's lease"
+    ]
 
 
-def body() -> dict[str, object]:
-    return {
-        "start": {"latitude": ORIGIN.lat, "longitude": ORIGIN.lon},
-        "end": {"latitude": ORIGIN.lat, "longitude": ORIGIN.lon + 5 * DLON},
-        "activity_type": "walking",
-    }
+def test_a_dead_workers_plan_is_taken_again_once_its_lease_is_over(tmp_path: Path) -> None:
+    clock, air = ManualClock(NOW), HeldAir()
+    store = SqliteStore(tmp_path / "cleanair.db")
+    core = make_core(store, clock, air)
+    plan_id = submit(core, paired(core))
+    sleep = ClockSleep(clock)
+
+    async def main() -> None:
+        dying = PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep)
+        async with dying.running():
+            await sleep.until(lambda: sleep.napping(RENEW_EVERY) == 1)
+        # Its process died mid-plan: nothing was stored, the lease runs on.
+        assert stored(core, plan_id).attempts == 1
+        air.release()
+
+        async with PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep).running():
+            await sleep.until(lambda: sleep.napping(IDLE) == 1)
+            sleep.advance(LEASE - 1)  # a look just before the lease is over finds nothing
+            await sleep.until(lambda: sleep.napping(IDLE) == 1)
+            assert stored(core, plan_id).attempts == 1
+            sleep.advance(1)
+            await sleep.until(
+                lambda: (
+                    stored(core, plan_id).status is PlanStatus.COMPLETED
+                    and sleep.napping(IDLE) == 1
+                )
+            )
+        assert stored(core, plan_id).attempts == 2
+
+    try:
+        anyio.run(main)
+    finally:
+        store.close()
 
 
-def test_a_transient_renewal_error_does_not_kill_the_worker(tmp_path: Path) -> None:
-    store = FlakyRenewStore(tmp_path / "x.db")
-    policy = Policy(credits=CreditLimits(1000, 1000), plan_lease_seconds=3)
-    core = CleanAir(
-        store,
-        TokenKeys(generate_key()),
-        policy,
-        ManualClock(),
-        sources=Sources(SlowAir(), networks=LoadedNetworks([grid(3, 6)])),
-    )
-    with TestClient(create_app(core, Settings(plan_workers=1))) as client:
-        tokens = [pair(core, client, name=f"a{i}") for i in range(5)]
-        first = client.post("/v1/routes", json=body(), headers=bearer(tokens[0])).json()[
-            "request_id"
-        ]
-        time.sleep(4)
-        assert store.renewals >= 1
-        second = client.post("/v1/routes", json=body(), headers=bearer(tokens[0])).json()[
-            "request_id"
-        ]
-        statuses = {}
-        for attempt in range(100):
-            t = tokens[attempt % 5]
-            statuses = {
-                rid: client.get(f"/v1/routes/{rid}", headers=bearer(t)).json()["status"]
-                for rid in (first, second)
-            }
-            if "pending" not in statuses.values():
-                break
-            time.sleep(0.1)
+def test_an_idle_runner_looks_again_after_the_idle_time(tmp_path: Path) -> None:
+    """A plan submitted to another process (no `notify` here) waits for the idle time."""
+    clock, air = ManualClock(NOW), HeldAir()
+    air.release()
+    store = SqliteStore(tmp_path / "cleanair.db")
+    core = make_core(store, clock, air)
+    alice = paired(core)
+    sleep = ClockSleep(clock)
+    idle = 5.0
 
-        assert statuses == {first: "completed", second: "completed"}
+    async def main() -> None:
+        async with PlanWorker(core, runners=1, idle_seconds=idle, sleep=sleep).running():
+            await sleep.until(lambda: sleep.napping(idle) == 1)
+            plan_id = submit(core, alice)
+            sleep.advance(idle - 0.5)
+            assert sleep.napping(idle) == 1
+            assert stored(core, plan_id).attempts == 0
+            sleep.advance(0.5)
+            await sleep.until(
+                lambda: (
+                    stored(core, plan_id).status is PlanStatus.COMPLETED
+                    and sleep.napping(idle) == 1
+                )
+            )
+
+    try:
+        anyio.run(main)
+    finally:
+        store.close()
+
+
+def test_the_app_gives_its_worker_the_idle_time_setting(core: CleanAir) -> None:
+    app = create_app(core, Settings(plan_workers=1, plan_worker_idle_seconds=7.5))
+    assert app.state.plan_worker.idle_seconds == 7.5
 
 
 @pytest.mark.parametrize("form", ["{%s}", "urn:uuid:%s", "HEX"])
@@ -108,19 +288,15 @@ def test_non_canonical_request_ids_are_422(
 
 
 class OutageStore(SqliteStore):
-    """Unavailable for its first `outage` claims, then fine; signals after `wanted` claims."""
+    """Unavailable for its first `outage` claims, then fine."""
 
-    def __init__(self, path: Path, outage: int, wanted: int) -> None:
+    def __init__(self, path: Path, outage: int) -> None:
         super().__init__(path)
         self.claims = 0
         self.outage = outage
-        self.wanted = wanted
-        self.enough = anyio.Event()
 
     def claim_plan(self, now, lease):  # type: ignore[no-untyped-def]
         self.claims += 1
-        if self.claims >= self.wanted:
-            self.enough.set()
         if self.claims <= self.outage:
             raise StoreUnavailable()
         return super().claim_plan(now, lease)
@@ -129,17 +305,25 @@ class OutageStore(SqliteStore):
 def test_a_database_outage_is_two_log_lines_not_a_traceback_a_second(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from cleanair_http.plan_worker import PlanWorker
-
-    store = OutageStore(tmp_path / "cleanair.db", outage=5, wanted=8)
-    core = CleanAir(store, TokenKeys(generate_key()), Policy(), ManualClock())
+    store = OutageStore(tmp_path / "cleanair.db", outage=5)
+    clock = ManualClock(NOW)
+    core = CleanAir(store, TokenKeys(generate_key()), Policy(), clock)
+    sleep = ClockSleep(clock)
     caplog.set_level(logging.DEBUG, logger="cleanair")
 
     async def main() -> None:
-        worker = PlanWorker(core, runners=1, idle_seconds=0.001)
-        async with worker.running():
-            with anyio.fail_after(10):
-                await store.enough.wait()
+        async with PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep).running():
+            for looks in range(1, 8):  # five looks in the outage, three after it
+                await sleep.until(lambda: sleep.napping(IDLE) == 1)
+                assert store.claims == looks
+                sleep.advance(IDLE)
+            await sleep.until(
+                lambda: (
+                    store.claims == 8
+                    and sleep.napping(IDLE) == 1
+                    and sleep.napping(PRUNE_SECONDS) == 1
+                )
+            )
 
     try:
         anyio.run(main)

@@ -2,13 +2,14 @@
 3.1, 4.5, 4.6, 7, 8), their charging and refunds, and the plan lifecycle as a client sees it.
 
 Plans run deterministically: the app is built without background workers and a test runs the
-worker step itself (`core.work_on_next_plan()`); one test runs the real background worker.
+worker step itself (`core.work_on_next_plan()`); the last few run the real background worker
+and wait for its steps, never for time to pass.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -27,9 +28,8 @@ from cleanair_core.air.quality_source import Sample
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.ports import Sources
-from cleanair_core.routes.plans import PlanStatus
+from cleanair_core.routes.plans import Plan, PlanStatus
 from cleanair_http.app import create_app
-from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from support.fakes import FakeIp, FakeNamer
@@ -984,63 +984,73 @@ def test_a_pruned_plan_is_404(
 # -- the background worker --------------------------------------------------------------------
 
 
-def test_the_background_worker_completes_a_plan(
-    core: CleanAir,
-    make_client: MakeClient,
-) -> None:
-    client = make_client(Settings(plan_workers=1))
-    # Polls are limited per connection and the manual clock stands still: spread them.
-    tokens = [pair(core, client, name=f"app-{i}") for i in range(4)]
-    request_id = submitted(client, tokens[0])
-    status = "pending"
-    for attempt in range(200):
-        body = poll(client, tokens[attempt % len(tokens)], request_id).json()
-        status = body["status"]
-        if status != "pending":
-            break
-        time.sleep(0.05)
-    assert status == "completed"
-    assert body["result"]["routes"][0]["goal"]["title"] == "Cleanest air"
-    assert used(client, tokens[1]) == PLAN_COST
+class WatchedCore(CleanAir):
+    """Tells a test's thread when a runner found nothing to do and when a plan has run, so
+    the test waits for those steps rather than for time to pass."""
+
+    def __init__(self, core: CleanAir) -> None:
+        super().__init__(
+            core.store,
+            core.keys,
+            core.policy,
+            core.clock,
+            sources=core.sources,
+            offload=core.context.offload,
+        )
+        self.found_nothing = threading.Event()
+        self.ran = threading.Event()
+
+    def claim_next_plan(self) -> Plan | None:
+        plan = super().claim_next_plan()
+        if plan is None:
+            self.found_nothing.set()
+        return plan
+
+    async def run_plan(self, plan: Plan) -> None:
+        try:
+            await super().run_plan(plan)
+        finally:
+            self.ran.set()
 
 
-def test_a_submitted_plan_wakes_an_idle_worker(
-    core: CleanAir,
-    make_client: MakeClient,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Idle runners would only look again after a minute: the submission must wake them.
-    monkeypatch.setattr(PlanWorker.__init__, "__defaults__", (60.0,))
-    client = make_client(Settings(plan_workers=1))
-    tokens = [pair(core, client, name=f"app-{i}") for i in range(4)]
-    time.sleep(0.2)  # the runner has found nothing and gone idle
-    request_id = submitted(client, tokens[0])
-    status = "pending"
-    for attempt in range(200):
-        status = poll(client, tokens[attempt % len(tokens)], request_id).json()["status"]
-        if status != "pending":
-            break
-        time.sleep(0.05)
-    assert status == "completed"
+@pytest.fixture
+def watched(core: CleanAir) -> WatchedCore:
+    return WatchedCore(core)
 
 
-def test_the_background_worker_refunds_a_rejected_plan(
-    core: CleanAir,
-    make_client: MakeClient,
-) -> None:
-    client = make_client(Settings(plan_workers=1))
-    tokens = [pair(core, client, name=f"app-{i}") for i in range(4)]
-    outside = Point(ORIGIN.lat - 0.01, ORIGIN.lon)
-    request_id = submitted(client, tokens[0], plan_body(start=outside))
-    body: dict[str, Any] = {"status": "pending"}
-    for attempt in range(200):
-        body = poll(client, tokens[attempt % len(tokens)], request_id).json()
-        if body["status"] != "pending":
-            break
-        time.sleep(0.05)
-    assert body["status"] == "failed"
-    assert body["error"]
-    assert used(client, tokens[0]) == 0
+def test_the_background_worker_completes_a_plan(watched: WatchedCore) -> None:
+    with TestClient(create_app(watched, Settings(plan_workers=1))) as client:
+        token = pair(watched, client)
+        request_id = submitted(client, token)
+        assert watched.ran.wait(timeout=10)
+        body = poll(client, token, request_id).json()
+        assert body["status"] == "completed"
+        assert body["result"]["routes"][0]["goal"]["title"] == "Cleanest air"
+        assert used(client, token) == PLAN_COST
+
+
+def test_a_submitted_plan_wakes_an_idle_worker(watched: WatchedCore) -> None:
+    # An idle runner would look again only after two minutes: the submission must wake it.
+    settings = Settings(plan_workers=1, plan_worker_idle_seconds=120)
+    with TestClient(create_app(watched, settings)) as client:
+        token = pair(watched, client)
+        assert watched.found_nothing.wait(timeout=10)  # the runner has gone idle
+        request_id = submitted(client, token)
+        assert watched.ran.wait(timeout=10)
+        assert poll(client, token, request_id).json()["status"] == "completed"
+        assert used(client, token) == PLAN_COST
+
+
+def test_the_background_worker_refunds_a_rejected_plan(watched: WatchedCore) -> None:
+    with TestClient(create_app(watched, Settings(plan_workers=1))) as client:
+        token = pair(watched, client)
+        outside = Point(ORIGIN.lat - 0.01, ORIGIN.lon)
+        request_id = submitted(client, token, plan_body(start=outside))
+        assert watched.ran.wait(timeout=10)
+        body = poll(client, token, request_id).json()
+        assert body["status"] == "failed"
+        assert body["error"]
+        assert used(client, token) == 0
 
 
 # -- OpenAPI ----------------------------------------------------------------------------------

@@ -53,17 +53,22 @@ def test_plan_settings_reach_the_policy() -> None:
 
     defaults = Settings.from_env({})
     assert (defaults.plan_workers, defaults.default_network) == (2, True)
+    assert defaults.plan_worker_idle_seconds == 1.0
     settings = Settings.from_env(
         {
             "CLEANAIR_PLAN_WORKERS": "0",
+            "CLEANAIR_PLAN_WORKER_IDLE_SECONDS": "0.5",
             "CLEANAIR_PLAN_LEASE_SECONDS": "5",
+            "CLEANAIR_MAX_PLAN_ATTEMPTS": "7",
             "CLEANAIR_PLAN_RETENTION_DAYS": "3",
             "CLEANAIR_DEFAULT_NETWORK": "off",
         }
     )
     assert (settings.plan_workers, settings.default_network) == (0, False)
+    assert settings.plan_worker_idle_seconds == 0.5
     policy = policy_from(settings)
     assert policy.plan_lease_seconds == 5
+    assert policy.max_plan_attempts == 7
     assert policy.plan_retention_seconds == 3 * 24 * 3600
 
 
@@ -71,7 +76,13 @@ def test_plan_settings_reach_the_policy() -> None:
     ("name", "raw"),
     [
         ("CLEANAIR_PLAN_WORKERS", "-1"),
+        ("CLEANAIR_PLAN_WORKER_IDLE_SECONDS", "0.05"),
+        ("CLEANAIR_PLAN_WORKER_IDLE_SECONDS", "121"),
+        ("CLEANAIR_PLAN_WORKER_IDLE_SECONDS", "a while"),
         ("CLEANAIR_PLAN_LEASE_SECONDS", "0"),
+        ("CLEANAIR_MAX_PLAN_ATTEMPTS", "0"),
+        ("CLEANAIR_MAX_PLAN_ATTEMPTS", "11"),
+        ("CLEANAIR_MAX_PLAN_ATTEMPTS", "three"),
         ("CLEANAIR_PLAN_RETENTION_DAYS", "a week"),
         ("CLEANAIR_DEFAULT_NETWORK", "maybe"),
     ],
@@ -113,3 +124,58 @@ def test_retired_variables_stop_start_up_instead_of_being_ignored(retired: str) 
     with pytest.raises(SettingsError, match=f"{retired}: no longer read") as raised:
         Settings.from_env({retired: "100"})
     assert "docs/security.md" in str(raised.value)
+
+
+def test_the_defaults_are_the_cores_own() -> None:
+    """Settings that become the policy default to `Policy()`'s values, not to a copy of them."""
+    from cleanair_core import Policy
+    from cleanair_http.bootstrap import policy_from
+
+    assert policy_from(Settings.from_env({})) == Policy()
+    assert policy_from(Settings()) == Policy()
+
+
+def test_every_default_is_within_its_bounds() -> None:
+    from cleanair_http.settings import SETTINGS
+
+    bounded = [s for s in SETTINGS if s.bounds is not None]
+    assert len(bounded) > 10
+    for setting in bounded:
+        assert setting.bounds is not None
+        assert isinstance(setting.default, int | float)
+        setting.bounds.check(setting.default)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("CLEANAIR_MONTHLY_CREDITS", "lots", "must be a whole number"),
+        ("CLEANAIR_PLAN_WORKERS", "-1", "must not be negative"),
+        ("CLEANAIR_PLAN_LEASE_SECONDS", "0", "must be at least 1"),
+        ("CLEANAIR_HEADER_TIMEOUT", "soon", "must be a number of seconds"),
+        ("CLEANAIR_SEND_TIMEOUT", "120.5", "must be between 0.1 and 120 seconds"),
+        ("CLEANAIR_MAX_PLAN_ATTEMPTS", "11", "must be between 1 and 10"),
+        ("CLEANAIR_ENVIRONMENT", "prod", "must be tst or pdn"),
+        ("CLEANAIR_SECRET_KEY", "short", "must be at least 32 characters"),
+    ],
+)
+def test_a_bad_value_is_named_with_what_is_wrong(name: str, raw: str, message: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({name: raw})
+    assert str(raised.value) == f"invalid settings:\n  {name}: {message}"
+
+
+def test_every_bad_variable_is_named_at_once() -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(
+            {
+                "CLEANAIR_MONTHLY_CREDITS": "-5",
+                "CLEANAIR_BODY_TIMEOUT": "0",
+                "CLEANAIR_LOG_LEVEL": "loud",
+            }
+        )
+    assert str(raised.value).splitlines()[1:] == [
+        "  CLEANAIR_MONTHLY_CREDITS: must not be negative",
+        "  CLEANAIR_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR",
+        "  CLEANAIR_BODY_TIMEOUT: must be between 0.1 and 120 seconds",
+    ]
