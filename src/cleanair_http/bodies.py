@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 from litestar import Request
 from litestar.exceptions import SerializationException
 
 from cleanair_core.errors import Unprocessable
-
-T = TypeVar("T")
 
 #: Everything a decoder raises for a body that is not the JSON asked for. Litestar wraps
 #: `msgspec.DecodeError` (and so `ValidationError`) in `SerializationException`.
@@ -35,18 +33,20 @@ def _malformed_is_unprocessable() -> Iterator[None]:
         raise Unprocessable() from None
 
 
-def decode_strict(body: bytes, kind: type[T]) -> T:
-    """`body` decoded into `kind` without coercion ("1" is not a number). Raises
-    Unprocessable (422 `Request validation failed`) for any malformed or mistyped body."""
-    with _malformed_is_unprocessable():
-        return msgspec.json.decode(body, type=kind)
-
-
 class JsonBodyRequest(Request[Any, Any, Any]):
-    """Litestar's request, whose `json()` (the decoder behind every `data` parameter) raises
-    Unprocessable for any malformed body, like `decode_strict`."""
+    """Litestar's request, whose `json()` (the decoder behind every `data` parameter) decodes
+    the body once, strictly, straight into the handler's declared struct.
+
+    Litestar would decode to plain values and then convert them without strictness ("1"
+    becomes a number); given the struct itself, its conversion passes it through untouched.
+    Any malformed or mistyped body is Unprocessable (422 `Request validation failed`).
+    """
 
     async def json(self) -> Any:
         """The decoded JSON body; Unprocessable when it is malformed."""
+        field = self.route_handler.parsed_data_field
+        kind = None if field is None else field.annotation
         with _malformed_is_unprocessable():
+            if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+                return msgspec.json.decode(await self.body(), type=kind)
             return await super().json()

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from litestar import Request, post
+from litestar.params import JSONBody
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir
 from cleanair_http import schemas
-from cleanair_http.controllers.airquality import strict_body
 from cleanair_http.settings import Settings
 from support.http import MakeClient, bearer, pair
 
@@ -75,14 +75,23 @@ def test_malformed_json_is_422_everywhere_and_free(
 
 
 @post("/test/strict", exclude_from_auth=True, status_code=200)
-async def strict_only(request: Request[Any, Any, Any]) -> str:
-    """Only the strict decoder: Litestar's own never sees this body."""
-    await strict_body(request, schemas.ScoreRequest)
-    return "decoded"
+async def strict_only(data: JSONBody[schemas.ScoreRequest]) -> str:
+    return f"decoded {data.lat}"
 
 
+@pytest.fixture
+def decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Litestar's own decoding (plain values, then a lenient conversion) must never run."""
+
+    async def never(self: Request[Any, Any, Any]) -> Any:
+        raise AssertionError("the body was decoded a second, lenient way")
+
+    monkeypatch.setattr(Request, "json", never)
+
+
+@pytest.mark.usefixtures("decoded_once")
 @pytest.mark.parametrize("body", MALFORMED.values(), ids=MALFORMED.keys())
-def test_the_strict_decoder_refuses_malformed_json_alike(
+def test_a_body_is_decoded_once_strictly_and_malformed_is_422(
     make_client: MakeClient, caplog: pytest.LogCaptureFixture, body: bytes
 ) -> None:
     client = make_client(Settings(plan_workers=0), [strict_only])
@@ -93,4 +102,8 @@ def test_the_strict_decoder_refuses_malformed_json_alike(
     assert response.status_code == 422
     assert response.json() == VALIDATION_FAILED
     no_error_logged(caplog)
-    assert client.post("/test/strict", content=b'{"lat": 60.2, "lon": 24.9}').text == "decoded"
+    assert client.post("/test/strict", content=b'{"lat": 60.2, "lon": 24.9}').text == (
+        "decoded 60.2"
+    )
+    # Strict: a number in a string is not a number.
+    assert client.post("/test/strict", content=b'{"lat": "60.2", "lon": 24.9}').status_code == 422

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from litestar import Request, post
 from litestar.params import JSONBody
@@ -17,18 +17,10 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.enrichment import Waypoint
 from cleanair_http import responses, schemas
 from cleanair_http.auth import authorization_of, authorized_for, core_of
-from cleanair_http.bodies import decode_strict
 from cleanair_http.client_address import client_address
 from cleanair_http.openapi import SECURITY, error_responses
 
 _GUARDS = [authorized_for(Scope.AQ_READ)]
-T = TypeVar("T")
-
-
-async def strict_body(request: Request[Any, Any, Any], kind: type[T]) -> T:
-    """The body decoded strictly. Litestar's own decoding (kept for the OpenAPI schema and
-    for malformed JSON) coerces "1" into a number; the contract's numbers are JSON numbers."""
-    return decode_strict(await request.body(), kind)
 
 
 def _point(lat: float | None, lon: float | None) -> Point | None:
@@ -70,7 +62,6 @@ async def score_point(
 ) -> schemas.ScoreResponse:
     """The Clean Air Score (0-100, 100 cleanest) at `lat`/`lon`, else at the Wi-Fi scan's
     location. 1 credit; `ttl` is the seconds until the data behind the answer next changes."""
-    data = await strict_body(request, schemas.ScoreRequest)
     point = _point(data.lat, data.lon)
     client = _client_label(data.client)
     # The scan is only turned into core values when it will be used: coordinates win.
@@ -105,7 +96,6 @@ async def forecast_day(
 ) -> schemas.ForecastResponse:
     """Hourly Clean Air Scores and concentrations (µg/m³) for the local `date` in `timezone`.
     Without coordinates the caller's IP country gives an approximate location. 2 credits."""
-    data = await strict_body(request, schemas.ForecastRequest)
     point = _point(data.latitude, data.longitude)
     core = core_of(request)
     address = None
@@ -150,7 +140,6 @@ async def enrich_route(
     """Measures at every waypoint at its own time, and the route's time-weighted, banded Clean
     Air Score, relative inhaled dose and mean concentrations. Give `time` on every waypoint (a
     recorded track) or on none, with `start_time`. 1 credit per waypoint."""
-    data = await strict_body(request, schemas.EnrichRouteRequest)
     waypoints = [Waypoint(Point(w.lat, w.lon), w.time) for w in data.waypoints]
     route = await core_of(request).enrich_route(
         authorization_of(request),

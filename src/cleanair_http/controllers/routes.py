@@ -13,7 +13,6 @@ from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
 from cleanair_http import responses, schemas
 from cleanair_http.auth import authorization_of, authorized_for, core_of, polls_limited
-from cleanair_http.controllers.airquality import strict_body
 from cleanair_http.offloading import in_thread
 from cleanair_http.openapi import SECURITY, error_responses
 
@@ -41,7 +40,6 @@ async def submit_plan(
 ) -> schemas.PlanSubmitted:
     """Plan cleaner routes between `start` and `end` (25 credits). Answers at once with the
     `request_id` to poll; the plan runs in the background."""
-    data = await strict_body(request, schemas.PlanRouteRequest)
     core, proof = core_of(request), authorization_of(request)
     plan_id = await in_thread(
         lambda: core.submit_plan(
