@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from litestar import Litestar
@@ -14,7 +14,6 @@ from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
 from cleanair_http.auth import BearerAuthMiddleware
 from cleanair_http.bodies import JsonBodyRequest
-from cleanair_http.bootstrap import close_sources
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.quota import read_quota
@@ -30,8 +29,12 @@ def create_app(
     core: CleanAir,
     settings: Settings | None = None,
     extra_route_handlers: Sequence[ControllerRouterHandler] = (),
+    *,
+    on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> Litestar:
-    """A Litestar app over a wired core; the caller owns the core's lifetime.
+    """A Litestar app over a wired core; the caller owns the core's lifetime. Pass
+    `on_shutdown=[deployment.aclose]` to close the deployment on the app's own event loop
+    when it stops (its HTTP clients belong to that loop).
 
     `extra_route_handlers` lets an embedder (or a test) mount more endpoints that reuse the
     bearer middleware, guards and error mapping.
@@ -47,9 +50,6 @@ def create_app(
         if settings.plan_workers > 0
         else None
     )
-
-    async def shutdown() -> None:
-        await close_sources(core.sources)
 
     @asynccontextmanager
     async def plan_worker(_: Litestar) -> AsyncIterator[None]:
@@ -85,7 +85,7 @@ def create_app(
         openapi_config=openapi_config(),
         state=State({"core": core, "settings": settings, "plan_worker": worker}),
         lifespan=[charges, plan_worker],
-        on_shutdown=[shutdown],
+        on_shutdown=list(on_shutdown),
         logging_config=None,
         debug=False,
     )

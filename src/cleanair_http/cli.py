@@ -20,7 +20,7 @@ from cleanair_core.air.wifi_location import (
 from cleanair_core.errors import OperatorError, StoreUnavailable
 from cleanair_core.routes.network import validate_network_name
 from cleanair_core.service import CleanAir
-from cleanair_http.bootstrap import build_core
+from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_http.terminal import escape_nonprintable
 
@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cleanair_http.server import serve
 
             return serve(settings, args.host, args.port)
-        core = build_core(settings, with_sources=False)
+        deployment = open_deployment(settings, with_sources=False)
     except SettingsError as exc:
         # One bad setting per line: those line breaks are the CLI's own, the rest is escaped.
         lines = (escape_nonprintable(line) for line in str(exc).split("\n"))
@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreUnavailable as exc:
         return _unavailable(exc)
     try:
-        _run(core, args)
+        _run(deployment.core, args)
     except (OperatorError, ValueError) as exc:
         # Messages embed arguments and stored names ("no user ...", "no such file: ...").
         print(f"cleanair: {escape_nonprintable(exc)}", file=sys.stderr)
@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreUnavailable as exc:
         return _unavailable(exc)
     finally:
-        core.store.close()
+        deployment.close()
     return 0
 
 

@@ -9,7 +9,7 @@ import uvicorn
 
 from cleanair_http.access_log import configure_logging
 from cleanair_http.app import create_app, with_access_log
-from cleanair_http.bootstrap import build_core
+from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
 from cleanair_http.settings import Settings
 from cleanair_http.terminal import escape_nonprintable
@@ -19,8 +19,8 @@ log = logging.getLogger("cleanair")
 
 def serve(settings: Settings, host: str, port: int) -> int:
     configure_logging(settings.log_level)
-    core = build_core(settings)
-    app = create_app(core, settings)
+    deployment = open_deployment(settings)
+    app = create_app(deployment.core, settings, on_shutdown=[deployment.aclose])
     print(
         f"cleanair {settings.environment.value} API on http://{escape_nonprintable(host)}:{port} "
         f"(database {escape_nonprintable(settings.database)}; OpenAPI at /schema/openapi.json)\n"
@@ -51,5 +51,5 @@ def serve(settings: Settings, host: str, port: int) -> int:
             ),
         )
     finally:
-        core.store.close()
+        deployment.close()  # whatever the app's shutdown has not closed (it never started, say)
     return 0

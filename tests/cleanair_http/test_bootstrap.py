@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
 
+import pytest
+
+from cleanair_core.access.accounts import User
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.keys import TokenKeys, generate_key
-from cleanair_http.bootstrap import build_sources, close_sources
+from cleanair_http.bootstrap import Deployment, build_sources, open_deployment
 from cleanair_http.settings import Settings
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
@@ -17,7 +24,10 @@ from cleanair_storage.memory import MemoryStore
 
 
 def test_the_default_sources_are_offline() -> None:
-    sources = build_sources(Settings.from_env({}), MemoryStore(), TokenKeys(generate_key()))
+    deployment = Deployment()
+    sources = build_sources(
+        Settings.from_env({}), MemoryStore(), TokenKeys(generate_key()), deployment
+    )
     assert isinstance(sources.air_quality, EmbeddedModel)
     assert isinstance(sources.wifi, LocalWifiGeolocator)
     assert isinstance(sources.ip, CountryIpLocator)
@@ -32,10 +42,44 @@ def test_remote_sources_are_chosen_by_settings_and_closed() -> None:
             "CLEANAIR_ICHNAEA_URL": "http://127.0.0.1:9/v1/geolocate",
         }
     )
-    sources = build_sources(settings, MemoryStore(), TokenKeys(generate_key()))
+    deployment = Deployment()
+    sources = build_sources(settings, MemoryStore(), TokenKeys(generate_key()), deployment)
     assert isinstance(sources.air_quality, OpenMeteoSource)
     assert isinstance(sources.wifi, IchnaeaGeolocator)
     clients = [sources.air_quality._client, sources.wifi._client]
     assert not any(client.is_closed for client in clients)
-    asyncio.run(close_sources(sources))
+    asyncio.run(deployment.aclose())
     assert all(client.is_closed for client in clients)
+
+
+def test_a_deployment_closes_what_it_opened_last_first_and_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    deployment = Deployment()
+    closed: list[str] = []
+
+    def closer(name: str, fail: bool = False) -> Callable[[], Awaitable[None]]:
+        async def close() -> None:
+            closed.append(name)
+            if fail:
+                raise OSError("gone")
+
+        return close
+
+    deployment.opened("first", closer("first"))
+    deployment.opened("second", closer("second", fail=True))
+    deployment.opened("third", closer("third"))
+    deployment.close()
+    deployment.close()
+    assert closed == ["third", "second", "first"]  # a failing close does not stop the rest
+    assert "could not close second" in caplog.text
+
+
+def test_an_opened_deployment_closes_its_store(tmp_path: Path) -> None:
+    settings = Settings(database=tmp_path / "var" / "cleanair.db", default_network=False)
+    deployment = open_deployment(settings, with_sources=False)
+    store = deployment.core.store
+    store.add_user(User("alice", True, datetime(2026, 1, 1, tzinfo=UTC)))
+    deployment.close()
+    with pytest.raises(sqlite3.ProgrammingError):  # closed: its writer is gone
+        store.add_user(User("bob", True, datetime(2026, 1, 1, tzinfo=UTC)))

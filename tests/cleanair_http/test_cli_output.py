@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from cleanair_core.service import CleanAir
 from cleanair_http import cli
-from cleanair_http.bootstrap import build_core
+from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
 from cleanair_http.terminal import escape_nonprintable
 from support.networks import grid
@@ -54,11 +54,12 @@ def assert_terminal_safe(*texts: str) -> None:
 @contextmanager
 def opened_core() -> Iterator[CleanAir]:
     """A core over the same database and key as the CLI's."""
-    core = build_core(Settings.from_env(), with_sources=False)
+    deployment = open_deployment(Settings.from_env(), with_sources=False)
+    core = deployment.core
     try:
         yield core
     finally:
-        core.store.close()
+        deployment.close()
 
 
 # -- the helper --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.geo import Point, distance_m
 from cleanair_http import cli
-from cleanair_http.bootstrap import build_core
+from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
 
 A, B, C = "a4:2b:b0:11:22:01", "a4:2b:b0:11:22:02", "a4:2b:b0:11:22:03"
@@ -27,11 +27,12 @@ def write(tmp_path: Path, text: str, name: str = "aps.csv") -> Path:
 
 def locate(scan: list[WifiAccessPoint]) -> Point | None:
     """Locate through a store and key built exactly as the service builds them."""
-    core = build_core(Settings.from_env())
+    deployment = open_deployment(Settings.from_env())
+    core = deployment.core
     try:
         return asyncio.run(LocalWifiGeolocator(core.store, core.keys).locate(scan))
     finally:
-        core.store.close()
+        deployment.close()
 
 
 def test_import_then_locate_between_the_imported_access_points(
@@ -95,11 +96,12 @@ def test_progress_and_batches_for_a_large_file(
     assert "cleanair: 1000 rows read, 1000 access points imported" in err
     assert "cleanair: 2000 rows read, 1900 access points imported" in err
     assert "line 1236: invalid BSSID" in err
-    core = build_core(Settings.from_env())
+    deployment = open_deployment(Settings.from_env())
+    core = deployment.core
     try:
         assert core.store.count_access_points() == 2_499
     finally:
-        core.store.close()
+        deployment.close()
 
 
 def test_many_bad_rows_list_the_first_few(

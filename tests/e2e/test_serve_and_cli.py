@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from cleanair_core import Billable
-from cleanair_http.bootstrap import build_core
+from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
 from support.servers import cli, running_server
 
@@ -82,7 +82,8 @@ def test_usage_by_attribution_label(env: dict[str, str]) -> None:
     assert cli(env, "users", "add", "alice").returncode == 0
     assert cli(env, "clients", "add", "myapp").returncode == 0
     settings = Settings.from_env(env)
-    core = build_core(settings, with_sources=False)  # credits only: no place data needed
+    deployment = open_deployment(settings, with_sources=False)  # credits only: no place data needed
+    core = deployment.core
     try:
         caller = core.redeem_pairing_code(core.create_pairing_code("alice"), "x", "127.0.0.1")
         who = core.authenticate(caller.token)
@@ -91,7 +92,7 @@ def test_usage_by_attribution_label(env: dict[str, str]) -> None:
         with core.charge(who, Billable.SCORE, client="unknown-app"):
             pass
     finally:
-        core.store.close()
+        deployment.close()
     usage = cli(env, "usage", "alice", "--json")
     assert usage.returncode == 0
     assert json.loads(usage.stdout) == {"client:myapp": 2, "score": 1}
