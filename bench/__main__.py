@@ -44,7 +44,7 @@ from cleanair_core.geo import Point, distance_m
 from cleanair_core.routes.enrichment import enrich_route
 from cleanair_http.app import create_app
 from cleanair_http.bootstrap import Deployment, build_sources
-from cleanair_http.offloading import in_thread
+from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import Settings
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
@@ -160,7 +160,9 @@ async def in_process() -> dict[str, Stats]:
         keys = TokenKeys(generate_key())
         policy = Policy(requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9))
         sources = build_sources(Settings(), store, keys, Deployment())
-        core = CleanAir(store, keys, policy, sources=sources, offload=in_thread)
+        core = CleanAir(
+            store, keys, policy, sources=sources, offload=in_thread, store_calls=here_or_in_thread
+        )
         core.add_user("bench")
         token = core.redeem_pairing_code(core.create_pairing_code("bench"), "b", "127.0.0.1").token
         ours = create_app(core)

@@ -19,7 +19,7 @@ from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_http.app import create_app
 from cleanair_http.bootstrap import Deployment, build_sources
-from cleanair_http.offloading import in_thread
+from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
 
@@ -35,7 +35,9 @@ def main() -> None:
         keys = TokenKeys(generate_key())
         policy = Policy(requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9))
         sources = build_sources(Settings(), store, keys, Deployment())
-        core = CleanAir(store, keys, policy, sources=sources, offload=in_thread)
+        core = CleanAir(
+            store, keys, policy, sources=sources, offload=in_thread, store_calls=here_or_in_thread
+        )
         core.add_user("bench")
         token = core.redeem_pairing_code(core.create_pairing_code("bench"), "b", "127.0.0.1")
         app = create_app(core, extra_route_handlers=[bare])

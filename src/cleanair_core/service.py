@@ -52,9 +52,13 @@ class CleanAir:
         randbelow: Callable[[int], int] = secrets.randbelow,
         sources: Sources | None = None,
         offload: Offload = inline,
+        store_calls: Offload | None = None,
     ) -> None:
         """`offload` runs the async use cases' blocking work (storage waits, path searches):
-        give a service with an event loop a thread (`anyio.to_thread.run_sync`)."""
+        give a service with an event loop a thread (`anyio.to_thread.run_sync`).
+        `store_calls` runs their one-step store calls (a charge's debit and settlement;
+        default: `offload`): `here_unless_blocked(offload)` spares the thread while nothing
+        holds the store."""
         self.context = Context(
             store=store,
             keys=keys,
@@ -63,6 +67,7 @@ class CleanAir:
             sources=sources,
             randbelow=randbelow,
             offload=offload,
+            store_calls=offload if store_calls is None else store_calls,
         )
 
     @property

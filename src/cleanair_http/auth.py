@@ -14,7 +14,7 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.credits.rate_limits import RateLimit
 from cleanair_core.errors import NotAuthenticated
 from cleanair_core.service import CleanAir
-from cleanair_http.offloading import in_thread
+from cleanair_http.offloading import here_or_in_thread
 
 AnyConnection = ASGIConnection[Any, Any, Any, Any]
 # Guards are coroutines: Litestar would run a plain function in a worker thread.
@@ -85,7 +85,7 @@ def authorized_for(scope: Scope, *, user_owned: bool = False) -> Guard:
             core.enforce_rate_limit(caller)
             return core.authorize(caller, scope, user_owned=user_owned)
 
-        connection.state["authorized"] = await in_thread(check)
+        connection.state["authorized"] = await here_or_in_thread(check)
 
     return guard
 
@@ -100,7 +100,7 @@ async def polls_limited(connection: AnyConnection, _: BaseRouteHandler) -> None:
         core.enforce_rate_limit(caller, core.policy.plan_polls)
         return core.authorize(caller, Scope.ROUTES_PLAN, premium=False)
 
-    connection.state["authorized"] = await in_thread(check)
+    connection.state["authorized"] = await here_or_in_thread(check)
 
 
 def authorization_of(connection: AnyConnection) -> Authorized:
@@ -114,6 +114,8 @@ def rate_limited(rule: RateLimit | None = None) -> Guard:
 
     async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
         core = core_of(connection)
-        await in_thread(lambda: core.enforce_rate_limit(_authenticated(connection, core), rule))
+        await here_or_in_thread(
+            lambda: core.enforce_rate_limit(_authenticated(connection, core), rule)
+        )
 
     return guard

@@ -32,7 +32,7 @@ from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import quiet_upstream_urls
-from cleanair_http.offloading import in_thread
+from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import SECONDS_PER_DAY, Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
 
@@ -155,7 +155,13 @@ def open_deployment(
         keys = TokenKeys(key)
         sources = build_sources(settings, store, keys, deployment) if with_sources else None
         deployment._core = CleanAir(
-            store, keys, policy_from(settings), clock, sources=sources, offload=in_thread
+            store,
+            keys,
+            policy_from(settings),
+            clock,
+            sources=sources,
+            offload=in_thread,
+            store_calls=here_or_in_thread,
         )
     except BaseException:
         deployment.close()
@@ -196,7 +202,7 @@ def build_sources(
         deployment.opened("the Ichnaea client", ichnaea.aclose)
         wifi = ichnaea
     else:
-        wifi = LocalWifiGeolocator(store, keys, in_thread)
+        wifi = LocalWifiGeolocator(store, keys, here_or_in_thread)
     return Sources(
         air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
     )

@@ -1,8 +1,11 @@
-"""The service's `Offload`: storage calls and path searches run in worker threads.
+"""The service's offloads: no store call waits on the event loop.
 
-Every call into the store (even a read) goes through `in_thread`, so a database lock held by
-another process (a CLI import, say) makes only the requests that need the store wait, in
-their threads; the event loop keeps answering everything else.
+Path searches and store calls that write more than once run in a worker thread (`in_thread`).
+One-step store calls (a guard's authentication and rate-limit hit, a charge's debit, a read)
+use `here_or_in_thread`: tried right here with the store told not to wait, and handed to a
+thread only when it would have had to (a lock held by another process, a CLI import say, or
+by this process's other threads). So the common case pays no thread hop, and a held lock
+still stalls only the requests that must write.
 """
 
 from __future__ import annotations
@@ -12,9 +15,15 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from cleanair_core.offload import here_unless_blocked
+
 T = TypeVar("T")
 
 
 async def in_thread(work: Callable[[], T], /) -> T:
     """Run `work` in anyio's worker thread pool and return its result."""
     return await anyio.to_thread.run_sync(work)
+
+
+#: One-step store work: here when the store is free, else in a thread.
+here_or_in_thread = here_unless_blocked(in_thread)

@@ -60,6 +60,8 @@ CLASS_WEIGHTS: dict[RoadClass, float] = {
     RoadClass.ARTERIAL: 1.0,
     RoadClass.MOTORWAY: 1.0,
 }
+#: Batches up to this size take the scalar path in `many` (cheaper than vectorising them).
+SCALAR_BATCH = 8
 #: Largest distance between consecutive sample points along an edge, metres.
 SAMPLE_SPACING_M = 20.0
 
@@ -242,6 +244,12 @@ class NetworkNearRoad:
         flat_lat, flat_lon = lat.reshape(-1), lon.reshape(-1)
         todo = np.flatnonzero(self._within_box(flat_lat, flat_lon))  # NaN is never inside
         if todo.size == 0:
+            return result
+        if todo.size <= SCALAR_BATCH:
+            # A score asks for one point: the scalar search, which stops at the first weight
+            # that cannot be beaten, is several times faster than the vectorised set-up.
+            for index in todo.tolist():
+                result.reshape(-1)[index] = self(Point(flat_lat[index], flat_lon[index]))
             return result
         xyz = _to_xyz(flat_lat[todo], flat_lon[todo])
         best = np.zeros(todo.size, dtype=np.float64)

@@ -4,16 +4,24 @@ What every shared store guarantees across processes is in test_shared_store_proc
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 import threading
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
 
 from cleanair_core.access.accounts import User
 from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
 from cleanair_core.errors import CreditsExhausted
+from cleanair_core.offload import WouldBlock, here_unless_blocked
 from cleanair_storage.sqlite import SqliteStore
 
+T = TypeVar("T")
 AT = datetime(2026, 2, 10, 12, 0, tzinfo=UTC)
 POOL = "user:alice"
 LIMITS = CreditLimits(monthly=1000, daily=100)
@@ -109,3 +117,100 @@ def test_writes_survive_reopening(tmp_path: Path) -> None:
         assert second.id > first.id
     finally:
         reopened.close()
+
+
+class LockHolder:
+    """Another connection (as another process would) holding the database's write lock in
+    its own thread, until `release()` or, at the latest, `at_most` seconds."""
+
+    def __init__(self, path: Path, at_most: float = 20.0) -> None:
+        self._path, self._at_most = path, at_most
+        self.holding, self._release = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._hold)
+        self._thread.start()
+        assert self.holding.wait(timeout=30)
+
+    def _hold(self) -> None:
+        other = sqlite3.connect(self._path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        self.holding.set()
+        self._release.wait(timeout=self._at_most)
+        self.holding.clear()
+        other.execute("ROLLBACK")
+        other.close()
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join(timeout=30)
+
+
+def test_told_not_to_wait_a_busy_store_says_so_at_once_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "busy.db"
+    store = SqliteStore(path, busy_timeout=60)
+    handed_over_while_held: list[bool] = []
+    holder: LockHolder
+
+    async def elsewhere(work: Callable[[], T]) -> T:
+        # Had the attempt waited for the lock, the holder would have let go by now (and the
+        # work would have been done right there, never handed over).
+        handed_over_while_held.append(holder.holding.is_set())
+        raise AssertionError("handed over")
+
+    here = here_unless_blocked(elsewhere)
+    holder = LockHolder(path)
+    try:
+        for work in (
+            lambda: store.debit(Debit(POOL, "c", "score", 1, AT), LIMITS),
+            lambda: store.hit("requests:c", 0),
+            lambda: store.confirm_charge(1),
+            lambda: store.add_user(User("bob", True, AT)),
+        ):
+            with pytest.raises(AssertionError, match="handed over"):
+                asyncio.run(here(work))
+        assert handed_over_while_held == [True] * 4
+    finally:
+        holder.release()
+    try:
+        assert store.get_user("bob") is None
+        assert asyncio.run(here(lambda: store.hit("requests:c", 0))) == 1  # free: done here
+        assert len(handed_over_while_held) == 4
+        assert store.usage(POOL, AT) == Usage(0, 0)
+    finally:
+        store.close()
+
+
+def test_told_not_to_wait_a_writer_busy_in_another_thread_says_so(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "thread.db")
+    inside, release = threading.Event(), threading.Event()
+
+    def long_unit_of_work() -> None:
+        with store.transaction() as work:
+            work.add_user(User("carol", True, AT))
+            inside.set()
+            release.wait(timeout=30)
+
+    holder = threading.Thread(target=long_unit_of_work)
+    holder.start()
+    try:
+        assert inside.wait(timeout=30)
+        with pytest.raises(WouldBlock):
+            asyncio.run(_without_waiting(lambda: store.hit("requests:c", 0)))
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    try:
+        assert store.get_user("carol") is not None
+        assert store.hit("requests:c", 0) == 1  # the refused hit counted nothing
+    finally:
+        store.close()
+
+
+async def _without_waiting(work: Callable[[], T]) -> T:
+    """Run `work` here, not allowed to wait, and let WouldBlock out."""
+
+    async def surface(retry: Callable[[], T]) -> T:
+        raise WouldBlock
+
+    return await here_unless_blocked(surface)(work)

@@ -25,7 +25,7 @@ from types import TracebackType
 
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import CreditLedger, CreditLimits, Debit, LedgerEntry
-from cleanair_core.offload import Offload, inline
+from cleanair_core.offload import Offload, WouldBlock, inline
 
 
 class HeldCharges:
@@ -146,8 +146,14 @@ class Charge:
 
         def settle() -> None:
             nonlocal started
+            try:
+                self.__exit__(exc_type, exc, tb)
+            except WouldBlock:  # nothing was done: the offload runs it again elsewhere
+                raise
+            except BaseException:
+                started = True
+                raise
             started = True
-            self.__exit__(exc_type, exc, tb)
 
         try:
             await self._offload(settle)

@@ -29,6 +29,9 @@ class Context:
     randbelow: Callable[[int], int] = secrets.randbelow
     #: Where the async use cases run blocking work (storage waits, path searches).
     offload: Offload = inline
+    #: Where they run a store call that changes the store in one atomic step at most (a
+    #: charge's debit or settlement): may try it right here first (`here_unless_blocked`).
+    store_calls: Offload = inline
     #: The charges reserved through this context and not yet settled: renewing their holds
     #: keeps them from being swept while their calls run.
     held_charges: HeldCharges = attrs.field(factory=HeldCharges)

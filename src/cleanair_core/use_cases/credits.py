@@ -56,7 +56,9 @@ def charge(
             hold_until=now + ctx.policy.charge_hold,
         )
 
-    return Charge(ctx.store, debit, ctx.policy.credits, ctx.clock, ctx.held_charges, ctx.offload)
+    return Charge(
+        ctx.store, debit, ctx.policy.credits, ctx.clock, ctx.held_charges, ctx.store_calls
+    )
 
 
 def renew_charge_holds(ctx: Context) -> int:

@@ -27,6 +27,7 @@ from typing import ParamSpec, Self, TypeVar
 from sqlite_utils import Database
 
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
+from cleanair_core.offload import WouldBlock, waiting_allowed
 from cleanair_storage.migrations import migrations
 
 BUSY_TIMEOUT_MS = 10_000
@@ -140,6 +141,10 @@ def _unavailable_as_port_error(method: Callable[P, R]) -> Callable[P, R]:
     return translated
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return (exc.sqlite_errorcode & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
     """`_unavailable_as_port_error` for a block (a unit of work's BEGIN and COMMIT)."""
@@ -240,9 +245,8 @@ class SqliteDatabase:
         if self._in_transaction():  # part of this thread's unit of work
             yield self._writer
             return
-        with self._write_lock:
-            conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
+        with self._writer_held() as conn:
+            self._begin(conn)
             self._local.transaction = True
             try:
                 yield conn
@@ -263,8 +267,42 @@ class SqliteDatabase:
         if self._in_transaction():
             yield self._writer
             return
-        with self._write_lock:
-            yield self._writer
+        with self._writer_held() as conn:
+            try:
+                yield conn
+            except sqlite3.OperationalError as exc:
+                if not waiting_allowed() and _is_busy(exc):
+                    raise WouldBlock() from exc
+                raise
+
+    @contextmanager
+    def _writer_held(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection, held by this thread. Where waiting is not allowed (see
+        `cleanair_core.offload.here_unless_blocked`) a writer busy in another thread, or a
+        database another connection is writing, raise WouldBlock at once instead."""
+        if waiting_allowed():
+            with self._write_lock:
+                yield self._writer
+            return
+        if not self._write_lock.acquire(blocking=False):
+            raise WouldBlock()
+        try:
+            self._writer.execute("PRAGMA busy_timeout = 0")
+            try:
+                yield self._writer
+            finally:
+                self._writer.execute(f"PRAGMA busy_timeout = {round(self._busy_timeout * 1000)}")
+        finally:
+            self._write_lock.release()
+
+    @staticmethod
+    def _begin(conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not waiting_allowed() and _is_busy(exc):
+                raise WouldBlock() from exc
+            raise
 
     def _read(self) -> sqlite3.Connection:
         if self._in_transaction():  # a unit of work reads what it has written
