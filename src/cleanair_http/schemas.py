@@ -9,6 +9,7 @@ import msgspec
 
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.routes.enrichment import MAX_WAYPOINTS
 from cleanair_core.routes.network import PlanActivityType
 
 
@@ -81,10 +82,6 @@ class ForecastResponse(msgspec.Struct):
 
 
 # Route enrichment (contract 2.7, 2.8) --------------------------------------------------------
-#: Waypoints per enrichment (contract section 8); the core checks the same bounds.
-MAX_WAYPOINTS = 100
-
-
 class Waypoint(msgspec.Struct):
     lat: Latitude
     lon: Longitude
