@@ -37,7 +37,7 @@ import numpy as np
 
 from cleanair_core.air.quality_source import Concentrations, Sample
 from cleanair_core.errors import PlanRejected
-from cleanair_core.geo import Point, distance_m
+from cleanair_core.geo import Point, distance_m, distances_m
 from cleanair_core.routes.network import (
     Access,
     FloatArray,
@@ -53,7 +53,7 @@ from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.near_road import NetworkNearRoad
-from cleanair_sources.osm_import import haversine_m, import_network
+from cleanair_sources.osm_import import import_network
 from cleanair_sources.street_router import ScipyRouter
 
 HELSINKI_PLANS = 10
@@ -224,7 +224,7 @@ def city_grid(size: int = GRID_SIZE, seed: int = 11) -> StreetNetwork:
         np.where(street % 5 == 0, RoadClass.COLLECTOR, RoadClass.LOCAL),
     ).astype(np.uint8)
     access = np.full(frm.size, Access.FOOT | Access.BIKE, dtype=np.uint8)
-    length = haversine_m(lat[frm], lon[frm], lat[to], lon[to])
+    length = distances_m(lat[frm], lon[frm], lat[to], lon[to])
     return StreetNetwork("grid", lat, lon, frm, to, length, road_class, access)
 
 
