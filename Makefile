@@ -9,7 +9,7 @@ endif
 export UV_PYTHON_DOWNLOADS := never
 PY := .venv/bin/python
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test test-fast lint bench clean
 
 # uv is installed into .tools from PyPI when the machine has none.
 .tools/bin/uv:
@@ -27,6 +27,10 @@ run: install
 
 test: install
 	.venv/bin/pytest
+
+# The end-to-end tests start real server processes and take about two minutes.
+test-fast: install
+	.venv/bin/pytest -m "not e2e"
 
 lint: install
 	.venv/bin/ruff check src tests bench

@@ -35,9 +35,10 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from cleanair_core.air.quality_source import Concentrations, Sample
+from cleanair_core.air.pollutants import Concentrations
+from cleanair_core.air.quality_source import Sample
 from cleanair_core.errors import PlanRejected
-from cleanair_core.geo import Point, distance_m
+from cleanair_core.geo import Point, distance_m, distances_m
 from cleanair_core.routes.network import (
     Access,
     FloatArray,
@@ -53,7 +54,7 @@ from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.near_road import NetworkNearRoad
-from cleanair_sources.osm_import import haversine_m, import_network
+from cleanair_sources.osm_import import import_network
 from cleanair_sources.street_router import ScipyRouter
 
 HELSINKI_PLANS = 10
@@ -167,7 +168,12 @@ async def helsinki_plans(network: StreetNetwork, model: EmbeddedModel) -> dict[s
     started = time.perf_counter()
     await plan_routes(PlanRequest(warm_start, warm_end, WALK, at), networks, source)
     first = time.perf_counter() - started
-    totals, searches, air, routes, direct, walked = [], [], [], [], [], []
+    totals: list[float] = []
+    searches: list[float] = []
+    air: list[float] = []
+    routes: list[int] = []
+    direct: list[float] = []
+    walked: list[float] = []
     rejected: dict[str, int] = {}
     for start, end in walk_pairs(network, 2 * HELSINKI_PLANS, seed=6):
         if len(totals) == HELSINKI_PLANS:
@@ -224,7 +230,7 @@ def city_grid(size: int = GRID_SIZE, seed: int = 11) -> StreetNetwork:
         np.where(street % 5 == 0, RoadClass.COLLECTOR, RoadClass.LOCAL),
     ).astype(np.uint8)
     access = np.full(frm.size, Access.FOOT | Access.BIKE, dtype=np.uint8)
-    length = haversine_m(lat[frm], lon[frm], lat[to], lon[to])
+    length = distances_m(lat[frm], lon[frm], lat[to], lon[to])
     return StreetNetwork("grid", lat, lon, frm, to, length, road_class, access)
 
 
@@ -270,7 +276,10 @@ def grid_searches(network: StreetNetwork) -> dict[str, Any]:
     def edge_of(a: int, b: int) -> int:
         return int(graph[a][b]["edge"])
 
-    scipy_plans, unbounded_plans, networkx_plans, trips = [], [], [], []
+    scipy_plans: list[float] = []
+    unbounded_plans: list[float] = []
+    networkx_plans: list[float] = []
+    trips: list[float] = []
     n = network.node_count
     while len(scipy_plans) < GRID_PLANS:
         origin, destination = (int(v) for v in rng.integers(n, size=2))

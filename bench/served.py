@@ -8,7 +8,6 @@ measures our endpoint's own cost under real HTTP.
 from __future__ import annotations
 
 import socket
-import sys
 import tempfile
 from pathlib import Path
 
@@ -54,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

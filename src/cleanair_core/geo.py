@@ -1,12 +1,17 @@
-"""Points on the WGS-84 ellipsoid and the distances between them."""
+"""Points on the WGS-84 ellipsoid and the distances between them, one pair or many."""
 
 from __future__ import annotations
 
 import math
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 EARTH_RADIUS_M = 6_371_008.8  # mean radius (IUGG); a sphere is accurate to ~0.5 % here
+
+#: Degrees or metres, one per point or edge.
+FloatArray = npt.NDArray[np.float64]
 
 
 @attrs.frozen
@@ -28,3 +33,22 @@ def distance_m(a: Point, b: Point) -> float:
     dlmb = math.radians(b.lon - a.lon)
     h = math.sin(dphi / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin(dlmb / 2) ** 2
     return 2 * EARTH_RADIUS_M * math.asin(min(1.0, math.sqrt(h)))
+
+
+def distances_m(
+    lat1: FloatArray | float,
+    lon1: FloatArray | float,
+    lat2: FloatArray | float,
+    lon2: FloatArray | float,
+) -> FloatArray:
+    """Great-circle (haversine) distances in metres, elementwise: `distance_m` over NumPy
+    arrays of degrees that broadcast together, so a float against arrays is one point against
+    many. The same formula in the same order as `distance_m`; NumPy's sine and cosine may
+    differ from the math module's in the last bit."""
+    phi1, phi2 = np.radians(lat1), np.radians(lat2)
+    h = (
+        np.sin((phi2 - phi1) / 2.0) ** 2
+        + np.cos(phi1) * np.cos(phi2) * np.sin(np.radians(lon2 - lon1) / 2.0) ** 2
+    )
+    distance: FloatArray = 2.0 * EARTH_RADIUS_M * np.arcsin(np.minimum(1.0, np.sqrt(h)))
+    return distance

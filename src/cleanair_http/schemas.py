@@ -9,6 +9,8 @@ import msgspec
 
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.credits.attribution import CLIENT_LABEL
+from cleanair_core.routes.enrichment import MAX_WAYPOINTS
 from cleanair_core.routes.network import PlanActivityType
 
 
@@ -42,8 +44,9 @@ class ErrorResponse(msgspec.Struct):
 # Air quality (contract 2.3-2.6) --------------------------------------------------------------
 Latitude = Annotated[float, msgspec.Meta(ge=-90.0, le=90.0)]
 Longitude = Annotated[float, msgspec.Meta(ge=-180.0, le=180.0)]
-#: Same rule as the core's client-label check; the core re-checks the whole string.
-ClientLabel = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_-]{1,32}$", max_length=32)]
+#: The core's client-label rule, so a bad label is a 422 before any charge; msgspec searches
+#: rather than matching the whole string, so the core re-checks it.
+ClientLabel = Annotated[str, msgspec.Meta(pattern=CLIENT_LABEL.pattern, max_length=32)]
 #: The strongest few access points are enough; a scan longer than this is refused (422).
 MAX_SCAN = 64
 
@@ -81,10 +84,6 @@ class ForecastResponse(msgspec.Struct):
 
 
 # Route enrichment (contract 2.7, 2.8) --------------------------------------------------------
-#: Waypoints per enrichment (contract section 8); the core checks the same bounds.
-MAX_WAYPOINTS = 100
-
-
 class Waypoint(msgspec.Struct):
     lat: Latitude
     lon: Longitude

@@ -85,7 +85,7 @@ import numpy.typing as npt
 import osmium
 import osmium.filter
 
-from cleanair_core.geo import EARTH_RADIUS_M
+from cleanair_core.geo import distances_m
 from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
 
 Progress = Callable[[str, int], None]
@@ -225,24 +225,6 @@ def _bike_directions(highway: str, tags: Mapping[str, str]) -> Access:
     return Access.BIKE
 
 
-def haversine_m(
-    lat1: npt.NDArray[np.float64],
-    lon1: npt.NDArray[np.float64],
-    lat2: npt.NDArray[np.float64],
-    lon2: npt.NDArray[np.float64],
-) -> npt.NDArray[np.float64]:
-    """Great-circle distances in metres, elementwise (the core's `distance_m`, vectorised)."""
-    phi1, phi2 = np.radians(lat1), np.radians(lat2)
-    h = (
-        np.sin((phi2 - phi1) / 2.0) ** 2
-        + np.cos(phi1) * np.cos(phi2) * np.sin(np.radians(lon2 - lon1) / 2.0) ** 2
-    )
-    distance: npt.NDArray[np.float64] = (
-        2.0 * EARTH_RADIUS_M * np.arcsin(np.minimum(1.0, np.sqrt(h)))
-    )
-    return distance
-
-
 def import_network(
     path: str | Path,
     name: str,
@@ -348,7 +330,7 @@ def _build(name: str, path: Path, ways: _Ways, clock_now: datetime | None) -> St
     way_of = np.repeat(np.arange(ways.ends.size), np.diff(ways.ends, prepend=0))
     start = np.flatnonzero((way_of[:-1] == way_of[1:]) & present[:-1] & present[1:])
     end = start + 1
-    length = haversine_m(lat[start], lon[start], lat[end], lon[end])
+    length = distances_m(lat[start], lon[start], lat[end], lon[end])
     keep = length > 0.0
     start, end, length = start[keep], end[keep], length[keep]
     # The nodes that end an edge, numbered 0..n-1 in the order of their OSM ids.

@@ -47,7 +47,7 @@ class FailingConfirms:
 def make_core(store: Store | FailingConfirms) -> tuple[CleanAir, ManualClock]:
     clock = ManualClock(NOW)
     policy = Policy(charge_hold_seconds=HOLD)
-    return CleanAir(store, KEYS, policy, clock), clock  # type: ignore[arg-type]
+    return CleanAir(store, KEYS, policy, clock), clock
 
 
 def alice(core: CleanAir) -> Caller:

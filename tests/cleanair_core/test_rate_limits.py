@@ -14,7 +14,7 @@ from cleanair_core.access.accounts import Owner, OwnerKind
 from cleanair_core.access.connections import Caller
 from cleanair_core.access.scopes import USER_SCOPES
 from cleanair_core.clock import ManualClock
-from cleanair_core.credits.rate_limits import PLAN_POLLING, RateLimit, enforce
+from cleanair_core.credits.rate_limits import RateLimit, enforce
 from cleanair_core.errors import RateLimited
 from cleanair_core.keys import TokenKeys
 from cleanair_core.policy import Policy
@@ -85,10 +85,6 @@ def test_rules_need_a_positive_limit_and_window(limit: int, window: int) -> None
         RateLimit("bad", limit, window)
 
 
-def test_plan_polling_is_60_per_minute() -> None:
-    assert (PLAN_POLLING.limit, PLAN_POLLING.window_seconds) == (60, 60)
-
-
 @given(
     limit=st.integers(1, 8),
     window=st.sampled_from([1, 7, 60, 600, 3600]),
@@ -121,6 +117,6 @@ def test_service_limits_requests_per_connection(store: Store) -> None:
     assert raised.value.retry_after == 30
     core.enforce_rate_limit(bob)  # another connection of the same owner has its own count
     # A different rule is a different counter.
-    core.enforce_rate_limit(alice, PLAN_POLLING)
+    core.enforce_rate_limit(alice, Policy().plan_polls)
     clock.advance(30)
     core.enforce_rate_limit(alice)

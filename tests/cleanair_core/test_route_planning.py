@@ -18,11 +18,11 @@ from cleanair_core.geo import Point, distance_m
 from cleanair_core.routes.network import Access, PlanActivityType, StreetNetwork
 from cleanair_core.routes.planner import (
     SNAP_DISTANCE_M,
-    PlanResult,
     plan_routes,
     within_buffer,
 )
 from cleanair_core.routes.plans import PlanRequest
+from cleanair_core.routes.results import PlanResult
 from cleanair_sources.street_router import LoadedNetworks
 from support.networks import DLAT, DLON, ORIGIN, grid
 

@@ -43,7 +43,7 @@ def test_recorded_times_win_over_start_time() -> None:
 def test_offsets_are_converted_and_naive_times_read_as_utc() -> None:
     helsinki = timezone(timedelta(hours=2))
     local = datetime(2026, 11, 22, 12, 15, tzinfo=helsinki)
-    naive = datetime(2026, 11, 22, 10, 20)
+    naive = datetime(2026, 11, 22, 10, 20)  # noqa: DTZ001 - the naive input under test
     times = waypoint_times([A, B], [local, naive], None, 1.3)
     assert times == [NOW, at(5)]
     assert all(t.tzinfo is UTC for t in times)

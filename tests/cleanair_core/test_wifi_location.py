@@ -457,7 +457,11 @@ def test_a_scan_of_one_usable_access_point_is_not_looked_up() -> None:
 
 def spellings(mac: str) -> list[str]:
     octets = [int(part, 16) for part in mac.split(":")]
-    return [render(octets, form, up) for form in ("colon", "dash", "dot", "bare") for up in (0, 1)]
+    return [
+        render(octets, form, up)
+        for form in ("colon", "dash", "dot", "bare")
+        for up in (False, True)
+    ]
 
 
 @given(mac_text(st.tuples(*[any_octet] * 6)), st.integers(-150, 0))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from litestar.testing import TestClient
-from litestar.types import ControllerRouterHandler
+from litestar.types import ASGIApp, ControllerRouterHandler
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
@@ -17,7 +17,7 @@ from cleanair_http.offloading import in_thread
 from cleanair_http.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
-from support.http import MakeClient
+from support.http import Client, MakeClient
 
 
 @pytest.fixture
@@ -52,16 +52,17 @@ def core(tmp_path: Path, clock: ManualClock, sources: Sources) -> Iterator[Clean
 
 @pytest.fixture
 def make_client(core: CleanAir) -> Iterator[MakeClient]:
-    clients: list[TestClient] = []  # type: ignore[type-arg]
+    clients: list[Client] = []
 
     def make(
         settings: Settings | None = None,
         handlers: Sequence[ControllerRouterHandler] = (),
         *,
         access_log: bool = False,
-    ) -> TestClient:  # type: ignore[type-arg]
+    ) -> Client:
         app = create_app(core, settings, handlers)
-        client = TestClient(with_access_log(app) if access_log else app)  # type: ignore[arg-type]
+        served: ASGIApp = with_access_log(app) if access_log else app
+        client: Client = TestClient(served)
         client.__enter__()
         clients.append(client)
         return client
@@ -72,5 +73,5 @@ def make_client(core: CleanAir) -> Iterator[MakeClient]:
 
 
 @pytest.fixture
-def client(make_client: MakeClient) -> TestClient:  # type: ignore[type-arg]
+def client(make_client: MakeClient) -> Client:
     return make_client()

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from litestar.enums import ScopeType
 from litestar.testing import TestClient
 from litestar.types import ASGIApp, Receive, Scope, Send
 
@@ -25,7 +26,7 @@ from support.fakes import (
     FakeNamer,
     FakeSource,
 )
-from support.http import bearer, pair
+from support.http import Client, bearer, pair
 
 SCORE = "/v1/airquality/score"
 FORECAST = "/v1/airquality/forecast"
@@ -61,7 +62,7 @@ def sources(source: FakeSource, geolocator: FakeGeolocator, ip: FakeIp) -> Sourc
 
 
 @pytest.fixture
-def token(core: CleanAir, client: TestClient) -> str:  # type: ignore[type-arg]
+def token(core: CleanAir, client: Client) -> str:
     return pair(core, client)
 
 
@@ -71,7 +72,7 @@ def with_rate_limit(core: CleanAir, clock: ManualClock, per_minute: int) -> Clea
     return CleanAir(core.store, core.keys, policy, clock, sources=core.sources)
 
 
-def used(client: TestClient, token: str) -> int:  # type: ignore[type-arg]
+def used(client: Client, token: str) -> int:
     used_credits: int = client.get("/v1/quota", headers=bearer(token)).json()["used"]
     return used_credits
 
@@ -79,7 +80,7 @@ def used(client: TestClient, token: str) -> int:  # type: ignore[type-arg]
 # -- score: 200 -------------------------------------------------------------------------------
 
 
-def test_score_at_coordinates(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_score_at_coordinates(client: Client, token: str) -> None:
     response = client.post(SCORE, json={"lat": 60.17, "lon": 24.94}, headers=bearer(token))
     assert response.status_code == 200
     assert response.json() == {"score": clean_air_score(AIR), "ttl": 2700}
@@ -87,7 +88,7 @@ def test_score_at_coordinates(client: TestClient, token: str) -> None:  # type: 
 
 
 def test_coordinates_win_over_wifi(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     geolocator: FakeGeolocator,
     source: FakeSource,
@@ -99,7 +100,7 @@ def test_coordinates_win_over_wifi(
 
 
 def test_score_from_a_wifi_scan(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     geolocator: FakeGeolocator,
     source: FakeSource,
@@ -110,7 +111,7 @@ def test_score_from_a_wifi_scan(
     assert source.samples[0].point == HELSINKI
 
 
-def test_client_labels_attribute_usage(core: CleanAir, client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_client_labels_attribute_usage(core: CleanAir, client: Client, token: str) -> None:
     core.add_client_label("watchface")
     for label in ("watchface", "unknown-app", None):
         body: dict[str, Any] = {"lat": 1.0, "lon": 2.0, "client": label}
@@ -121,11 +122,11 @@ def test_client_labels_attribute_usage(core: CleanAir, client: TestClient, token
 # -- score: errors ----------------------------------------------------------------------------
 
 
-def test_score_needs_a_token(client: TestClient) -> None:  # type: ignore[type-arg]
+def test_score_needs_a_token(client: Client) -> None:
     assert client.post(SCORE, json={"lat": 1, "lon": 2}).status_code == 401
 
 
-def test_score_needs_the_aq_read_scope(core: CleanAir, client: TestClient) -> None:  # type: ignore[type-arg]
+def test_score_needs_the_aq_read_scope(core: CleanAir, client: Client) -> None:
     core.add_partner("acme")
     token = core.issue_partner_token("acme", "routes", [ApiScope.ROUTES_PLAN]).token
     response = client.post(SCORE, json={"lat": 1, "lon": 2}, headers=bearer(token))
@@ -133,7 +134,7 @@ def test_score_needs_the_aq_read_scope(core: CleanAir, client: TestClient) -> No
     assert "aq:read" in response.json()["detail"]
 
 
-def test_score_needs_a_premium_owner(core: CleanAir, client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_score_needs_a_premium_owner(core: CleanAir, client: Client, token: str) -> None:
     core.set_premium("alice", False)
     response = client.post(SCORE, json={"lat": 1, "lon": 2}, headers=bearer(token))
     assert response.status_code == 403
@@ -170,7 +171,7 @@ def test_score_needs_a_premium_owner(core: CleanAir, client: TestClient, token: 
     ],
 )
 def test_invalid_score_bodies_are_422_never_echoed_never_charged(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     body: Any,
 ) -> None:
@@ -180,7 +181,7 @@ def test_invalid_score_bodies_are_422_never_echoed_never_charged(
     assert used(client, token) == 0
 
 
-def test_malformed_json_is_422(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_malformed_json_is_422(client: Client, token: str) -> None:
     headers = {**bearer(token), "content-type": "application/json"}
     response = client.post(SCORE, content=b'{"lat": 1,', headers=headers)
     assert response.status_code == 422
@@ -188,7 +189,7 @@ def test_malformed_json_is_422(client: TestClient, token: str) -> None:  # type:
 
 
 def test_an_unresolvable_scan_is_422_and_free(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     geolocator: FakeGeolocator,
 ) -> None:
@@ -200,7 +201,7 @@ def test_an_unresolvable_scan_is_422_and_free(
 
 
 def test_an_unavailable_source_is_503_and_free(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: FakeSource,
 ) -> None:
@@ -213,7 +214,7 @@ def test_an_unavailable_source_is_503_and_free(
 
 def test_exhausted_credits_are_429_with_retry_after(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     caller = core.authenticate(token)
@@ -229,7 +230,7 @@ def test_exhausted_credits_are_429_with_retry_after(
 
 def test_validation_and_window_come_before_the_credit_check(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     geolocator: FakeGeolocator,
 ) -> None:
@@ -265,13 +266,13 @@ def test_the_rate_limit_is_counted_before_scope_and_premium(
         assert second.status_code == 429
 
 
-def test_unknown_fields_are_ignored(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_unknown_fields_are_ignored(client: Client, token: str) -> None:
     body = {"lat": 1.0, "lon": 2.0, "altitude": 30, "accuracy": {"m": 5}}
     assert client.post(SCORE, json=body, headers=bearer(token)).status_code == 200
 
 
 def test_a_wifi_service_outage_is_503_and_free(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     geolocator: FakeGeolocator,
 ) -> None:
@@ -300,7 +301,7 @@ def test_rate_limits_apply_to_both_endpoints(
 # -- forecast ---------------------------------------------------------------------------------
 
 
-def test_forecast_of_a_day(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_forecast_of_a_day(client: Client, token: str) -> None:
     response = client.post(FORECAST, json={**TODAY, **AT_HELSINKI}, headers=bearer(token))
     assert response.status_code == 200
     body = response.json()
@@ -313,7 +314,7 @@ def test_forecast_of_a_day(client: TestClient, token: str) -> None:  # type: ign
 
 
 def test_forecast_on_a_daylight_saving_day(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     clock: ManualClock,
 ) -> None:
@@ -328,7 +329,7 @@ def test_forecast_on_a_daylight_saving_day(
 
 
 def test_forecast_activity_and_environment_change_the_score(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     def scores(**extra: str) -> list[int]:
@@ -346,7 +347,7 @@ def test_forecast_activity_and_environment_change_the_score(
 
 @pytest.mark.parametrize("date", ["2026-11-21", "2026-11-26", "2030-01-01"])
 def test_forecast_outside_the_window_is_400_and_free(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     date: str,
 ) -> None:
@@ -379,7 +380,7 @@ def test_forecast_outside_the_window_is_400_and_free(
     ],
 )
 def test_invalid_forecast_bodies_are_422_and_free(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     body: dict[str, Any],
 ) -> None:
@@ -389,7 +390,7 @@ def test_invalid_forecast_bodies_are_422_and_free(
     assert used(client, token) == 0
 
 
-def test_forecast_scope_premium_and_token(core: CleanAir, client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_forecast_scope_premium_and_token(core: CleanAir, client: Client, token: str) -> None:
     body = {**TODAY, **AT_HELSINKI}
     assert client.post(FORECAST, json=body).status_code == 401
     core.add_partner("acme")
@@ -399,7 +400,7 @@ def test_forecast_scope_premium_and_token(core: CleanAir, client: TestClient, to
     assert client.post(FORECAST, json=body, headers=bearer(token)).status_code == 403
 
 
-def test_forecast_503_is_refunded(client: TestClient, token: str, source: FakeSource) -> None:  # type: ignore[type-arg]
+def test_forecast_503_is_refunded(client: Client, token: str, source: FakeSource) -> None:
     source.fail = True
     response = client.post(FORECAST, json={**TODAY, **AT_HELSINKI}, headers=bearer(token))
     assert response.status_code == 503
@@ -413,15 +414,15 @@ def from_peer(app: ASGIApp, peer: str) -> ASGIApp:
     """The app as seen through a socket from `peer` (TestClient always says "testclient")."""
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope = {**scope, "client": (peer, 40000)}  # type: ignore[typeddict-item]
+        if scope["type"] == ScopeType.HTTP:
+            scope = {**scope, "client": (peer, 40000)}
         await app(scope, receive, send)
 
     return wrapped
 
 
 def test_without_coordinates_a_loopback_caller_has_no_location(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     response = client.post(FORECAST, json=TODAY, headers=bearer(token))
@@ -448,7 +449,7 @@ def test_the_ip_location_honours_x_forwarded_for_only_from_trusted_proxies(
 ) -> None:
     settings = Settings.from_env({"CLEANAIR_TRUSTED_PROXIES": proxies})
     app = create_app(core, settings)
-    with TestClient(from_peer(app, peer)) as client:  # type: ignore[arg-type]
+    with TestClient(from_peer(app, peer)) as client:
         token = pair(core, client)
         headers = bearer(token)
         if forwarded is not None:

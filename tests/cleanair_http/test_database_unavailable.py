@@ -17,7 +17,7 @@ from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import AIR, FakeGeolocator, FakeIp, FakeNamer
-from support.http import bearer, pair
+from support.http import Client, bearer, pair
 
 HOLD = 60
 SCORE = {"lat": 60.17, "lon": 24.94}
@@ -67,7 +67,7 @@ def other_writer(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     connection.close()
 
 
-def used(client: TestClient, token: str) -> int:  # type: ignore[type-arg]
+def used(client: Client, token: str) -> int:
     quota = client.get("/v1/quota", headers=bearer(token))
     assert quota.status_code == 200
     used_credits: int = quota.json()["used"]

@@ -17,7 +17,7 @@ from cleanair_core import CleanAir
 from cleanair_http.app import create_app
 from cleanair_http.errors import UnhandledErrors, exception_handlers
 from cleanair_http.settings import Settings
-from support.http import MakeClient, bearer, pair
+from support.http import Client, MakeClient, bearer, pair
 
 
 class FakeMonotonic:
@@ -44,7 +44,7 @@ def monotonic() -> FakeMonotonic:
 
 
 @pytest.fixture
-def app_client(monotonic: FakeMonotonic) -> Iterator[TestClient]:  # type: ignore[type-arg]
+def app_client(monotonic: FakeMonotonic) -> Iterator[Client]:
     handlers = exception_handlers(UnhandledErrors(interval=60.0, monotonic=monotonic))
     app = Litestar([boom, other], exception_handlers=handlers, logging_config=None)
     with TestClient(app) as client:
@@ -59,7 +59,7 @@ def unhandled(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def test_one_traceback_per_failure_and_minute(
-    app_client: TestClient,  # type: ignore[type-arg]
+    app_client: Client,
     monotonic: FakeMonotonic,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -174,7 +174,7 @@ def call_with_disconnect(app: Any, path: str, headers: dict[str, str]) -> list[M
 @pytest.mark.parametrize("path", ["/v1/connections/token", "/v1/airquality/score"])
 def test_a_client_gone_mid_body_is_one_info_line(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     caplog: pytest.LogCaptureFixture,
     path: str,
 ) -> None:
@@ -196,7 +196,7 @@ def test_a_client_gone_mid_body_is_one_info_line(
     assert '"code"' not in everything
     # The answer nobody receives is not a server error.
     assert sent[0]["type"] == "http.response.start"
-    assert sent[0]["status"] == 499  # type: ignore[typeddict-item]
+    assert sent[0]["status"] == 499
     assert client.get("/v1/quota", headers=bearer(token)).json()["used"] == 0
 
 

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from litestar import Request, get, post
 from litestar.params import JSONBody
-from litestar.testing import TestClient
 
 from cleanair_core import Billable, CleanAir, ManualClock, Scope
 from cleanair_core.errors import SourceUnavailable
 from cleanair_http.auth import authorized_for, caller_of, core_of
-from support.http import MakeClient, bearer, pair
+from support.http import Client, MakeClient, bearer, pair
 
 
 @post("/test/charge", guards=[authorized_for(Scope.AQ_READ)])
-async def charge_handler(request: Request, data: JSONBody[dict[str, object]]) -> dict[str, int]:
+async def charge_handler(
+    request: Request[Any, Any, Any], data: JSONBody[dict[str, object]]
+) -> dict[str, int]:
     core = core_of(request)
     async with core.charge(caller_of(request), Billable.FORECAST):
         if data.get("fail"):
@@ -38,18 +41,18 @@ async def boom() -> None:
 
 
 @pytest.fixture
-def guarded(make_client: MakeClient) -> TestClient:
+def guarded(make_client: MakeClient) -> Client:
     return make_client(handlers=[charge_handler, plan_handler, boom, unguarded])
 
 
-def test_a_route_without_a_guard_fails_closed(core: CleanAir, guarded: TestClient) -> None:
+def test_a_route_without_a_guard_fails_closed(core: CleanAir, guarded: Client) -> None:
     """The token is checked by the guards; a route that has none never sees a caller."""
     token = pair(core, guarded)
     response = guarded.get("/test/unguarded", headers=bearer(token))
     assert response.status_code == 401
 
 
-def test_missing_scope_is_403(core: CleanAir, guarded: TestClient) -> None:
+def test_missing_scope_is_403(core: CleanAir, guarded: Client) -> None:
     core.add_partner("acme")
     token = core.issue_partner_token("acme", "x", [Scope.AQ_ROUTES]).token
     response = guarded.post("/test/charge", json={}, headers=bearer(token))
@@ -57,7 +60,7 @@ def test_missing_scope_is_403(core: CleanAir, guarded: TestClient) -> None:
     assert response.json() == {"detail": "Token lacks the required scope aq:read"}
 
 
-def test_lapsed_premium_is_403_on_the_next_call(core: CleanAir, guarded: TestClient) -> None:
+def test_lapsed_premium_is_403_on_the_next_call(core: CleanAir, guarded: Client) -> None:
     token = pair(core, guarded)
     assert guarded.post("/test/charge", json={}, headers=bearer(token)).status_code == 201
     core.set_premium("alice", False)
@@ -67,7 +70,7 @@ def test_lapsed_premium_is_403_on_the_next_call(core: CleanAir, guarded: TestCli
 
 
 def test_partner_connections_are_refused_where_user_owned_is_required(
-    core: CleanAir, guarded: TestClient
+    core: CleanAir, guarded: Client
 ) -> None:
     core.add_partner("acme")
     token = core.issue_partner_token("acme", "x", [Scope.ROUTES_PLAN]).token
@@ -77,7 +80,7 @@ def test_partner_connections_are_refused_where_user_owned_is_required(
     assert guarded.post("/test/plan", headers=bearer(user_token)).status_code == 201
 
 
-def test_a_503_is_refunded(core: CleanAir, guarded: TestClient) -> None:
+def test_a_503_is_refunded(core: CleanAir, guarded: Client) -> None:
     token = pair(core, guarded)
     response = guarded.post("/test/charge", json={"fail": True}, headers=bearer(token))
     assert response.status_code == 503
@@ -85,7 +88,7 @@ def test_a_503_is_refunded(core: CleanAir, guarded: TestClient) -> None:
     assert guarded.get("/v1/quota", headers=bearer(token)).json()["used"] == 0
 
 
-def test_validation_failure_is_not_charged(core: CleanAir, guarded: TestClient) -> None:
+def test_validation_failure_is_not_charged(core: CleanAir, guarded: Client) -> None:
     token = pair(core, guarded)
     response = guarded.post("/test/charge", content=b"{", headers=bearer(token))
     assert response.status_code == 422
@@ -93,7 +96,7 @@ def test_validation_failure_is_not_charged(core: CleanAir, guarded: TestClient) 
 
 
 def test_credit_exhaustion_is_429_with_retry_after_to_the_blocking_window(
-    core: CleanAir, guarded: TestClient, clock: ManualClock
+    core: CleanAir, guarded: Client, clock: ManualClock
 ) -> None:
     clock.set(clock.now().replace(hour=23, minute=59, second=0, microsecond=0))
     token = pair(core, guarded)
@@ -105,14 +108,14 @@ def test_credit_exhaustion_is_429_with_retry_after_to_the_blocking_window(
     assert response.json() == {"detail": "Daily burst cap exhausted"}
 
 
-def test_unhandled_errors_are_plain_text_500(guarded: TestClient) -> None:
+def test_unhandled_errors_are_plain_text_500(guarded: Client) -> None:
     response = guarded.get("/test/boom")
     assert response.status_code == 500
     assert response.text == "Internal Server Error"
     assert response.headers["content-type"].startswith("text/plain")
 
 
-def test_unknown_routes_use_the_envelope(client: TestClient) -> None:
+def test_unknown_routes_use_the_envelope(client: Client) -> None:
     response = client.get("/v1/nothing-here")
     assert response.status_code == 404
     assert set(response.json()) == {"detail"}

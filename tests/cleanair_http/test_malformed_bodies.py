@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 from litestar import Request, post
 from litestar.params import JSONBody
-from litestar.testing import TestClient
 
 from cleanair_core import CleanAir
 from cleanair_http import schemas
 from cleanair_http.settings import Settings
-from support.http import MakeClient, bearer, pair
+from support.http import Client, MakeClient, bearer, pair
 
 VALIDATION_FAILED = {"detail": "Request validation failed"}
 
@@ -44,7 +43,7 @@ MALFORMED = {
 
 
 @pytest.fixture
-def client(make_client: MakeClient) -> TestClient:  # type: ignore[type-arg]
+def client(make_client: MakeClient) -> Client:
     return make_client(Settings(plan_workers=0))
 
 
@@ -56,7 +55,7 @@ def no_error_logged(caplog: pytest.LogCaptureFixture) -> None:
 @pytest.mark.parametrize("body", MALFORMED.values(), ids=MALFORMED.keys())
 def test_malformed_json_is_422_everywhere_and_free(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     caplog: pytest.LogCaptureFixture,
     body: bytes,
 ) -> None:

@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from cleanair_core import CleanAir
+from cleanair_core.credits.attribution import CLIENT_LABEL
 from support.http import MakeClient, bearer, pair
 
 
@@ -26,6 +27,9 @@ def test_openapi_documents_version_statuses_and_bearer(make_client: MakeClient) 
     assert quota["security"] == [{"BearerAuth": []}]
     pattern = schema["components"]["schemas"]["RedeemPairingCode"]["properties"]["code"]
     assert pattern["pattern"] == "^[0-9]{6}$"
+    # The client label is documented, and refused with 422, by the core's one rule.
+    label = schema["components"]["schemas"]["ScoreRequest"]["properties"]["client"]
+    assert label["pattern"] == CLIENT_LABEL.pattern == "^[a-z0-9_-]{1,32}$"
     score = schema["paths"]["/v1/airquality/score"]["post"]
     assert set(score["responses"]) == {"200", "401", "403", "422", "429", "503"}
     forecast = schema["paths"]["/v1/airquality/forecast"]["post"]

@@ -11,12 +11,12 @@ from litestar.testing import TestClient
 from cleanair_core import CleanAir, Environment, ManualClock, Policy
 from cleanair_http.app import create_app
 from cleanair_http.settings import Settings
-from support.http import MakeClient, bearer, pair
+from support.http import Client, MakeClient, bearer, pair
 
 URL = "/v1/connections/token"
 
 
-def test_redeeming_a_code_returns_the_connection_once(core: CleanAir, client: TestClient) -> None:
+def test_redeeming_a_code_returns_the_connection_once(core: CleanAir, client: Client) -> None:
     core.add_user("alice")
     code = core.create_pairing_code("alice")
 
@@ -37,7 +37,7 @@ def test_redeeming_a_code_returns_the_connection_once(core: CleanAir, client: Te
     assert body["token"] not in repr(connection)
 
 
-def test_a_code_is_single_use(core: CleanAir, client: TestClient) -> None:
+def test_a_code_is_single_use(core: CleanAir, client: Client) -> None:
     core.add_user("alice")
     code = core.create_pairing_code("alice")
     assert client.post(URL, json={"code": code, "name": "a"}).status_code == 201
@@ -47,7 +47,7 @@ def test_a_code_is_single_use(core: CleanAir, client: TestClient) -> None:
 
 
 def test_unknown_expired_and_lapsed_codes_are_one_indistinguishable_401(
-    core: CleanAir, client: TestClient, clock: ManualClock
+    core: CleanAir, client: Client, clock: ManualClock
 ) -> None:
     core.add_user("alice")
     core.add_user("bob")
@@ -65,7 +65,7 @@ def test_unknown_expired_and_lapsed_codes_are_one_indistinguishable_401(
 
 
 def test_a_code_still_redeems_just_before_sixty_seconds(
-    core: CleanAir, client: TestClient, clock: ManualClock
+    core: CleanAir, client: Client, clock: ManualClock
 ) -> None:
     core.add_user("alice")
     code = core.create_pairing_code("alice")
@@ -89,13 +89,13 @@ def test_a_code_still_redeems_just_before_sixty_seconds(
         [],
     ],
 )
-def test_invalid_bodies_are_422_with_the_fixed_text(client: TestClient, body: object) -> None:
+def test_invalid_bodies_are_422_with_the_fixed_text(client: Client, body: object) -> None:
     response = client.post(URL, json=body)
     assert response.status_code == 422
     assert response.json() == {"detail": "Request validation failed"}
 
 
-def test_malformed_json_is_422_and_never_echoed(client: TestClient) -> None:
+def test_malformed_json_is_422_and_never_echoed(client: Client) -> None:
     secret_input = '{"code": "SECRET-INPUT-42", "name": '
     response = client.post(URL, content=secret_input, headers={"content-type": "application/json"})
     assert response.status_code == 422
@@ -103,7 +103,7 @@ def test_malformed_json_is_422_and_never_echoed(client: TestClient) -> None:
     assert "SECRET" not in response.text
 
 
-def test_a_100_character_name_is_accepted(core: CleanAir, client: TestClient) -> None:
+def test_a_100_character_name_is_accepted(core: CleanAir, client: Client) -> None:
     core.add_user("alice")
     code = core.create_pairing_code("alice")
     response = client.post(URL, json={"code": code, "name": "é" * 100})
@@ -111,7 +111,7 @@ def test_a_100_character_name_is_accepted(core: CleanAir, client: TestClient) ->
 
 
 def test_attempts_per_address_are_limited_with_retry_after(
-    core: CleanAir, client: TestClient, clock: ManualClock
+    core: CleanAir, client: Client, clock: ManualClock
 ) -> None:
     limit = core.policy.pairing_attempts_per_minute
     clock.set(clock.now().replace(second=15, microsecond=0))
@@ -168,7 +168,7 @@ def test_forwarded_for_counts_only_behind_a_trusted_proxy(
     assert spoofed.status_code == 429
 
 
-def test_tokens_from_another_environment_are_refused(core: CleanAir, client: TestClient) -> None:
+def test_tokens_from_another_environment_are_refused(core: CleanAir, client: Client) -> None:
     production = CleanAir(core.store, core.keys, Policy(environment=Environment.PRODUCTION))
     production.add_user("alice")
     issued = production.redeem_pairing_code(production.create_pairing_code("alice"), "x", "1.2.3.4")
@@ -176,6 +176,6 @@ def test_tokens_from_another_environment_are_refused(core: CleanAir, client: Tes
     assert client.get("/v1/quota", headers=bearer(issued.token)).status_code == 401
 
 
-def test_pair_helper_gives_working_tokens(core: CleanAir, client: TestClient) -> None:
+def test_pair_helper_gives_working_tokens(core: CleanAir, client: Client) -> None:
     token = pair(core, client)
     assert client.get("/v1/quota", headers=bearer(token)).status_code == 200

@@ -8,12 +8,12 @@ from litestar.testing import TestClient
 from cleanair_core import Billable, CleanAir, ManualClock, Policy, Scope
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_http.app import create_app
-from support.http import MakeClient, bearer, pair
+from support.http import Client, MakeClient, bearer, pair
 
 QUOTA = "/v1/quota"
 
 
-def test_quota_reports_the_shared_pool(core: CleanAir, client: TestClient) -> None:
+def test_quota_reports_the_shared_pool(core: CleanAir, client: Client) -> None:
     first = pair(core, client, name="phone")
     second = pair(core, client, name="watch")
     for token, billable in ((first, Billable.SCORE), (second, Billable.FORECAST)):
@@ -34,7 +34,7 @@ def test_quota_reports_the_shared_pool(core: CleanAir, client: TestClient) -> No
 
 
 def test_daily_usage_resets_at_midnight_utc_but_monthly_does_not(
-    core: CleanAir, client: TestClient, clock: ManualClock
+    core: CleanAir, client: Client, clock: ManualClock
 ) -> None:
     token = pair(core, client)
     with core.charge(core.authenticate(token), Billable.ROUTE_PLAN):
@@ -44,13 +44,13 @@ def test_daily_usage_resets_at_midnight_utc_but_monthly_does_not(
     assert (body["used"], body["daily_used"]) == (25, 0)
 
 
-def test_quota_is_not_premium_gated(core: CleanAir, client: TestClient) -> None:
+def test_quota_is_not_premium_gated(core: CleanAir, client: Client) -> None:
     token = pair(core, client)
     core.set_premium("alice", False)
     assert client.get(QUOTA, headers=bearer(token)).status_code == 200
 
 
-def test_partner_tokens_read_their_own_pool(core: CleanAir, client: TestClient) -> None:
+def test_partner_tokens_read_their_own_pool(core: CleanAir, client: Client) -> None:
     core.add_partner("acme")
     token = core.issue_partner_token("acme", "integration", [Scope.AQ_READ]).token
     response = client.get(QUOTA, headers=bearer(token))
@@ -72,9 +72,7 @@ def test_partner_tokens_read_their_own_pool(core: CleanAir, client: TestClient) 
         "Bearer xx_tst_" + "A" * 43,
     ],
 )
-def test_missing_malformed_and_unknown_tokens_are_401(
-    client: TestClient, header: str | None
-) -> None:
+def test_missing_malformed_and_unknown_tokens_are_401(client: Client, header: str | None) -> None:
     headers = {} if header is None else {"Authorization": header}
     response = client.get(QUOTA, headers=headers)
     assert response.status_code == 401
@@ -82,7 +80,7 @@ def test_missing_malformed_and_unknown_tokens_are_401(
     assert response.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_revocation_takes_effect_on_the_next_request(core: CleanAir, client: TestClient) -> None:
+def test_revocation_takes_effect_on_the_next_request(core: CleanAir, client: Client) -> None:
     token = pair(core, client)
     assert client.get(QUOTA, headers=bearer(token)).status_code == 200
     (connection,) = core.connections_of_user("alice")
@@ -90,7 +88,7 @@ def test_revocation_takes_effect_on_the_next_request(core: CleanAir, client: Tes
     assert client.get(QUOTA, headers=bearer(token)).status_code == 401
 
 
-def test_partner_deactivation_takes_effect_at_once(core: CleanAir, client: TestClient) -> None:
+def test_partner_deactivation_takes_effect_at_once(core: CleanAir, client: Client) -> None:
     core.add_partner("acme")
     token = core.issue_partner_token("acme", "integration", [Scope.AQ_READ]).token
     assert client.get(QUOTA, headers=bearer(token)).status_code == 200
@@ -98,7 +96,7 @@ def test_partner_deactivation_takes_effect_at_once(core: CleanAir, client: TestC
     assert client.get(QUOTA, headers=bearer(token)).status_code == 401
 
 
-def test_the_bearer_scheme_is_case_insensitive(core: CleanAir, client: TestClient) -> None:
+def test_the_bearer_scheme_is_case_insensitive(core: CleanAir, client: Client) -> None:
     token = pair(core, client)
     assert client.get(QUOTA, headers={"Authorization": f"bearer {token}"}).status_code == 200
 

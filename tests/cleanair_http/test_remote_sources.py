@@ -22,7 +22,7 @@ from cleanair_sources.ichnaea import IchnaeaGeolocator
 from cleanair_sources.open_meteo import OpenMeteoSource
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeIp, FakeNamer, FakeSource
-from support.http import bearer, pair
+from support.http import Client, bearer, pair
 
 RECORDED = Path(__file__).parents[1] / "cleanair_sources" / "recorded"
 BERLIN = json.loads((RECORDED / "open_meteo_berlin_single.json").read_text())
@@ -36,11 +36,11 @@ async def no_sleep(_: float) -> None:
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Callable[[Sources], tuple[TestClient, str]]]:  # type: ignore[type-arg]
+def serve(tmp_path: Path) -> Iterator[Callable[[Sources], tuple[Client, str]]]:
     stores: list[SqliteStore] = []
-    clients: list[TestClient] = []  # type: ignore[type-arg]
+    clients: list[Client] = []
 
-    def make(sources: Sources) -> tuple[TestClient, str]:  # type: ignore[type-arg]
+    def make(sources: Sources) -> tuple[Client, str]:
         store = SqliteStore(tmp_path / f"db{len(stores)}.sqlite")
         stores.append(store)
         clock = ManualClock(datetime.fromtimestamp(FIRST_HOUR + 1800, UTC))
@@ -68,8 +68,8 @@ def ichnaea(handler: Handler) -> IchnaeaGeolocator:
 
 
 def test_open_meteo_data_scores_the_current_hour(
-    serve: Callable[..., tuple[TestClient, str]],
-) -> None:  # type: ignore[type-arg]
+    serve: Callable[..., tuple[Client, str]],
+) -> None:
     source = open_meteo(lambda _: httpx.Response(200, json=BERLIN))
     client, token = serve(Sources(source, None, FakeIp(), FakeNamer()))
     response = client.post(
@@ -90,7 +90,7 @@ def test_open_meteo_data_scores_the_current_hour(
 
 
 def test_an_open_meteo_outage_is_503_and_not_charged(
-    serve: Callable[..., tuple[TestClient, str]],  # type: ignore[type-arg]
+    serve: Callable[..., tuple[Client, str]],
 ) -> None:
     source = open_meteo(lambda _: httpx.Response(502, text="bad gateway"))
     client, token = serve(Sources(source, None, FakeIp(), FakeNamer()))
@@ -112,7 +112,7 @@ def test_an_open_meteo_outage_is_503_and_not_charged(
     ],
 )
 def test_ichnaea_scans_never_reach_the_logs(
-    serve: Callable[..., tuple[TestClient, str]],  # type: ignore[type-arg]
+    serve: Callable[..., tuple[Client, str]],
     caplog: pytest.LogCaptureFixture,
     status: int,
     body: object,
@@ -132,7 +132,7 @@ def test_ichnaea_scans_never_reach_the_logs(
 
 
 def test_a_100_waypoint_route_is_one_open_meteo_request(
-    serve: Callable[..., tuple[TestClient, str]],  # type: ignore[type-arg]
+    serve: Callable[..., tuple[Client, str]],
 ) -> None:
     """100 waypoints in 100 different 0.1 degree CAMS Europe cells: one request for all."""
     from datetime import timedelta

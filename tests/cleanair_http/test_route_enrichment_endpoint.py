@@ -22,7 +22,7 @@ from cleanair_core.geo import Point, distance_m
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from support.fakes import AIR, FakeGeolocator, FakeIp, FakeNamer, FakeSource
-from support.http import bearer, pair
+from support.http import Client, bearer, pair
 
 ROUTES = "/v1/airquality/routes"
 NOW = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
@@ -61,7 +61,7 @@ def sources(source: CountingSource) -> Sources:
 
 
 @pytest.fixture
-def token(core: CleanAir, client: TestClient) -> str:  # type: ignore[type-arg]
+def token(core: CleanAir, client: Client) -> str:
     return pair(core, client)
 
 
@@ -71,12 +71,12 @@ def with_rate_limit(core: CleanAir, clock: ManualClock, per_minute: int) -> Clea
     return CleanAir(core.store, core.keys, policy, clock, sources=core.sources)
 
 
-def quota(client: TestClient, token: str) -> dict[str, int]:  # type: ignore[type-arg]
+def quota(client: Client, token: str) -> dict[str, int]:
     body: dict[str, int] = client.get("/v1/quota", headers=bearer(token)).json()
     return body
 
 
-def used(client: TestClient, token: str) -> int:  # type: ignore[type-arg]
+def used(client: Client, token: str) -> int:
     return quota(client, token)["used"]
 
 
@@ -105,7 +105,7 @@ def planned(
     }
 
 
-def post(client: TestClient, token: str, body: Any) -> Any:  # type: ignore[type-arg]
+def post(client: Client, token: str, body: Any) -> Any:
     return client.post(ROUTES, json=body, headers=bearer(token))
 
 
@@ -117,7 +117,7 @@ def at_times(source: FakeSource) -> list[datetime]:
 
 
 def test_a_recorded_track_is_enriched(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -154,7 +154,7 @@ def test_a_recorded_track_is_enriched(
 
 
 def test_the_banded_summary_score_is_consistent(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     body = post(client, token, planned(NOW)).json()
@@ -168,7 +168,7 @@ def test_the_banded_summary_score_is_consistent(
 
 
 def test_estimated_times_follow_the_walking_speed(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -189,7 +189,7 @@ def test_estimated_times_follow_the_walking_speed(
 
 
 def test_estimated_times_depend_on_the_activity(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -204,7 +204,7 @@ def test_estimated_times_depend_on_the_activity(
 
 
 def test_a_one_waypoint_route(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -222,7 +222,7 @@ def test_a_one_waypoint_route(
 
 
 def test_a_one_waypoint_recorded_track(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -234,7 +234,7 @@ def test_a_one_waypoint_recorded_track(
 
 
 def test_all_waypoints_go_to_the_source_in_one_call(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -248,7 +248,7 @@ def test_all_waypoints_go_to_the_source_in_one_call(
 
 @pytest.mark.parametrize("count", [1, 2, 7, 100])
 def test_the_charge_is_one_credit_per_waypoint(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     count: int,
 ) -> None:
@@ -261,14 +261,14 @@ def test_the_charge_is_one_credit_per_waypoint(
     assert usage["daily_used"] == count
 
 
-def test_charges_add_up_over_calls(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_charges_add_up_over_calls(client: Client, token: str) -> None:
     assert post(client, token, planned(NOW)).status_code == 200  # 3 waypoints
     assert post(client, token, planned(NOW, HELSINKI_WALK[:2])).status_code == 200
     assert used(client, token) == 5
 
 
 def test_times_with_and_without_a_utc_offset(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -289,7 +289,7 @@ def test_times_with_and_without_a_utc_offset(
 
 
 def test_a_start_time_with_an_offset_is_read_in_utc(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -301,7 +301,7 @@ def test_a_start_time_with_an_offset_is_read_in_utc(
     assert at_times(source)[-1] == datetime(2026, 11, 22, 10, 5, tzinfo=UTC)
 
 
-def test_recorded_times_may_repeat(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_recorded_times_may_repeat(client: Client, token: str) -> None:
     same = NOW - timedelta(hours=1)
     response = post(client, token, track([same, same, same + timedelta(seconds=1)]))
     assert response.status_code == 200
@@ -316,7 +316,7 @@ VARYING: list[Concentrations] = [
 
 
 def test_the_summary_is_time_weighted_over_varying_air(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -349,7 +349,7 @@ def test_the_summary_is_time_weighted_over_varying_air(
 
 
 def test_a_waypoint_without_data_is_null(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -374,7 +374,7 @@ def test_a_waypoint_without_data_is_null(
 
 
 def test_activity_and_environment_change_the_scores(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     def route(**extra: str) -> dict[str, Any]:
@@ -392,7 +392,7 @@ def test_activity_and_environment_change_the_scores(
     assert route(activity_type="other", environment_type="unknown") == plain
 
 
-def test_the_dose_scales_with_breathing(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_the_dose_scales_with_breathing(client: Client, token: str) -> None:
     start = NOW - timedelta(hours=1)
     times = [start, start + timedelta(minutes=30), start + timedelta(minutes=60)]
     doses = {}
@@ -414,7 +414,7 @@ def test_the_dose_scales_with_breathing(client: TestClient, token: str) -> None:
     assert doses["running_outdoor"] > doses["at_rest"]
 
 
-def test_unknown_fields_are_ignored(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_unknown_fields_are_ignored(client: Client, token: str) -> None:
     body = planned(NOW)
     body["waypoints"][0]["altitude"] = 12
     body["name"] = "morning walk"
@@ -422,7 +422,7 @@ def test_unknown_fields_are_ignored(client: TestClient, token: str) -> None:  # 
 
 
 def test_times_on_the_waypoints_win_over_start_time(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -451,7 +451,7 @@ ONE_POINT = {"lat": 60.17, "lon": 24.94}
     ],
 )
 def test_recorded_times_outside_the_window_are_400_and_free(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
     times: list[datetime],
@@ -467,7 +467,7 @@ def test_recorded_times_outside_the_window_are_400_and_free(
     "start", [NOW - PAST - SECOND, NOW + HORIZON + SECOND, NOW - timedelta(days=365)]
 )
 def test_a_start_time_outside_the_window_is_400_and_free(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
     start: datetime,
@@ -480,7 +480,7 @@ def test_a_start_time_outside_the_window_is_400_and_free(
 
 
 def test_a_start_time_outside_the_window_is_400_even_with_recorded_times(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     times = [NOW - timedelta(hours=3), NOW - timedelta(hours=2), NOW - timedelta(hours=1)]
@@ -490,7 +490,7 @@ def test_a_start_time_outside_the_window_is_400_even_with_recorded_times(
 
 
 def test_a_window_offset_counts_in_utc(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     edge = NOW + HORIZON  # 2026-11-25T22:15:00Z
@@ -503,7 +503,7 @@ def test_a_window_offset_counts_in_utc(
 
 
 def test_estimated_times_past_the_horizon_are_400_and_free(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -530,7 +530,7 @@ def test_estimated_times_past_the_horizon_are_400_and_free(
     ],
 )
 def test_the_window_edges_are_accepted(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
     times: list[datetime],
@@ -543,7 +543,7 @@ def test_the_window_edges_are_accepted(
 
 @pytest.mark.parametrize("start", [NOW - PAST, NOW + HORIZON])
 def test_a_start_time_on_the_window_edge_is_accepted(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     start: datetime,
 ) -> None:
@@ -552,7 +552,7 @@ def test_a_start_time_on_the_window_edge_is_accepted(
 
 
 def test_the_window_moves_with_the_clock(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     clock: ManualClock,
 ) -> None:
@@ -576,7 +576,7 @@ def test_the_window_moves_with_the_clock(
     ],
 )
 def test_extreme_times_are_400_not_500(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     body: dict[str, Any],
 ) -> None:
@@ -588,7 +588,7 @@ def test_extreme_times_are_400_not_500(
 # -- 401 / 403 --------------------------------------------------------------------------------
 
 
-def test_a_token_is_required(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_a_token_is_required(client: Client, token: str) -> None:
     assert client.post(ROUTES, json=planned(NOW)).status_code == 401
     assert post(client, "cleanair_tst_not-a-real-token", planned(NOW)).status_code == 401
     assert (
@@ -597,7 +597,7 @@ def test_a_token_is_required(client: TestClient, token: str) -> None:  # type: i
     assert used(client, token) == 0
 
 
-def test_the_aq_routes_scope_is_required(core: CleanAir, client: TestClient) -> None:  # type: ignore[type-arg]
+def test_the_aq_routes_scope_is_required(core: CleanAir, client: Client) -> None:
     core.add_partner("acme")
     read_only = core.issue_partner_token("acme", "read", [ApiScope.AQ_READ, ApiScope.ROUTES_PLAN])
     response = post(client, read_only.token, planned(NOW))
@@ -606,7 +606,7 @@ def test_the_aq_routes_scope_is_required(core: CleanAir, client: TestClient) -> 
     assert used(client, read_only.token) == 0
 
 
-def test_the_aq_routes_scope_alone_is_enough(core: CleanAir, client: TestClient) -> None:  # type: ignore[type-arg]
+def test_the_aq_routes_scope_alone_is_enough(core: CleanAir, client: Client) -> None:
     core.add_partner("acme")
     routes_only = core.issue_partner_token("acme", "routes", [ApiScope.AQ_ROUTES])
     assert post(client, routes_only.token, planned(NOW)).status_code == 200
@@ -615,7 +615,7 @@ def test_the_aq_routes_scope_alone_is_enough(core: CleanAir, client: TestClient)
 
 def test_a_premium_owner_is_required(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -684,7 +684,7 @@ T1 = iso(NOW - timedelta(hours=1))
     ],
 )
 def test_invalid_bodies_are_422_never_echoed_never_charged(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
     body: Any,
@@ -706,7 +706,7 @@ def test_invalid_bodies_are_422_never_echoed_never_charged(
     ],
 )
 def test_the_422_body_never_contains_the_input(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     waypoint: dict[str, Any],
 ) -> None:
@@ -719,7 +719,7 @@ def test_the_422_body_never_contains_the_input(
 
 
 def test_exactly_100_waypoints_are_accepted_and_101_are_not(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     points = [Point(60.0 + i / 1000, 24.9) for i in range(101)]
@@ -729,7 +729,7 @@ def test_exactly_100_waypoints_are_accepted_and_101_are_not(
     assert used(client, token) == 100
 
 
-def test_malformed_json_is_422(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_malformed_json_is_422(client: Client, token: str) -> None:
     headers = {**bearer(token), "content-type": "application/json"}
     for raw in (b'{"waypoints": [{"lat": 1,', b"", b"not json", b'{"waypoints": [NaN]}'):
         response = client.post(ROUTES, content=raw, headers=headers)
@@ -738,7 +738,7 @@ def test_malformed_json_is_422(client: TestClient, token: str) -> None:  # type:
     assert used(client, token) == 0
 
 
-def test_validation_comes_before_the_window(client: TestClient, token: str) -> None:  # type: ignore[type-arg]
+def test_validation_comes_before_the_window(client: Client, token: str) -> None:
     too_old = iso(NOW - timedelta(days=60))
     mixed = {"waypoints": [{**ONE, "time": too_old}, ONE]}
     assert post(client, token, mixed).status_code == 422
@@ -763,7 +763,7 @@ def test_the_rate_limit_is_429_with_retry_after(core: CleanAir, clock: ManualClo
 
 
 def test_a_100_waypoint_route_uses_the_whole_day(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -780,7 +780,7 @@ def test_a_100_waypoint_route_uses_the_whole_day(
 
 def test_a_route_must_fit_in_what_remains_of_the_day(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -800,7 +800,7 @@ def test_a_route_must_fit_in_what_remains_of_the_day(
 
 def test_exhausted_credits_are_429_but_validation_and_window_come_first(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     caller = core.authenticate(token)
@@ -816,7 +816,7 @@ def test_exhausted_credits_are_429_but_validation_and_window_come_first(
 
 def test_the_monthly_pool_limits_routes(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     clock: ManualClock,
 ) -> None:
@@ -838,7 +838,7 @@ def test_the_monthly_pool_limits_routes(
 
 
 def test_a_failing_source_is_503_and_not_charged(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
 ) -> None:
@@ -859,7 +859,7 @@ def test_a_failing_source_is_503_and_not_charged(
     ],
 )
 def test_a_source_without_data_is_503_and_not_charged(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     source: CountingSource,
     air: Concentrations,

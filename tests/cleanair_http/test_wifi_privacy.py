@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air.wifi import KnownAccessPoint
@@ -22,7 +21,7 @@ from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeIp, FakeNamer, FakeSource
-from support.http import MakeClient, bearer, pair
+from support.http import Client, MakeClient, bearer, pair
 
 SCORE = "/v1/airquality/score"
 # Three access points the operator imported, a few metres apart in Helsinki.
@@ -70,7 +69,7 @@ def test_no_bssid_is_logged_echoed_or_stored(
     tmp_path: Path,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    client: TestClient = make_client(access_log=True)  # type: ignore[type-arg]
+    client: Client = make_client(access_log=True)
     token = pair(core, client)
     known = list(KNOWN)
     requests = [

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -153,8 +153,14 @@ class Harness:
         return asyncio.run(self.source.concentrations(samples))
 
 
+class MakeHarness(Protocol):
+    """The `harness` fixture: a Harness whose fake API plays `answers` in turn."""
+
+    def __call__(self, *answers: Answer, **options: Any) -> Harness: ...
+
+
 @pytest.fixture
-def harness() -> Iterator[Callable[..., Harness]]:
+def harness() -> Iterator[MakeHarness]:
     made: list[Harness] = []
 
     def make(*answers: Answer, **options: Any) -> Harness:
@@ -179,7 +185,9 @@ ALL_NONE: Concentrations = dict.fromkeys(SCORED)
 
 
 # Mapping -------------------------------------------------------------------------------------
-def test_single_location_maps_variables_to_pollutants_for_the_utc_hour(harness):
+def test_single_location_maps_variables_to_pollutants_for_the_utc_hour(
+    harness: MakeHarness,
+) -> None:
     h = harness(json_response(recorded("open_meteo_berlin_single.json")))
 
     (got,) = h.ask(Sample(BERLIN, at(10, 37)))
@@ -208,7 +216,7 @@ def test_single_location_maps_variables_to_pollutants_for_the_utc_hour(harness):
     }
 
 
-def test_every_hour_of_the_recorded_day_maps_to_its_own_values(harness):
+def test_every_hour_of_the_recorded_day_maps_to_its_own_values(harness: MakeHarness) -> None:
     berlin = recorded("open_meteo_berlin_single.json")
     h = harness(json_response(berlin))
 
@@ -218,7 +226,7 @@ def test_every_hour_of_the_recorded_day_maps_to_its_own_values(harness):
     assert len(h.api.requests) == 1
 
 
-def test_nulls_become_none(harness):
+def test_nulls_become_none(harness: MakeHarness) -> None:
     h = harness(json_response(recorded("open_meteo_berlin_single.json")))
 
     late, evening = h.ask(Sample(BERLIN, at(22)), Sample(BERLIN, at(20)))
@@ -227,7 +235,7 @@ def test_nulls_become_none(harness):
     assert all(value is not None for value in evening.values())
 
 
-def test_an_hour_missing_from_the_response_is_unknown_not_an_error(harness):
+def test_an_hour_missing_from_the_response_is_unknown_not_an_error(harness: MakeHarness) -> None:
     berlin = recorded("open_meteo_berlin_single.json")
     for column in berlin["hourly"].values():
         del column[5]
@@ -239,7 +247,7 @@ def test_an_hour_missing_from_the_response_is_unknown_not_an_error(harness):
     assert after == expected(recorded("open_meteo_berlin_single.json"), 6)
 
 
-def test_a_sample_hour_is_the_floor_of_its_utc_time(harness):
+def test_a_sample_hour_is_the_floor_of_its_utc_time(harness: MakeHarness) -> None:
     berlin = recorded("open_meteo_berlin_single.json")
     h = harness(json_response(berlin))
     cest = timezone(timedelta(hours=2))
@@ -252,7 +260,7 @@ def test_a_sample_hour_is_the_floor_of_its_utc_time(harness):
     assert got == [expected(berlin, 12), expected(berlin, 3)]
 
 
-def test_dates_cover_every_needed_utc_hour(harness):
+def test_dates_cover_every_needed_utc_hour(harness: MakeHarness) -> None:
     h = harness(synthesized)
     cest = timezone(timedelta(hours=2))
 
@@ -266,7 +274,7 @@ def test_dates_cover_every_needed_utc_hour(harness):
     assert [c[Pollutant.PM10] for c in got] == [23.0, 47.0]  # hours since 2026-05-20 00:00
 
 
-def test_results_are_fresh_dicts_the_caller_may_change(harness):
+def test_results_are_fresh_dicts_the_caller_may_change(harness: MakeHarness) -> None:
     h = harness(json_response(recorded("open_meteo_berlin_single.json")))
     (first,) = h.ask(Sample(BERLIN, at(10)))
     first[Pollutant.PM10] = 999.0
@@ -276,14 +284,14 @@ def test_results_are_fresh_dicts_the_caller_may_change(harness):
     assert again[Pollutant.PM10] == 19.2
 
 
-def test_no_samples_no_request(harness):
+def test_no_samples_no_request(harness: MakeHarness) -> None:
     h = harness(synthesized)
     assert h.ask() == []
     assert h.api.requests == []
 
 
 # Many locations in one request ---------------------------------------------------------------
-def test_many_locations_go_in_one_request_in_first_seen_order(harness):
+def test_many_locations_go_in_one_request_in_first_seen_order(harness: MakeHarness) -> None:
     three = recorded("open_meteo_three_locations.json")
     h = harness(json_response(three))
 
@@ -317,7 +325,7 @@ def test_many_locations_go_in_one_request_in_first_seen_order(harness):
     assert got[0] != got[1] != got[2]  # the three locations really differ
 
 
-def test_two_close_points_cost_one_location(harness):
+def test_two_close_points_cost_one_location(harness: MakeHarness) -> None:
     berlin = recorded("open_meteo_berlin_single.json")
     h = harness(json_response(berlin))
 
@@ -328,7 +336,7 @@ def test_two_close_points_cost_one_location(harness):
     assert got == [expected(berlin, 8), expected(berlin, 9)]
 
 
-def test_requests_are_chunked_at_max_locations_per_request(harness):
+def test_requests_are_chunked_at_max_locations_per_request(harness: MakeHarness) -> None:
     h = harness(synthesized, max_locations_per_request=2)
     points = [Point(10.0 + 2 * i, 100.0) for i in range(5)]  # five distinct global points
 
@@ -340,7 +348,7 @@ def test_requests_are_chunked_at_max_locations_per_request(harness):
     assert all(c[Pollutant.PM10] == 4.0 for c in got)
 
 
-def test_the_dateline_is_one_cell(harness):
+def test_the_dateline_is_one_cell(harness: MakeHarness) -> None:
     h = harness(synthesized)
 
     east, west = h.ask(Sample(Point(-17.8, 179.9), at(1)), Sample(Point(-17.8, -179.9), at(1)))
@@ -381,19 +389,21 @@ def test_the_dateline_is_one_cell(harness):
         (-90.0, 0.0, ("cams_global", -90.0, 0.0)),
     ],
 )
-def test_points_snap_to_the_cams_grid(lat, lon, cell):
+def test_points_snap_to_the_cams_grid(
+    lat: float, lon: float, cell: tuple[str, float, float]
+) -> None:
     got = snap(Point(lat, lon))
     assert (got.domain, got.lat, got.lon) == cell
 
 
-def test_cells_are_equal_exactly_when_they_are_the_same_cell():
+def test_cells_are_equal_exactly_when_they_are_the_same_cell() -> None:
     assert snap(BERLIN) == snap(BERLIN_NEAR) == GridCell("cams_europe", 5255, 1345)
     assert snap(BERLIN) != snap(Point(52.52, 13.51))
     assert len({snap(Point(52.5 + i / 1000, 13.4 + i / 1000)) for i in range(1, 100)}) == 1
 
 
 # Cache ---------------------------------------------------------------------------------------
-def test_cached_cells_make_no_request(harness):
+def test_cached_cells_make_no_request(harness: MakeHarness) -> None:
     berlin = recorded("open_meteo_berlin_single.json")
     h = harness(json_response(berlin))
     h.ask(Sample(BERLIN, at(10)))
@@ -405,7 +415,7 @@ def test_cached_cells_make_no_request(harness):
     assert got == [expected(berlin, 10), expected(berlin, 3), ALL_NONE]
 
 
-def test_only_missing_cells_are_fetched(harness):
+def test_only_missing_cells_are_fetched(harness: MakeHarness) -> None:
     h = harness(synthesized)
     h.ask(Sample(BERLIN, at(10)))
 
@@ -420,7 +430,7 @@ def test_only_missing_cells_are_fetched(harness):
     assert (params["start_date"], params["end_date"]) == ("2026-05-20", "2026-05-21")
 
 
-def test_cache_entries_expire_after_ttl_on_the_injected_clock(harness):
+def test_cache_entries_expire_after_ttl_on_the_injected_clock(harness: MakeHarness) -> None:
     h = harness(synthesized, cache_ttl=60.0)
     h.ask(Sample(BERLIN, at(10)))
 
@@ -437,7 +447,7 @@ def test_cache_entries_expire_after_ttl_on_the_injected_clock(harness):
     assert len(h.api.requests) == 2
 
 
-def test_cache_is_bounded_and_evicts_least_recently_used(harness):
+def test_cache_is_bounded_and_evicts_least_recently_used(harness: MakeHarness) -> None:
     h = harness(synthesized, cache_size=48)  # two cells of 24 hours
     a, b, c = Point(10.0, 100.0), Point(12.0, 100.0), Point(14.0, 100.0)
     h.ask(Sample(a, at(0)))
@@ -453,7 +463,7 @@ def test_cache_is_bounded_and_evicts_least_recently_used(harness):
     assert len(h.api.requests) == 4
 
 
-def test_a_cache_smaller_than_one_answer_still_answers_the_call(harness):
+def test_a_cache_smaller_than_one_answer_still_answers_the_call(harness: MakeHarness) -> None:
     h = harness(synthesized, cache_size=5)
 
     got = h.ask(*(Sample(Point(10.0 + 2 * i, 100.0), at(i)) for i in range(4)))
@@ -468,7 +478,7 @@ def test_a_cache_smaller_than_one_answer_still_answers_the_call(harness):
 
 # Retries and failures ------------------------------------------------------------------------
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
-def test_a_retryable_status_is_retried_after_one_backoff(harness, status):
+def test_a_retryable_status_is_retried_after_one_backoff(harness: MakeHarness, status: int) -> None:
     berlin = recorded("open_meteo_berlin_single.json")
     h = harness(json_response({"error": True, "reason": "busy"}, status), json_response(berlin))
 
@@ -479,7 +489,7 @@ def test_a_retryable_status_is_retried_after_one_backoff(harness, status):
     assert h.sleep.delays == [0.5]
 
 
-def test_a_transport_error_is_retried(harness):
+def test_a_transport_error_is_retried(harness: MakeHarness) -> None:
     h = harness(httpx.ConnectError("refused"), synthesized)
 
     h.ask(Sample(BERLIN, at(10)))
@@ -489,7 +499,9 @@ def test_a_transport_error_is_retried(harness):
 
 
 @pytest.mark.parametrize("retries", [0, 1, 2, 3])
-def test_timeouts_every_time_give_up_after_one_plus_retries_attempts(harness, retries):
+def test_timeouts_every_time_give_up_after_one_plus_retries_attempts(
+    harness: MakeHarness, retries: int
+) -> None:
     h = harness(httpx.ReadTimeout("slow"), retries=retries)
 
     with pytest.raises(SourceUnavailable):
@@ -499,7 +511,7 @@ def test_timeouts_every_time_give_up_after_one_plus_retries_attempts(harness, re
     assert h.sleep.delays == [0.5 * 2**i for i in range(retries)]
 
 
-def test_backoff_doubles_from_the_configured_base(harness):
+def test_backoff_doubles_from_the_configured_base(harness: MakeHarness) -> None:
     h = harness(json_response({}, 503), retries=3, backoff=2.0)
 
     with pytest.raises(SourceUnavailable):
@@ -508,7 +520,7 @@ def test_backoff_doubles_from_the_configured_base(harness):
     assert h.sleep.delays == [2.0, 4.0, 8.0]
 
 
-def test_the_configured_timeout_reaches_the_request(harness):
+def test_the_configured_timeout_reaches_the_request(harness: MakeHarness) -> None:
     h = harness(synthesized, timeout=3.0)
 
     h.ask(Sample(BERLIN, at(10)))
@@ -521,7 +533,7 @@ def test_the_configured_timeout_reaches_the_request(harness):
     }
 
 
-def test_an_open_meteo_400_is_not_retried(harness):
+def test_an_open_meteo_400_is_not_retried(harness: MakeHarness) -> None:
     body = recorded("open_meteo_error_400.json")
     h = harness(json_response(body, 400), synthesized)
 
@@ -533,7 +545,7 @@ def test_an_open_meteo_400_is_not_retried(harness):
 
 
 @pytest.mark.parametrize("status", [401, 403, 404, 204, 302])
-def test_other_non_200_answers_are_not_retried(harness, status):
+def test_other_non_200_answers_are_not_retried(harness: MakeHarness, status: int) -> None:
     h = harness(httpx.Response(status), synthesized)
 
     with pytest.raises(SourceUnavailable):
@@ -543,7 +555,7 @@ def test_other_non_200_answers_are_not_retried(harness, status):
     assert h.sleep.delays == []
 
 
-def test_malformed_json_is_unavailable_without_retry(harness):
+def test_malformed_json_is_unavailable_without_retry(harness: MakeHarness) -> None:
     h = harness(httpx.Response(200, content=b'{"latitude":52.549995,"longitude":'), synthesized)
 
     with pytest.raises(SourceUnavailable):
@@ -554,11 +566,12 @@ def test_malformed_json_is_unavailable_without_retry(harness):
 
 
 def _three() -> list[dict[str, Any]]:
-    return recorded("open_meteo_three_locations.json")
+    three: list[dict[str, Any]] = recorded("open_meteo_three_locations.json")
+    return three
 
 
 def _berlin_with(**hourly: Any) -> dict[str, Any]:
-    berlin = recorded("open_meteo_berlin_single.json")
+    berlin: dict[str, Any] = recorded("open_meteo_berlin_single.json")
     berlin["hourly"].update(hourly)
     return berlin
 
@@ -580,7 +593,9 @@ def _berlin_with(**hourly: Any) -> dict[str, Any]:
         pytest.param({"error": True, "reason": "x"}, (BERLIN,), id="error object with 200"),
     ],
 )
-def test_a_wrong_shape_is_unavailable(harness, payload, points):
+def test_a_wrong_shape_is_unavailable(
+    harness: MakeHarness, payload: Any, points: tuple[Point, ...]
+) -> None:
     h = harness(json_response(payload))
 
     with pytest.raises(SourceUnavailable):
@@ -589,7 +604,7 @@ def test_a_wrong_shape_is_unavailable(harness, payload, points):
     assert len(h.api.requests) == 1
 
 
-def test_a_variable_the_server_does_not_serve_is_unknown(harness):
+def test_a_variable_the_server_does_not_serve_is_unknown(harness: MakeHarness) -> None:
     berlin = recorded("open_meteo_berlin_single.json")
     del berlin["hourly"]["sulphur_dioxide"]
     h = harness(json_response(berlin))
@@ -600,7 +615,7 @@ def test_a_variable_the_server_does_not_serve_is_unknown(harness):
     assert got[Pollutant.PM10] == 19.2
 
 
-def test_a_failure_caches_nothing(harness):
+def test_a_failure_caches_nothing(harness: MakeHarness) -> None:
     h = harness(httpx.ReadTimeout("slow"), synthesized, retries=0)
     with pytest.raises(SourceUnavailable):
         h.ask(Sample(BERLIN, at(10)))
@@ -611,7 +626,9 @@ def test_a_failure_caches_nothing(harness):
 
 
 # Privacy -------------------------------------------------------------------------------------
-def test_warnings_carry_no_coordinates_or_urls(harness, caplog):
+def test_warnings_carry_no_coordinates_or_urls(
+    harness: MakeHarness, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     reason = "Latitude must be in range of -90 to 90°. Given: 52.55."  # servers echo inputs
     scenarios = [
@@ -634,7 +651,7 @@ def test_warnings_carry_no_coordinates_or_urls(harness, caplog):
 
 
 # Lifecycle and configuration -----------------------------------------------------------------
-def test_a_self_hosted_base_url_is_used(harness):
+def test_a_self_hosted_base_url_is_used(harness: MakeHarness) -> None:
     h = harness(synthesized, base_url="http://aq.internal:8080/")
 
     h.ask(Sample(BERLIN, at(10)))
@@ -648,13 +665,13 @@ def test_a_self_hosted_base_url_is_used(harness):
     )
 
 
-def test_aclose_closes_the_client(harness):
+def test_aclose_closes_the_client(harness: MakeHarness) -> None:
     h = harness(synthesized)
     asyncio.run(h.source.aclose())
     assert h.client.is_closed
 
 
-def test_it_is_an_hourly_source():
+def test_it_is_an_hourly_source() -> None:
     assert OpenMeteoSource.update_interval == 3600
 
 
@@ -662,7 +679,7 @@ def test_it_is_an_hourly_source():
     "options",
     [{"retries": -1}, {"cache_size": -1}, {"max_locations_per_request": 0}],
 )
-def test_nonsense_options_are_refused(options):
+def test_nonsense_options_are_refused(options: dict[str, Any]) -> None:
     client = httpx.AsyncClient(transport=httpx.MockTransport(synthesized))
     try:
         with pytest.raises(ValueError, match="must be"):

@@ -18,7 +18,6 @@ from cleanair_sources import osm_import
 from cleanair_sources.osm_import import (
     HELSINKI_EXTRACT,
     classify_way,
-    haversine_m,
     import_network,
 )
 
@@ -378,16 +377,6 @@ def test_an_unreadable_file_is_a_value_error_naming_it(
 )
 def test_way_rules(tags: dict[str, str], expected: tuple[RoadClass, Access] | None) -> None:
     assert classify_way(tags) == expected
-
-
-def test_haversine_matches_the_core_distance() -> None:
-    rng = np.random.default_rng(7)
-    lat1, lat2 = rng.uniform(-89, 89, 200), rng.uniform(-89, 89, 200)
-    lon1, lon2 = rng.uniform(-180, 180, 200), rng.uniform(-180, 180, 200)
-    vectorised = haversine_m(lat1, lon1, lat2, lon2)
-    for k in range(200):
-        expected = distance_m(Point(lat1[k], lon1[k]), Point(lat2[k], lon2[k]))
-        assert vectorised[k] == pytest.approx(expected, rel=1e-12, abs=1e-6)
 
 
 # --- the shipped Helsinki extract ----------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from support.networks import DLAT, DLON, ORIGIN, grid
 WALK, CYCLE = PlanActivityType.WALKING, PlanActivityType.CYCLING
 
 
-def network_of(n: int, edges: list[tuple[int, int, float]], access: list[int]) -> StreetNetwork:
+def network_of(n: int, edges: list[tuple[int, int, float]], access: Sequence[int]) -> StreetNetwork:
     lat = np.array([ORIGIN.lat + 0.001 * i for i in range(n)])
     lon = np.array([ORIGIN.lon + 0.001 * (i % 3) for i in range(n)])
     return StreetNetwork(

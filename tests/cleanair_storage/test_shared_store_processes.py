@@ -17,6 +17,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 import pytest
 
@@ -95,9 +96,12 @@ def run_processes(target: object, args: tuple[object, ...], count: int) -> list[
 def test_processes_never_overspend_the_daily_cap(
     shared: tuple[str, str], workers: ModuleType
 ) -> None:
-    counts = run_processes(workers.debit_many, (*shared, POOL, AT, LIMITS, 50), 4)
-    assert sum(granted for granted, _ in counts) == 100  # type: ignore[misc]
-    assert sum(refused for _, refused in counts) == 100  # type: ignore[misc]
+    counts = cast(
+        list[tuple[int, int]],
+        run_processes(workers.debit_many, (*shared, POOL, AT, LIMITS, 50), 4),
+    )
+    assert sum(granted for granted, _ in counts) == 100
+    assert sum(refused for _, refused in counts) == 100
     store = open_shared(*shared)
     try:
         assert store.usage(POOL, AT) == Usage(month=100, day=100)

@@ -144,22 +144,29 @@ class LockHolder:
         self._thread.join(timeout=30)
 
 
+class HandOver:
+    """The fallback offload: records whether the lock was still held when work was handed
+    over (had the attempt waited for the lock, the holder would have let go by then, and the
+    work would have been done right there), and runs nothing."""
+
+    def __init__(self, holder: LockHolder) -> None:
+        self.holder = holder
+        self.while_held: list[bool] = []
+
+    async def __call__(self, work: Callable[[], T], /) -> T:
+        self.while_held.append(self.holder.holding.is_set())
+        raise AssertionError("handed over")
+
+
 def test_told_not_to_wait_a_busy_store_says_so_at_once_and_changes_nothing(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "busy.db"
     store = SqliteStore(path, busy_timeout=60)
-    handed_over_while_held: list[bool] = []
-    holder: LockHolder
-
-    async def elsewhere(work: Callable[[], T]) -> T:
-        # Had the attempt waited for the lock, the holder would have let go by now (and the
-        # work would have been done right there, never handed over).
-        handed_over_while_held.append(holder.holding.is_set())
-        raise AssertionError("handed over")
-
-    here = here_unless_blocked(elsewhere)
     holder = LockHolder(path)
+    elsewhere = HandOver(holder)
+    handed_over_while_held = elsewhere.while_held
+    here = here_unless_blocked(elsewhere)
     try:
         for work in (
             lambda: store.debit(Debit(POOL, "c", "score", 1, AT), LIMITS),
@@ -207,10 +214,11 @@ def test_told_not_to_wait_a_writer_busy_in_another_thread_says_so(tmp_path: Path
         store.close()
 
 
+async def _refuse(work: Callable[[], T], /) -> T:
+    """A fallback that lets WouldBlock out, so a test sees it."""
+    raise WouldBlock
+
+
 async def _without_waiting(work: Callable[[], T]) -> T:
     """Run `work` here, not allowed to wait, and let WouldBlock out."""
-
-    async def surface(retry: Callable[[], T]) -> T:
-        raise WouldBlock
-
-    return await here_unless_blocked(surface)(work)
+    return await here_unless_blocked(_refuse)(work)

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from litestar.testing import TestClient
+from litestar.types import ControllerRouterHandler
 
 from cleanair_core import CleanAir
+from cleanair_http.settings import Settings
 
-MakeClient = Callable[..., TestClient]  # type: ignore[type-arg]
+#: A test client of any app: the tests call the app over HTTP and never look at its type,
+#: which is a Litestar app or one behind the access log.
+Client = TestClient[Any]
 
 
-def pair(core: CleanAir, client: TestClient, user: str = "alice", name: str = "app") -> str:  # type: ignore[type-arg]
+class MakeClient(Protocol):
+    """The `make_client` fixture: a started client of the test core's app."""
+
+    def __call__(
+        self,
+        settings: Settings | None = None,
+        handlers: Sequence[ControllerRouterHandler] = (),
+        *,
+        access_log: bool = False,
+    ) -> Client: ...
+
+
+def pair(core: CleanAir, client: Client, user: str = "alice", name: str = "app") -> str:
     """Create `user` if needed, pair through the API and return the raw token."""
     if core.store.get_user(user) is None:
         core.add_user(user)

@@ -16,7 +16,9 @@ from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
 START = datetime(2026, 3, 10, 9, 30, 15, 250_001, tzinfo=UTC)
 
 
-def route(points: int = 3, *, dose: float | None = 0.123456789, score: float | None = 61.25):
+def route(
+    points: int = 3, *, dose: float | None = 0.123456789, score: float | None = 61.25
+) -> EnrichedRoute:
     """An enriched route along a meridian, one waypoint a minute."""
     return EnrichedRoute(
         points=[Point(60.17 + i * 1e-4, 24.94) for i in range(points)],

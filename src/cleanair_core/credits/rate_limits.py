@@ -35,10 +35,6 @@ class RateLimit:
         return max(1, math.ceil(reset - at.timestamp()))
 
 
-#: Contract 8: plan polling, 60 requests per minute per connection.
-PLAN_POLLING = RateLimit("plan-poll", 60)
-
-
 class RateLimitStore(Protocol):
     """Storage port for rate-limit counters."""
 

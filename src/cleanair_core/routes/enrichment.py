@@ -25,7 +25,6 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.times import time_weighted_mean, time_weights
 
 #: Waypoints per enrichment (contract section 8).
-MIN_WAYPOINTS = 1
 MAX_WAYPOINTS = 100
 
 

@@ -34,7 +34,7 @@ from cleanair_core.air.dose import air_load, dose_pollutants
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.errors import PlanRejected
-from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
+from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m, distances_m
 from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route
 from cleanair_core.routes.network import (
@@ -149,23 +149,16 @@ def _midpoints(network: StreetNetwork) -> tuple[FloatArray, FloatArray]:
     return lat, lon
 
 
-def _distances_m(lat: FloatArray, lon: FloatArray, point: Point) -> FloatArray:
-    """Haversine distances from `point` to each (lat, lon), metres."""
-    phi1, phi2 = math.radians(point.lat), np.radians(lat)
-    dphi = phi2 - phi1
-    dlmb = np.radians(lon - point.lon)
-    h = np.sin(dphi / 2) ** 2 + math.cos(phi1) * np.cos(phi2) * np.sin(dlmb / 2) ** 2
-    distances: FloatArray = 2 * EARTH_RADIUS_M * np.arcsin(np.minimum(1.0, np.sqrt(h)))
-    return distances
-
-
 def _corridor(
     midpoints: tuple[FloatArray, FloatArray], start: Point, end: Point, baseline: Path
 ) -> EdgeIndices:
     """Indices of the edges inside the detour ellipse, plus the baseline's edges."""
     lat, lon = midpoints
     budget = distance_m(start, end) * CORRIDOR_FACTOR + CORRIDOR_MARGIN_M
-    inside = _distances_m(lat, lon, start) + _distances_m(lat, lon, end) <= budget
+    inside = (
+        distances_m(start.lat, start.lon, lat, lon) + distances_m(end.lat, end.lon, lat, lon)
+        <= budget
+    )
     inside[np.asarray(baseline.edges, dtype=np.int64)] = True
     corridor: EdgeIndices = np.flatnonzero(inside)
     return corridor
