@@ -33,7 +33,7 @@ from cleanair_http.app import create_app
 from cleanair_http.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from support.fakes import FakeIp, FakeNamer
-from support.http import MakeClient, bearer, pair
+from support.http import Client, MakeClient, bearer, pair
 from support.networks import DLAT, DLON, ORIGIN, grid
 
 ROUTES = "/v1/routes"
@@ -102,13 +102,13 @@ def sources(air: AirByLatitude) -> Sources:
 
 
 @pytest.fixture
-def client(make_client: MakeClient) -> TestClient:  # type: ignore[type-arg]
+def client(make_client: MakeClient) -> Client:
     """No background workers: a test runs plans itself with `run_next`."""
     return make_client(Settings(plan_workers=0))
 
 
 @pytest.fixture
-def token(core: CleanAir, client: TestClient) -> str:  # type: ignore[type-arg]
+def token(core: CleanAir, client: Client) -> str:
     return pair(core, client)
 
 
@@ -118,29 +118,29 @@ def run_next(core: CleanAir) -> uuid.UUID | None:
     return None if plan is None else plan.id
 
 
-def submit(client: TestClient, token: str, body: Any = None) -> Any:  # type: ignore[type-arg]
+def submit(client: Client, token: str, body: Any = None) -> Any:
     return client.post(ROUTES, json=plan_body() if body is None else body, headers=bearer(token))
 
 
-def submitted(client: TestClient, token: str, body: Any = None) -> str:  # type: ignore[type-arg]
+def submitted(client: Client, token: str, body: Any = None) -> str:
     response = submit(client, token, body)
     assert response.status_code == 202, response.text
     request_id: str = response.json()["request_id"]
     return request_id
 
 
-def poll(client: TestClient, token: str, request_id: str) -> Any:  # type: ignore[type-arg]
+def poll(client: Client, token: str, request_id: str) -> Any:
     return client.get(f"{ROUTES}/{request_id}", headers=bearer(token))
 
 
-def quota(client: TestClient, token: str) -> dict[str, int]:  # type: ignore[type-arg]
+def quota(client: Client, token: str) -> dict[str, int]:
     response = client.get(QUOTA, headers=bearer(token))
     assert response.status_code == 200
     body: dict[str, int] = response.json()
     return body
 
 
-def used(client: TestClient, token: str) -> int:  # type: ignore[type-arg]
+def used(client: Client, token: str) -> int:
     return quota(client, token)["used"]
 
 
@@ -179,7 +179,7 @@ def with_policy(core: CleanAir, clock: ManualClock, **policy: Any) -> CleanAir:
 
 def test_a_plan_is_accepted_with_a_request_id_and_charged_25_credits(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     response = submit(client, token)
@@ -206,7 +206,7 @@ def test_a_plan_is_accepted_with_a_request_id_and_charged_25_credits(
 
 
 def test_each_plan_gets_its_own_id_and_charge(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     ids = {submitted(client, token) for _ in range(3)}
@@ -217,7 +217,7 @@ def test_each_plan_gets_its_own_id_and_charge(
 @pytest.mark.parametrize("activity", ["walking", "cycling", "running"])
 def test_every_plan_activity_is_accepted(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     activity: str,
 ) -> None:
@@ -229,7 +229,7 @@ def test_every_plan_activity_is_accepted(
 
 def test_a_given_start_time_is_kept(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     later = NOW + timedelta(hours=5)
@@ -241,7 +241,7 @@ def test_a_given_start_time_is_kept(
 
 def test_a_start_time_without_an_offset_is_read_as_utc(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token, plan_body(start_time="2026-11-22T15:30:00"))
@@ -258,7 +258,7 @@ def test_a_start_time_without_an_offset_is_read_as_utc(
 
 
 def test_exactly_15_km_is_accepted(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     start, end = EXACTLY_15_KM
@@ -268,7 +268,7 @@ def test_exactly_15_km_is_accepted(
 
 
 def test_a_bit_under_15_km_is_accepted(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     start, end = EXACTLY_15_KM
@@ -279,7 +279,7 @@ def test_a_bit_under_15_km_is_accepted(
 
 @pytest.mark.parametrize("beyond_deg", [0.00001, 0.01, 1.0])
 def test_over_15_km_is_400_and_not_charged(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     beyond_deg: float,
 ) -> None:
@@ -296,7 +296,7 @@ def test_over_15_km_is_400_and_not_charged(
 
 def test_a_rejected_distance_stores_no_plan(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     start, end = EXACTLY_15_KM
@@ -315,7 +315,7 @@ def test_a_rejected_distance_stores_no_plan(
     ids=["just-over-30-days-ago", "90-days-ago", "just-past-84-hours", "10-days-ahead"],
 )
 def test_a_start_time_outside_the_data_window_is_400_and_not_charged(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     offset: timedelta,
 ) -> None:
@@ -337,7 +337,7 @@ def test_a_start_time_outside_the_data_window_is_400_and_not_charged(
     ids=["30-days-ago", "29-days-ago", "now", "83-hours-ahead", "84-hours-ahead"],
 )
 def test_a_start_time_inside_the_data_window_is_accepted(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     offset: timedelta,
 ) -> None:
@@ -349,7 +349,7 @@ def test_a_start_time_inside_the_data_window_is_accepted(
 # -- POST /v1/routes: 401, 403 ----------------------------------------------------------------
 
 
-def test_submitting_needs_a_token(client: TestClient) -> None:  # type: ignore[type-arg]
+def test_submitting_needs_a_token(client: Client) -> None:
     assert client.post(ROUTES, json=plan_body()).status_code == 401
     bad = client.post(ROUTES, json=plan_body(), headers=bearer("ca_tst_" + "x" * 43))
     assert bad.status_code == 401
@@ -357,7 +357,7 @@ def test_submitting_needs_a_token(client: TestClient) -> None:  # type: ignore[t
 
 def test_submitting_needs_the_routes_plan_scope(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
 ) -> None:
     # A user-owned, premium connection that lacks only routes:plan.
     token = user_token(core, "alice", [Scope.AQ_READ, Scope.AQ_ROUTES])
@@ -370,7 +370,7 @@ def test_submitting_needs_the_routes_plan_scope(
 
 def test_submitting_needs_a_premium_owner(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     core.set_premium("alice", False)
@@ -383,7 +383,7 @@ def test_submitting_needs_a_premium_owner(
 
 def test_partner_connections_cannot_submit_plans(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
 ) -> None:
     token = partner_token(core, [Scope.ROUTES_PLAN, Scope.AQ_READ])
     response = submit(client, token)
@@ -395,7 +395,7 @@ def test_partner_connections_cannot_submit_plans(
 
 def test_a_partner_without_the_scope_is_refused_too(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
 ) -> None:
     token = partner_token(core, [Scope.AQ_READ])
     assert submit(client, token).status_code == 403
@@ -403,7 +403,7 @@ def test_a_partner_without_the_scope_is_refused_too(
 
 def test_authorization_is_checked_before_the_body(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     invalid = {**plan_body(), "activity_type": "driving"}
@@ -451,7 +451,7 @@ INVALID_BODIES: list[tuple[str, Any]] = [
 
 @pytest.mark.parametrize("body", [b for _, b in INVALID_BODIES], ids=[n for n, _ in INVALID_BODIES])
 def test_invalid_bodies_are_422_with_the_fixed_text(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     body: Any,
 ) -> None:
@@ -467,7 +467,7 @@ def test_invalid_bodies_are_422_with_the_fixed_text(
     ids=["garbage", "empty", "truncated", "null"],
 )
 def test_malformed_json_is_422_with_the_fixed_text(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     raw: bytes,
 ) -> None:
@@ -479,7 +479,7 @@ def test_malformed_json_is_422_with_the_fixed_text(
 
 
 def test_validation_never_echoes_the_input(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     marker = "zz-secret-marker-zz"
@@ -504,7 +504,7 @@ def test_validation_never_echoes_the_input(
 
 def test_the_daily_burst_cap_fits_four_plans_and_refuses_the_fifth(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     for _ in range(4):
@@ -523,7 +523,7 @@ def test_the_daily_burst_cap_fits_four_plans_and_refuses_the_fifth(
 
 def test_the_credit_pool_is_shared_by_the_users_connections(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
 ) -> None:
     first = pair(core, client, name="phone")
     second = pair(core, client, name="watch")
@@ -568,7 +568,7 @@ def test_the_rate_limit_is_counted_before_the_other_checks(
 
 
 def test_a_new_plan_is_pending(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -582,7 +582,7 @@ def test_a_new_plan_is_pending(
 
 def test_a_finished_plan_is_completed_with_cleaner_routes_first(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     air: AirByLatitude,
 ) -> None:
@@ -619,7 +619,7 @@ def test_a_finished_plan_is_completed_with_cleaner_routes_first(
 
 def test_the_completed_result_has_the_contract_shape(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -682,7 +682,7 @@ def test_the_completed_result_has_the_contract_shape(
 
 def test_polling_a_finished_plan_is_stable_and_free(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -696,7 +696,7 @@ def test_polling_a_finished_plan_is_stable_and_free(
 
 def test_a_plan_the_planner_rejects_fails_readably_and_is_refunded(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     # The start lies about 1 km south of the grid: no network covers it.
@@ -719,7 +719,7 @@ def test_a_plan_the_planner_rejects_fails_readably_and_is_refunded(
 
 def test_a_plan_without_any_network_fails_and_is_refunded(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     clock: ManualClock,
     air: AirByLatitude,
@@ -737,7 +737,7 @@ def test_a_plan_without_any_network_fails_and_is_refunded(
 
 def test_a_refund_makes_room_for_another_plan(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     clock: ManualClock,
 ) -> None:
@@ -756,7 +756,7 @@ def test_a_refund_makes_room_for_another_plan(
 
 
 def test_polling_needs_a_token(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -765,7 +765,7 @@ def test_polling_needs_a_token(
 
 def test_polling_needs_the_routes_plan_scope(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -780,7 +780,7 @@ def test_polling_needs_the_routes_plan_scope(
 
 def test_the_poll_scope_is_checked_before_the_request_id(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
 ) -> None:
     limited = user_token(core, "alice", [Scope.AQ_READ, Scope.AQ_ROUTES])
     assert poll(client, limited, "not-a-uuid").status_code == 403
@@ -788,7 +788,7 @@ def test_the_poll_scope_is_checked_before_the_request_id(
 
 def test_polling_is_not_premium_gated(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -807,7 +807,7 @@ def test_polling_is_not_premium_gated(
 
 def test_polling_is_free(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -822,7 +822,7 @@ def test_polling_is_free(
 
 
 def test_polling_with_exhausted_credits_still_works(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -833,7 +833,7 @@ def test_polling_with_exhausted_credits_still_works(
 
 
 def test_an_unknown_plan_is_404(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     response = poll(client, token, str(uuid.uuid4()))
@@ -843,7 +843,7 @@ def test_an_unknown_plan_is_404(
 
 def test_another_users_plan_is_404_like_an_unknown_one(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -861,7 +861,7 @@ def test_another_users_plan_is_404_like_an_unknown_one(
 
 def test_a_partner_cannot_poll_a_users_plan(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -871,7 +871,7 @@ def test_a_partner_cannot_poll_a_users_plan(
 
 def test_a_partner_named_like_the_user_cannot_poll_the_users_plan(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     request_id = submitted(client, token)
@@ -884,7 +884,7 @@ def test_a_partner_named_like_the_user_cannot_poll_the_users_plan(
 
 def test_any_connection_of_the_same_user_may_poll(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
 ) -> None:
     phone = pair(core, client, name="phone")
     watch = pair(core, client, name="watch")
@@ -903,7 +903,7 @@ def test_any_connection_of_the_same_user_may_poll(
     "bad_id", ["not-a-uuid", "1234", "0" * 31, str(uuid.uuid4())[:-1], str(uuid.uuid4()) + "0"]
 )
 def test_a_malformed_request_id_is_422(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     bad_id: str,
 ) -> None:
@@ -915,7 +915,7 @@ def test_a_malformed_request_id_is_422(
 
 def test_polls_are_limited_to_60_a_minute_per_connection(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     clock: ManualClock,
 ) -> None:
@@ -942,7 +942,7 @@ def test_polls_are_limited_to_60_a_minute_per_connection(
 
 
 def test_polls_of_unknown_ids_count_against_the_limit(
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
 ) -> None:
     for _ in range(60):
@@ -967,7 +967,7 @@ def test_polls_do_not_use_up_the_general_rate_limit(
 
 def test_a_pruned_plan_is_404(
     core: CleanAir,
-    client: TestClient,  # type: ignore[type-arg]
+    client: Client,
     token: str,
     clock: ManualClock,
 ) -> None:
@@ -1056,7 +1056,7 @@ def test_the_background_worker_refunds_a_rejected_plan(watched: WatchedCore) -> 
 # -- OpenAPI ----------------------------------------------------------------------------------
 
 
-def test_openapi_lists_the_plan_statuses(client: TestClient) -> None:  # type: ignore[type-arg]
+def test_openapi_lists_the_plan_statuses(client: Client) -> None:
     schema = client.get("/schema/openapi.json").json()
     submit_op = schema["paths"]["/v1/routes"]["post"]
     assert set(submit_op["responses"]) == {"202", "400", "401", "403", "422", "429", "503"}
