@@ -12,7 +12,7 @@ from litestar.types import ASGIApp, ControllerRouterHandler
 
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
-from cleanair_http.auth import BearerAuthMiddleware
+from cleanair_http.auth import BearerAuthMiddleware, authenticated
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
@@ -79,6 +79,8 @@ def create_app(
             watch_disconnects,
             DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"]),
         ],
+        # Before any route's own guards: no route ever runs for an unchecked token.
+        guards=[authenticated],
         exception_handlers=EXCEPTION_HANDLERS,
         # Every malformed JSON body is a 422, including those msgspec does not call malformed.
         request_class=JsonBodyRequest,

@@ -39,7 +39,7 @@ class BearerToken:
 
 
 def caller_of(connection: AnyConnection) -> Caller:
-    """The caller a guard authenticated. A route that forgot its guard fails closed."""
+    """The caller the guards authenticated (NotAuthenticated, failing closed, otherwise)."""
     caller = connection.scope["user"]
     if not isinstance(caller, Caller):
         raise NotAuthenticated()
@@ -48,8 +48,7 @@ def caller_of(connection: AnyConnection) -> Caller:
 
 class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
     """Rejects (401) any request without `Authorization: Bearer <token>`; the token itself
-    is checked by the route's guard, in the same worker-thread call as its rate limit and
-    authorization (one trip to the store's thread instead of two)."""
+    is checked by the app-wide guard `authenticated`, right before the route's guards."""
 
     async def authenticate_request(self, connection: AnyConnection) -> AuthenticationResult:
         header = connection.headers.get("authorization", "")
@@ -70,6 +69,15 @@ def _authenticated(connection: AnyConnection, core: CleanAir) -> Caller:
     caller = core.authenticate(user.value)
     connection.scope["user"] = caller
     return caller
+
+
+async def authenticated(connection: AnyConnection, _: BaseRouteHandler) -> None:
+    """The app-wide guard: the bearer token of any route behind the middleware becomes a
+    `Caller` (401 otherwise) before the route's own guards run, so a route that forgot its
+    guard, or an embedder's extra route, still never runs for an unchecked token."""
+    if isinstance(connection.scope.get("user"), BearerToken):
+        core = core_of(connection)
+        await here_or_in_thread(lambda: _authenticated(connection, core))
 
 
 def authorized_for(scope: Scope, *, user_owned: bool = False) -> Guard:

@@ -78,10 +78,19 @@ def route_summary(summary: RouteSummary) -> schemas.RouteSummary:
     )
 
 
+def measures(values: dict[str, list[float | None]]) -> dict[str, list[float | None]]:
+    """Every measure as a JSON float (a score of 69 is written 69.0), whichever store or
+    computation it came from, as the contract's number type says."""
+    return {
+        key: [None if value is None else float(value) for value in series]
+        for key, series in values.items()
+    }
+
+
 def enriched_route(route: EnrichedRoute) -> schemas.EnrichedRoute:
     return schemas.EnrichedRoute(
         waypoints=[(point.lat, point.lon) for point in route.points],
-        measures=route.measures,
+        measures=measures(route.measures),
         summary=route_summary(route.summary),
     )
 
@@ -90,7 +99,7 @@ def planned_route(planned: PlannedRoute) -> schemas.PlannedRoute:
     route = planned.route
     return schemas.PlannedRoute(
         waypoints=[(point.lat, point.lon) for point in route.points],
-        measures=route.measures,
+        measures=measures(route.measures),
         summary=route_summary(route.summary),
         distance=planned.distance,
         distance_delta=planned.distance_delta,

@@ -10,6 +10,7 @@ version 0; they carry no waypoint times, which no poll shows.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -35,8 +36,14 @@ class UnreadablePlanResult(ValueError):
 
 
 def encode_plan_result(result: PlanResult) -> str:
-    """The stored text of `result` (exact: floats round-trip, nothing is rounded here)."""
-    return msgspec.json.encode({"version": PLAN_RESULT_VERSION, "result": result}).decode()
+    """The stored text of `result` (exact: floats round-trip, nothing is rounded here).
+
+    Raises ValueError for a NaN or an infinity anywhere in it: JSON has neither (msgspec
+    would write null and the stored result could never be read back), so such a plan fails
+    and is refunded rather than completed unreadable.
+    """
+    document = {"version": PLAN_RESULT_VERSION, "result": msgspec.to_builtins(result)}
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def decode_plan_result(text: str) -> PlanResult:

@@ -35,6 +35,12 @@ async def unguarded(request: Request) -> dict[str, str]:  # type: ignore[type-ar
     return {"caller": str(caller_of(request).connection_id)}
 
 
+@get("/test/heedless")
+async def heedless() -> dict[str, str]:
+    """An extra route that never looks at its caller."""
+    return {"ran": "yes"}
+
+
 @get("/test/boom", exclude_from_auth=True)
 async def boom() -> None:
     raise RuntimeError("secret detail that must not leak")
@@ -42,14 +48,22 @@ async def boom() -> None:
 
 @pytest.fixture
 def guarded(make_client: MakeClient) -> Client:
-    return make_client(handlers=[charge_handler, plan_handler, boom, unguarded])
+    return make_client(handlers=[charge_handler, plan_handler, boom, unguarded, heedless])
 
 
-def test_a_route_without_a_guard_fails_closed(core: CleanAir, guarded: Client) -> None:
-    """The token is checked by the guards; a route that has none never sees a caller."""
+def test_a_route_without_a_guard_of_its_own_still_needs_a_valid_token(
+    core: CleanAir, guarded: Client
+) -> None:
+    """The app-wide guard checks the token before any route runs (an embedder's extra
+    route, say), so a well-formed but unknown token never gets through."""
     token = pair(core, guarded)
+    unknown = "ca_tst_" + "x" * 43
+    assert guarded.get("/test/unguarded", headers=bearer(unknown)).status_code == 401
+    assert guarded.get("/test/heedless", headers=bearer(unknown)).status_code == 401
     response = guarded.get("/test/unguarded", headers=bearer(token))
-    assert response.status_code == 401
+    assert response.status_code == 200
+    [connection] = core.connections_of_user("alice")
+    assert response.json() == {"caller": str(connection.id)}
 
 
 def test_missing_scope_is_403(core: CleanAir, guarded: Client) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 
+import attrs
 import msgspec
 import pytest
 from hypothesis import given
@@ -52,3 +54,11 @@ def test_a_result_stored_before_the_version_tag_still_reads() -> None:
 def test_an_unreadable_result_says_so(stored: str) -> None:
     with pytest.raises(UnreadablePlanResult):
         decode_plan_result(stored)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_result_that_json_cannot_hold_is_refused_when_stored(bad: float) -> None:
+    """Written as null it could never be read back: the plan must fail (and be refunded)
+    instead of completing unreadable."""
+    with pytest.raises(ValueError, match="JSON"):
+        encode_plan_result(attrs.evolve(plan_result(), original_distance=bad))

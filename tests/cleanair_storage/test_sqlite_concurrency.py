@@ -17,9 +17,10 @@ import pytest
 
 from cleanair_core.access.accounts import User
 from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
-from cleanair_core.errors import CreditsExhausted
+from cleanair_core.errors import CreditsExhausted, StoreUnavailable
 from cleanair_core.offload import WouldBlock, here_unless_blocked
 from cleanair_storage.sqlite import SqliteStore
+from support.networks import grid
 
 T = TypeVar("T")
 AT = datetime(2026, 2, 10, 12, 0, tzinfo=UTC)
@@ -222,3 +223,75 @@ async def _refuse(work: Callable[[], T], /) -> T:
 async def _without_waiting(work: Callable[[], T]) -> T:
     """Run `work` here, not allowed to wait, and let WouldBlock out."""
     return await here_unless_blocked(_refuse)(work)
+
+
+def test_a_thread_waiting_for_this_process_writer_gives_up_after_the_busy_timeout(
+    tmp_path: Path,
+) -> None:
+    """Threads queued behind a long write get a 503 after one busy timeout, not one busy
+    timeout per thread ahead of them (nor never)."""
+    store = SqliteStore(tmp_path / "queue.db", busy_timeout=0.2)
+    inside, release = threading.Event(), threading.Event()
+
+    def long_unit_of_work() -> None:
+        with store.transaction() as work:
+            work.add_user(User("carol", True, AT))
+            inside.set()
+            release.wait(timeout=30)
+
+    holder = threading.Thread(target=long_unit_of_work)
+    holder.start()
+    outcome: list[BaseException | int] = []
+
+    def hit() -> None:
+        try:
+            outcome.append(store.hit("requests:c", 0))
+        except StoreUnavailable as exc:
+            outcome.append(exc)
+
+    try:
+        assert inside.wait(timeout=30)
+        waiter = threading.Thread(target=hit)
+        waiter.start()
+        waiter.join(timeout=10)  # a bound for a broken store, far beyond the 0.2 s timeout
+        assert holder.is_alive()  # the write was still going on all along
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], StoreUnavailable)
+    finally:
+        release.set()
+        holder.join(timeout=30)
+        store.close()
+
+
+def test_readers_of_ended_threads_are_closed(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "readers.db")
+    try:
+        for _ in range(20):
+            reader = threading.Thread(target=lambda: store.get_user("alice"))
+            reader.start()
+            reader.join(timeout=30)
+        store.get_user("alice")
+        # The main thread's reader and at most the last ended one, not twenty.
+        assert len(store._readers) <= 2
+    finally:
+        store.close()
+
+
+def test_a_network_can_be_saved_inside_a_unit_of_work(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "network.db")
+    network = grid(3, 3)
+    done = threading.Event()
+
+    def save() -> None:
+        with store.transaction() as work:
+            work.save_network(network)
+        done.set()
+
+    saver = threading.Thread(target=save, daemon=True)
+    saver.start()
+    saver.join(timeout=30)
+    try:
+        assert done.is_set(), "saving a network inside a unit of work deadlocked"
+        assert [n.name for n in store.network_summaries()] == [network.name]
+    finally:
+        store.close()

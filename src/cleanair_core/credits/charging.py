@@ -18,6 +18,7 @@ answer leaves, so an answered call stays charged through any crash.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -25,7 +26,7 @@ from types import TracebackType
 
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import CreditLedger, CreditLimits, Debit, LedgerEntry
-from cleanair_core.offload import Offload, WouldBlock, inline
+from cleanair_core.offload import Offload, inline
 
 
 class HeldCharges:
@@ -78,6 +79,10 @@ class Charge:
         self.entry: LedgerEntry | None = None
         #: False when the hold was gone at confirmation (swept): the answer went out free.
         self.confirmed: bool | None = None
+        # Set when the awaiting task gave up (cancelled) while the offload may still be
+        # reserving in a thread: such a charge is never renewed, so the sweep refunds it.
+        self._abandoned = False
+        self._state = threading.Lock()
 
     @property
     def debit(self) -> Debit:
@@ -88,11 +93,23 @@ class Charge:
 
     def reserve(self) -> LedgerEntry:
         """Debit now, held; raises CreditsExhausted when it does not fit."""
-        if self.entry is None:
-            self.entry = self._ledger.debit(self.debit, self._limits)
-            if self.debit.hold_until is not None:
-                self._held.add(self.entry.id)
-        return self.entry
+        if self.entry is not None:
+            return self.entry
+        entry = self._ledger.debit(self.debit, self._limits)
+        with self._state:
+            self.entry = entry
+            if self.debit.hold_until is not None and not self._abandoned:
+                self._held.add(entry.id)
+        return entry
+
+    def abandon(self) -> None:
+        """The call was given up before its charge could be settled (its task cancelled): stop
+        renewing the hold, so the sweep refunds the charge once the hold ends. Never waits,
+        so it is safe on the event loop; a reservation still running elsewhere sees it."""
+        with self._state:
+            self._abandoned = True
+            if self.entry is not None:
+                self._held.discard(self.entry.id)
 
     def confirm(self) -> bool:
         """Make the reservation final (the answer is on its way)."""
@@ -133,7 +150,13 @@ class Charge:
             self.confirm()
 
     async def __aenter__(self) -> Charge:
-        await self._offload(self.reserve)
+        try:
+            await self._offload(self.reserve)
+        except BaseException:
+            # Cancelled, perhaps while the debit still runs in a thread: whatever it reserves
+            # is left to the sweep rather than renewed for as long as the process lives.
+            self.abandon()
+            raise
         return self
 
     async def __aexit__(
@@ -142,27 +165,14 @@ class Charge:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        started = False
-
-        def settle() -> None:
-            nonlocal started
-            try:
-                self.__exit__(exc_type, exc, tb)
-            except WouldBlock:  # nothing was done: the offload runs it again elsewhere
-                raise
-            except BaseException:
-                started = True
-                raise
-            started = True
-
         try:
-            await self._offload(settle)
+            await self._offload(functools.partial(self.__exit__, exc_type, exc, tb))
         except BaseException:
-            # The offload could not even start the work: the task was cancelled (the client
-            # went away), so no answer goes out. Refund right here rather than leave a hold
-            # this process would renew for as long as it runs.
-            if not started:
-                self.refund()
+            # The offload failed to settle (the task was cancelled, so no answer goes out):
+            # refunding right here could wait on the store with the event loop held, so
+            # the charge is abandoned to the sweep instead, refunded when its hold ends.
+            if self.confirmed is None:
+                self.abandon()
             raise
 
 

@@ -180,7 +180,7 @@ class SqliteDatabase:
         self._writer = _open(self.path, busy_timeout)
         self._write_lock = threading.Lock()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._readers_lock = threading.Lock()
         try:
             _enable_wal(self._writer, busy_timeout)
@@ -224,7 +224,7 @@ class SqliteDatabase:
         if self._checkpointer is not None:
             self._checkpointer.join()
         with self._readers_lock:
-            for reader in self._readers:
+            for _, reader in self._readers:
                 reader.close()
             self._readers.clear()
         with self._write_lock:
@@ -281,8 +281,14 @@ class SqliteDatabase:
         `cleanair_core.offload.here_unless_blocked`) a writer busy in another thread, or a
         database another connection is writing, raise WouldBlock at once instead."""
         if waiting_allowed():
-            with self._write_lock:
+            # Bounded like SQLite's own wait: threads queued behind a long write get a 503
+            # after the busy timeout rather than one busy timeout per thread ahead of them.
+            if not self._write_lock.acquire(timeout=self._busy_timeout):
+                raise StoreUnavailable()
+            try:
                 yield self._writer
+            finally:
+                self._write_lock.release()
             return
         if not self._write_lock.acquire(blocking=False):
             raise WouldBlock()
@@ -313,5 +319,10 @@ class SqliteDatabase:
             conn.execute("PRAGMA query_only = ON")
             self._local.conn = conn
             with self._readers_lock:
-                self._readers.append(conn)
+                # Worker threads come and go (anyio retires idle ones): close the readers
+                # of threads that have ended, or every retired thread would keep a file open.
+                live = [(t, c) for t, c in self._readers if t.is_alive()]
+                for _, ended in set(self._readers) - set(live):
+                    ended.close()
+                self._readers = [*live, (threading.current_thread(), conn)]
         return conn

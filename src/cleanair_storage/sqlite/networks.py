@@ -7,6 +7,8 @@ import sqlite3
 
 import numpy as np
 
+from cleanair_core.errors import StoreUnavailable
+from cleanair_core.offload import WouldBlock
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
 from cleanair_storage.sqlite.database import SqliteDatabase, instant_or_none, timestamp
 
@@ -71,9 +73,15 @@ class SqliteStreetNetworks(SqliteDatabase):
 
     def _shrink_wal(self) -> None:
         """Give back the disk a large transaction took in the WAL now, rather than at the
-        next write (best effort: a reader in the middle of a read keeps it until then)."""
-        with self._write_lock, contextlib.suppress(sqlite3.OperationalError):
-            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        next write (best effort: a reader in the middle of a read keeps it until then; inside
+        a unit of work, the WAL is left for the checkpoint thread)."""
+        if self._in_transaction():
+            return
+        with (
+            contextlib.suppress(sqlite3.OperationalError, StoreUnavailable, WouldBlock),
+            self._autocommit() as conn,
+        ):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def load_networks(self) -> list[StreetNetwork]:
         rows = (
