@@ -13,7 +13,7 @@ from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app, with_access_log
-from cleanair_http.offloading import in_thread
+from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
@@ -46,7 +46,15 @@ def core(tmp_path: Path, clock: ManualClock, sources: Sources) -> Iterator[Clean
     store = SqliteStore(tmp_path / "cleanair.db")
     policy = Policy(credits=CreditLimits(monthly=1000, daily=100))
     keys = TokenKeys(generate_key())
-    yield CleanAir(store, keys, policy, clock, sources=sources, offload=in_thread)
+    yield CleanAir(
+        store,
+        keys,
+        policy,
+        clock,
+        sources=sources,
+        offload=in_thread,
+        store_calls=here_or_in_thread,
+    )
     store.close()
 
 
