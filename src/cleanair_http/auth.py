@@ -58,38 +58,25 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
         return AuthenticationResult(user=BearerToken(token.strip()), auth=None)
 
 
-def _authenticated(connection: AnyConnection, core: CleanAir) -> Caller:
-    """The request's caller, authenticating its token (in the calling thread) if no guard
-    has yet; raises NotAuthenticated."""
-    user = connection.scope["user"]
-    if isinstance(user, Caller):
-        return user
-    if not isinstance(user, BearerToken):
-        raise NotAuthenticated()
-    caller = core.authenticate(user.value)
-    connection.scope["user"] = caller
-    return caller
-
-
 async def authenticated(connection: AnyConnection, _: BaseRouteHandler) -> None:
     """The app-wide guard: the bearer token of any route behind the middleware becomes a
     `Caller` (401 otherwise) before the route's own guards run, so a route that forgot its
     guard, or an embedder's extra route, still never runs for an unchecked token."""
-    if isinstance(connection.scope.get("user"), BearerToken):
+    user = connection.scope.get("user")
+    if isinstance(user, BearerToken):
         core = core_of(connection)
-        await here_or_in_thread(lambda: _authenticated(connection, core))
+        connection.scope["user"] = await here_or_in_thread(lambda: core.authenticate(user.value))
 
 
 def authorized_for(scope: Scope, *, user_owned: bool = False) -> Guard:
-    """The token, then the rate limit, then scope and premium (and, when asked, a user-owned
-    connection), in one guard and one worker-thread call (Litestar copies the handler for each
-    guard it runs). The proof is kept for the handler: `authorization_of`."""
+    """The rate limit, then scope and premium (and, when asked, a user-owned connection), in
+    one guard and one store call (Litestar copies the handler for each guard it runs). The
+    proof is kept for the handler: `authorization_of`."""
 
     async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
-        core = core_of(connection)
+        core, caller = core_of(connection), caller_of(connection)
 
         def check() -> Authorized:
-            caller = _authenticated(connection, core)
             core.enforce_rate_limit(caller)
             return core.authorize(caller, scope, user_owned=user_owned)
 
@@ -99,12 +86,11 @@ def authorized_for(scope: Scope, *, user_owned: bool = False) -> Guard:
 
 
 async def polls_limited(connection: AnyConnection, _: BaseRouteHandler) -> None:
-    """Plan polling: the token, its own limit of 60 a minute per connection, then the scope;
-    no premium check (a lapsed user may collect a plan already paid for)."""
-    core = core_of(connection)
+    """Plan polling: its own limit of 60 a minute per connection, then the scope; no premium
+    check (a lapsed user may collect a plan already paid for)."""
+    core, caller = core_of(connection), caller_of(connection)
 
     def check() -> Authorized:
-        caller = _authenticated(connection, core)
         core.enforce_rate_limit(caller, core.policy.plan_polls)
         return core.authorize(caller, Scope.ROUTES_PLAN, premium=False)
 
@@ -117,13 +103,10 @@ def authorization_of(connection: AnyConnection) -> Authorized:
 
 
 def rate_limited(rule: RateLimit | None = None) -> Guard:
-    """Authenticate the token and count the request against `rule` (default: the
-    deployment's general limit)."""
+    """Count the request against `rule` (default: the deployment's general limit)."""
 
     async def guard(connection: AnyConnection, _: BaseRouteHandler) -> None:
-        core = core_of(connection)
-        await here_or_in_thread(
-            lambda: core.enforce_rate_limit(_authenticated(connection, core), rule)
-        )
+        core, caller = core_of(connection), caller_of(connection)
+        await here_or_in_thread(lambda: core.enforce_rate_limit(caller, rule))
 
     return guard
