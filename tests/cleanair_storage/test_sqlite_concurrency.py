@@ -189,25 +189,35 @@ def test_told_not_to_wait_a_busy_store_says_so_at_once_and_changes_nothing(
         store.close()
 
 
-def test_told_not_to_wait_a_writer_busy_in_another_thread_says_so(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "thread.db")
-    inside, release = threading.Event(), threading.Event()
+class LongUnitOfWork:
+    """A unit of work on `store` held open in its own thread (it adds carol) until
+    `finish()`: this process's writer, busy in another thread."""
 
-    def long_unit_of_work() -> None:
+    def __init__(self, store: SqliteStore) -> None:
+        self._inside, self._release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._work, args=(store,))
+        self.thread.start()
+        assert self._inside.wait(timeout=30)
+
+    def _work(self, store: SqliteStore) -> None:
         with store.transaction() as work:
             work.add_user(User("carol", True, AT))
-            inside.set()
-            release.wait(timeout=30)
+            self._inside.set()
+            self._release.wait(timeout=30)
 
-    holder = threading.Thread(target=long_unit_of_work)
-    holder.start()
+    def finish(self) -> None:
+        self._release.set()
+        self.thread.join(timeout=30)
+
+
+def test_told_not_to_wait_a_writer_busy_in_another_thread_says_so(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "thread.db")
+    holder = LongUnitOfWork(store)
     try:
-        assert inside.wait(timeout=30)
         with pytest.raises(WouldBlock):
             asyncio.run(_without_waiting(lambda: store.hit("requests:c", 0)))
     finally:
-        release.set()
-        holder.join(timeout=30)
+        holder.finish()
     try:
         assert store.get_user("carol") is not None
         assert store.hit("requests:c", 0) == 1  # the refused hit counted nothing
@@ -231,16 +241,7 @@ def test_a_thread_waiting_for_this_process_writer_gives_up_after_the_busy_timeou
     """Threads queued behind a long write get a 503 after one busy timeout, not one busy
     timeout per thread ahead of them (nor never)."""
     store = SqliteStore(tmp_path / "queue.db", busy_timeout=0.2)
-    inside, release = threading.Event(), threading.Event()
-
-    def long_unit_of_work() -> None:
-        with store.transaction() as work:
-            work.add_user(User("carol", True, AT))
-            inside.set()
-            release.wait(timeout=30)
-
-    holder = threading.Thread(target=long_unit_of_work)
-    holder.start()
+    holder = LongUnitOfWork(store)
     outcome: list[BaseException | int] = []
 
     def hit() -> None:
@@ -250,16 +251,14 @@ def test_a_thread_waiting_for_this_process_writer_gives_up_after_the_busy_timeou
             outcome.append(exc)
 
     try:
-        assert inside.wait(timeout=30)
         waiter = threading.Thread(target=hit)
         waiter.start()
         waiter.join(timeout=10)  # a bound for a broken store, far beyond the 0.2 s timeout
-        assert holder.is_alive()  # the write was still going on all along
+        assert holder.thread.is_alive()  # the write was still going on all along
         assert len(outcome) == 1
         assert isinstance(outcome[0], StoreUnavailable)
     finally:
-        release.set()
-        holder.join(timeout=30)
+        holder.finish()
         store.close()
 
 
