@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-import anyio.to_thread
 
 from cleanair_core.credits.charging import hold_renewal_every
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.service import CleanAir
+from cleanair_http.offloading import in_thread
 
 log = logging.getLogger("cleanair.charges")
 
@@ -40,7 +40,7 @@ async def charge_upkeep(core: CleanAir) -> AsyncIterator[None]:
     async def loop() -> None:
         while True:
             try:
-                await anyio.to_thread.run_sync(tend_charges, core)
+                await in_thread(lambda: tend_charges(core))
             except StoreUnavailable:  # an outage: the next round tries again, no traceback
                 log.warning("could not tend the held charges: the database is unavailable")
             except Exception:  # nor may anything else end the upkeep
