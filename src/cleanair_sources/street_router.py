@@ -10,9 +10,11 @@ it may use (foot arcs both ways; bike arcs as the one-way rules allow), with par
 between one pair of nodes grouped so that each search keeps the cheapest of them (a sparse
 matrix holds one value per pair).
 
-Snapping only considers edges of the mode's largest connected piece of network: OpenStreetMap
-extracts hold small islands (a courtyard path, a station's inner walkways cut off at the
-extract's border) and a start snapped onto one would have no route anywhere.
+Snapping only considers edges of the mode's largest strongly connected piece of network, where
+every node reaches every other: OpenStreetMap extracts hold small islands (a courtyard path, a
+station's inner walkways cut off at the extract's border), and one-way streets cut off by the
+extract's border lead in but not out (or out but not in); a start or end snapped onto either
+would have no route.
 """
 
 from __future__ import annotations
@@ -119,12 +121,12 @@ class ScipyRouter(Router):
         return self._snappers[mode]
 
     def _main_piece(self, activity: PlanActivityType) -> npt.NDArray[np.bool_]:
-        """Per node: is it in the largest (weakly) connected piece of the mode's network."""
+        """Per node: is it in the largest strongly connected piece of the mode's network."""
         arcs = self._arcs[activity]
         n = self.network.node_count
         ones = np.ones(len(arcs.pairs_from))
         graph = csr_matrix((ones, (arcs.pairs_from, arcs.pairs_to)), shape=(n, n))
-        _, labels = connected_components(graph, directed=True, connection="weak")
+        _, labels = connected_components(graph, directed=True, connection="strong")
         touched = np.zeros(n, dtype=bool)
         touched[arcs.pairs_from] = True
         if not touched.any():

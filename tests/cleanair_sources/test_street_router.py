@@ -161,3 +161,26 @@ def test_the_smallest_covering_network_is_chosen() -> None:
     assert wide is not None
     assert wide.network.name == "city"
     assert networks.covering([Point(0.0, 0.0)]) is None
+
+
+def test_cycling_snaps_onto_the_part_where_every_node_reaches_every_other() -> None:
+    """A one-way stub leaves the two-way grid eastwards to a dead end (as a one-way street cut
+    off by an extract's border does): a start beside its far end snaps back onto the grid,
+    from where a route exists, not onto the stub, from where none leads back."""
+    cols = 3
+
+    def access(a: tuple[int, int], b: tuple[int, int]) -> int:
+        stub = a[1] == cols - 2 and b[1] == cols - 1  # the last column, reached one way only
+        return Access.FOOT | (Access.BIKE_FORWARD if stub else Access.BIKE)
+
+    network = grid(1, cols, access=access)
+    router = ScipyRouter(network)
+    beside_dead_end = Point(ORIGIN.lat + 0.00005, ORIGIN.lon + (cols - 1) * DLON)
+    snapped = router.snap(beside_dead_end, CYCLE)
+    assert snapped is not None
+    assert snapped.node != cols - 1  # not the dead end
+    path = router.path(snapped.node, 0, CYCLE, network.edge_length)
+    assert path is not None
+    walked = router.snap(beside_dead_end, WALK)  # on foot the stub is two-way
+    assert walked is not None
+    assert walked.node == cols - 1
