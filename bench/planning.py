@@ -36,7 +36,8 @@ import networkx as nx
 import numpy as np
 
 from cleanair_core.air.pollutants import Concentrations
-from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.quality_source import AirQualitySource, Sample
+from cleanair_core.air.street_level import StreetLevelAir
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distance_m, distances_m
 from cleanair_core.routes.network import (
@@ -53,8 +54,8 @@ from cleanair_core.routes.plans import PlanRequest
 from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
-from cleanair_sources.near_road import NetworkNearRoad
 from cleanair_sources.osm_import import import_network
+from cleanair_sources.street_increments import NetworkIncrements
 from cleanair_sources.street_router import ScipyRouter
 
 HELSINKI_PLANS = 10
@@ -130,7 +131,7 @@ class TimedNetworks:
 class TimedSource:
     """An air-quality source that adds up the time spent answering."""
 
-    def __init__(self, inner: EmbeddedModel) -> None:
+    def __init__(self, inner: AirQualitySource) -> None:
         self._inner = inner
         self.update_interval = inner.update_interval
         self.seconds = 0.0
@@ -158,7 +159,7 @@ def walk_pairs(network: StreetNetwork, n: int, seed: int) -> list[tuple[Point, P
     return pairs
 
 
-async def helsinki_plans(network: StreetNetwork, model: EmbeddedModel) -> dict[str, Any]:
+async def helsinki_plans(network: StreetNetwork, model: AirQualitySource) -> dict[str, Any]:
     router = TimedRouter(ScipyRouter(network))
     networks = TimedNetworks(router)
     source = TimedSource(model)
@@ -373,7 +374,7 @@ def memory(network: StreetNetwork, *, with_networkx: bool) -> dict[str, Any]:
     steps: list[tuple[str, Callable[[], object]]] = [
         ("arcs", lambda: ScipyRouter(network)),
         ("snappers", lambda: build_snappers(router)),
-        ("near_road", lambda: NetworkNearRoad(network)),
+        ("street_level", lambda: NetworkIncrements([network])),
     ]
     if with_networkx:
         steps.append(("networkx", lambda: networkx_graph(network)))
@@ -397,18 +398,18 @@ def memory_lines(name: str, figures: dict[str, Any]) -> list[str]:
     labels = {
         "arcs": "router arcs (3 activities)",
         "snappers": "router snapping trees (3 activities)",
-        "near_road": "near-road model (k-d trees)",
+        "street_level": "street-level traffic increments (raster)",
         "networkx": "NetworkX DiGraph of the walking arcs",
     }
     for key, label in labels.items():
         if key in figures:
             traced, rss = figures[key]
             lines.append(f"    {label:<44} traced {mib(traced)}  RSS +{mib(max(rss, 0))}")
-    parts = ("arcs", "snappers", "near_road")
+    parts = ("arcs", "snappers", "street_level")
     traced = figures["arrays"] + sum(figures[p][0] for p in parts)
     rss = figures["arrays"] + sum(max(figures[p][1], 0) for p in parts)
     lines.append(
-        f"    {'loaded total (arrays + router + near-road)':<44} traced {mib(traced)}  "
+        f"    {'loaded total (arrays + router + street level)':<44} traced {mib(traced)}  "
         f"RSS +{mib(rss)}"
     )
     if "networkx" in figures:
@@ -420,15 +421,15 @@ def memory_lines(name: str, figures: dict[str, Any]) -> list[str]:
 async def main() -> None:
     started = time.perf_counter()
     helsinki = import_network(DEFAULT_NETWORK_FILE, "helsinki")
-    near_road = NetworkNearRoad(helsinki)
-    model = EmbeddedModel(Gazetteer.load(), near_road=near_road)
+    background = EmbeddedModel(Gazetteer.load())
+    model = StreetLevelAir(background, background, NetworkIncrements([helsinki]))
     plans = await helsinki_plans(helsinki, model)
     print(
         f"route plans, central Helsinki ({helsinki.node_count:,} nodes, "
         f"{helsinki.edge_count:,} edges; {plans['plans']} random walks "
         f"{plans['direct'][0] / 1e3:.1f}-{plans['direct'][1] / 1e3:.1f} km apart, "
         f"{plans['walked'][0] / 1e3:.1f}-{plans['walked'][1] / 1e3:.1f} km on foot; "
-        "embedded model with the network's near-road increment; core alone):"
+        "embedded model downscaled to street level by the network's traffic; core alone):"
     )
     print(f"  first plan (builds the snapping tree) {plans['first'] * 1e3:.0f} ms")
     print(seconds_line("plan_routes end to end", plans["total"]))

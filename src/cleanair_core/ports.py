@@ -11,8 +11,8 @@ Storage (`cleanair_storage` ships in-memory and SQLite adapters):
     `transaction()` is the unit of work.
 The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
     AirQualitySource, WifiGeolocator, IpLocator, PlaceNamer (air); StreetNetworks and its
-    Router (routes). NearRoadIncrement (air) is what an air-quality source adds street-level
-    increments with.
+    Router (routes). TrafficIncrements and BackgroundGrid (air) are what `StreetLevelAir`
+    downscales any background source to street level with.
 Time and work: Clock, and Offload (where CPU-heavy planning runs).
 """
 
@@ -26,9 +26,9 @@ import attrs
 from cleanair_core.access.accounts import AccountStore
 from cleanair_core.access.connections import ConnectionStore
 from cleanair_core.access.pairing import PairingCodeStore
-from cleanair_core.air.near_road import NearRoadIncrement
 from cleanair_core.air.places import IpLocator, PlaceNamer
 from cleanair_core.air.quality_source import AirQualitySource
+from cleanair_core.air.street_level import BackgroundGrid, TrafficIncrements
 from cleanair_core.air.wifi import AccessPointStore, WifiGeolocator
 from cleanair_core.clock import Clock
 from cleanair_core.credits.attribution import ClientLabelStore
@@ -42,12 +42,12 @@ __all__ = [
     "AccessPointStore",
     "AccountStore",
     "AirQualitySource",
+    "BackgroundGrid",
     "ClientLabelStore",
     "Clock",
     "ConnectionStore",
     "CreditLedger",
     "IpLocator",
-    "NearRoadIncrement",
     "Offload",
     "PairingCodeStore",
     "PlaceNamer",
@@ -58,6 +58,7 @@ __all__ = [
     "Store",
     "StreetNetworkStore",
     "StreetNetworks",
+    "TrafficIncrements",
     "WifiGeolocator",
 ]
 

@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
-import numpy as np
 
 from cleanair_core.air.quality_source import AirQualitySource
+from cleanair_core.air.street_level import BackgroundGrid, StreetLevelAir
 from cleanair_core.air.wifi import WifiGeolocator
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import CreditLimits
-from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
@@ -35,9 +32,6 @@ from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import SECONDS_PER_DAY, Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
-
-if TYPE_CHECKING:
-    from cleanair_sources.near_road import NetworkNearRoad
 
 log = logging.getLogger("cleanair")
 USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
@@ -179,23 +173,26 @@ def build_sources(
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.ichnaea import IchnaeaGeolocator
     from cleanair_sources.ip_location import CountryIpLocator
-    from cleanair_sources.near_road import NetworkNearRoad
     from cleanair_sources.open_meteo import OpenMeteoSource
+    from cleanair_sources.street_increments import NetworkIncrements
     from cleanair_sources.street_router import LoadedNetworks
 
     quiet_upstream_urls()
     gazetteer = Gazetteer.load()
     networks = street_networks(settings, store)
-    air: AirQualitySource
+    background: AirQualitySource
+    grid: BackgroundGrid
     if settings.air_quality_source == "open-meteo":
         open_meteo = OpenMeteoSource(
             _http_client(), settings.open_meteo_url, timeout=settings.open_meteo_timeout
         )
         deployment.opened("the Open-Meteo client", open_meteo.aclose)
-        air = open_meteo
+        background = grid = open_meteo
     else:
-        near_road = _NearestOf([NetworkNearRoad(n) for n in networks]) if networks else None
-        air = EmbeddedModel(gazetteer, near_road=near_road)
+        background = grid = EmbeddedModel(gazetteer)
+    # Street level over whichever background: inside a loaded network, the traffic of the
+    # roads near a point; elsewhere the background alone.
+    air = StreetLevelAir(background, grid, NetworkIncrements(networks)) if networks else background
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
         ichnaea = IchnaeaGeolocator(_http_client(), settings.ichnaea_url, settings.ichnaea_key)
@@ -206,20 +203,6 @@ def build_sources(
     return Sources(
         air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
     )
-
-
-class _NearestOf:
-    """Near-road proximity over several networks: the highest any of them gives."""
-
-    def __init__(self, parts: list[NetworkNearRoad]) -> None:
-        self._parts = parts
-
-    def __call__(self, point: Point) -> float:
-        return max(part(point) for part in self._parts)
-
-    def many(self, lats: Sequence[float], lons: Sequence[float]) -> list[float]:
-        values = [part.many(lats, lons) for part in self._parts]
-        return [float(v) for v in functools.reduce(np.maximum, values)]
 
 
 def _http_client() -> httpx.AsyncClient:

@@ -10,18 +10,19 @@ explained in docs/air-quality-model.md.
 For pollutant p at point x and time t (µg/m³):
 
     C_p = [ B_p(x) · Db_p(h)                                   regional background
-          + (m_p · B_p(x) + a_p) · I(x) · Dt_p(h) · W_p(d)     urban increment
-          + r_p · R(x) · Dt_p(h) · W_p(d) ]                    near-road increment
+          + (m_p · B_p(x) + a_p) · I(x) · Dt_p(h) · W_p(d) ]   urban increment
           · S_p(t, lat) · M_p(x, t)                            season, weather
 
-with B the regional background field, I the gazetteer's urban intensity (0..1), R the near-road
-hook (0..1), h the local solar hour, d the local day of the week, Db/Dt the background and
+with B the regional background field, I the gazetteer's urban intensity (0..1), h the local
+solar hour, d the local day of the week, Db/Dt the background and
 traffic-related daily cycles, W the weekly cycle, S the seasonal cycle and M the day-to-day
-"weather" factor. Ozone instead falls with I and R (titration by fresh NO):
+"weather" factor. Ozone instead falls with I (titration by fresh NO):
 
-    O3 = B_O3(x) · Db_O3(h) · (1 - (tau·I + rho·R) · Dt_NO2(h) · W_NO2(d)) · S_O3 · M_O3
+    O3 = B_O3(x) · Db_O3(h) · (1 - tau·I · Dt_NO2(h) · W_NO2(d)) · S_O3 · M_O3
 
-and PM10 is never below PM2.5 (PM10 contains PM2.5).
+and PM10 is never below PM2.5 (PM10 contains PM2.5). The static fields are evaluated at the
+centres of 0.01 degree cells (`cell_of`), the model's grid: street-level detail inside a cell
+comes from the downscaling over it (`cleanair_core.air.street_level`), as over any source.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from cleanair_core.air.near_road import NearRoadIncrement
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.street_level import GridCell
 from cleanair_core.geo import Point
 from cleanair_sources.gazetteer import Gazetteer
 
@@ -124,15 +125,9 @@ REGIONS: tuple[Region, ...] = (
 #: (25-40 in big European cities against 5-15 rural).
 URBAN_RELATIVE = (0.25, 0.25, 0.30, 0.0, 0.10)
 URBAN_ABSOLUTE = (2.0, 4.0, 20.0, 0.0, 1.0)
-#: Ozone titration: urban O3 is 10-30 % below rural (NO + O3 -> NO2). tau at intensity 1 and rho
-#: at the kerb, scaled by the NO2 traffic cycle. Chosen calibration; tau+rho keep O3 > 0.
+#: Ozone titration: urban O3 is 10-30 % below rural (NO + O3 -> NO2). tau at intensity 1,
+#: scaled by the NO2 traffic cycle. Chosen calibration; tau < 1 keeps O3 > 0.
 O3_TITRATION_URBAN = 0.25
-O3_TITRATION_ROAD = 0.20
-
-#: Increment next to a busy road (near_road = 1) at mean conditions: roadside minus urban
-#: background at EEA traffic stations, NO2 ~+20-40, PM2.5 ~+2-5, PM10 ~+5-10 (tyre, brake and
-#: road wear). Chosen calibration.
-ROAD_INCREMENT = (4.0, 8.0, 30.0, 0.0, 0.0)
 
 #: Daily cycles in local solar time (hour 0..23), normalised to mean 1 when the model is built.
 #: Shapes follow typical urban monitoring-station climatologies (e.g. EEA AirBase hourly
@@ -148,12 +143,12 @@ DIURNAL_O3 = (0.80, 0.75, 0.70, 0.66, 0.63, 0.61, 0.62, 0.68, 0.78, 0.90, 1.04, 
 DIURNAL_SO2 = (0.85, 0.83, 0.82, 0.82, 0.83, 0.86, 0.92, 1.00, 1.10, 1.18, 1.23, 1.25,
                1.24, 1.20, 1.14, 1.07, 1.02, 0.98, 0.95, 0.93, 0.91, 0.89, 0.88, 0.86)  # fmt: skip
 #: Which cycle each pollutant follows, and how much of it the regional background shows
-#: (k: Db = 1 + k·(D - 1)); the urban and road increments follow it fully. Chosen: rural NO2
+#: (k: Db = 1 + k·(D - 1)); the urban increment follows it fully. Chosen: rural NO2
 #: and PM cycles are weaker than urban ones; ozone's cycle is regional.
 DIURNAL_OF = (DIURNAL_PM, DIURNAL_PM, DIURNAL_NO2, DIURNAL_O3, DIURNAL_SO2)
 BACKGROUND_DIURNAL_SHARE = (0.4, 0.4, 0.4, 1.0, 1.0)
 
-#: Weekly cycle of the urban and road increments, Monday..Sunday, normalised to mean 1 when the
+#: Weekly cycle of the urban increment, Monday..Sunday, normalised to mean 1 when the
 #: model is built: NO2 columns over Western cities are 25-50 % lower on Sundays (Beirle et al.
 #: 2003, ACP 3:2225); PM has a weak weekly cycle. SO2 (power, industry) has none.
 WEEKLY_NO2 = (1.06, 1.08, 1.08, 1.08, 1.10, 0.90, 0.70)
@@ -211,16 +206,15 @@ def _smoothstep(f: float) -> float:
 class EmbeddedModel:
     """The default `AirQualitySource`: a deterministic, offline model (not measurements).
 
-    `near_road`, when given, says how close a point is to heavy traffic (0..1); the model adds
-    roadside NO2 and PM increments (and titrates O3) in proportion.
+    Its values stand for 0.01 degree cells (`cell_of`); loaded street networks add the
+    street level on top (`cleanair_core.air.street_level.StreetLevelAir`).
     """
 
     #: Hourly values.
     update_interval: int = 3600
 
-    def __init__(self, gazetteer: Gazetteer, near_road: NearRoadIncrement | None = None) -> None:
+    def __init__(self, gazetteer: Gazetteer) -> None:
         self._gazetteer = gazetteer
-        self._near_road = near_road
         self._diurnal = tuple(_normalised(profile) for profile in DIURNAL_OF)
         self._weekly = tuple(_normalised(profile) for profile in WEEKLY_OF)
         # Regions with precomputed 1/(2s²) terms and how far (in degrees²) they are worth adding.
@@ -376,24 +370,24 @@ class EmbeddedModel:
 
     # --- the model -------------------------------------------------------------------------------
 
-    def concentrations_at(
-        self, point: Point, at: datetime, near_road: float | None = None
-    ) -> Concentrations:
-        """PM2.5, PM10, NO2, O3 and SO2 in µg/m³ at `point` and `at` (timezone-aware).
+    def cell_of(self, lat: float, lon: float) -> GridCell:
+        """The 0.01 degree cell whose centre the model's static fields are evaluated at."""
+        row, column = round(lat * _CELL_QUANTUM), round(lon * _CELL_QUANTUM)
+        half = 0.5 / _CELL_QUANTUM
+        return GridCell(
+            row / _CELL_QUANTUM - half,
+            column / _CELL_QUANTUM - half,
+            row / _CELL_QUANTUM + half,
+            column / _CELL_QUANTUM + half,
+        )
 
-        `near_road` is the point's proximity to traffic when the caller already has it (a
-        batch computes it for all its points at once); otherwise the hook is asked.
-        """
+    def concentrations_at(self, point: Point, at: datetime) -> Concentrations:
+        """PM2.5, PM10, NO2, O3 and SO2 in µg/m³ at `point` and `at` (timezone-aware)."""
         lat, lon = point.lat, point.lon
         hours = _hours_since_epoch(at)
         (b_pm25, b_pm10, b_no2, b_o3, b_so2, u_pm25, u_pm10, u_no2, u_so2, titration, hemi) = (
             self._cell(round(lat * _CELL_QUANTUM), round(lon * _CELL_QUANTUM))
         )
-        road = 0.0
-        if near_road is None and self._near_road is not None:
-            near_road = float(self._near_road(point))
-        if near_road is not None:
-            road = min(max(near_road, 0.0), 1.0) if math.isfinite(near_road) else 0.0
 
         # Local solar time: the hour of day, interpolated between the hourly table entries.
         local = hours + lon / 15.0
@@ -424,27 +418,26 @@ class EmbeddedModel:
         z1, z2 = self._weather_at(lat, lon, hours)
         s_pm25, s_pm10, s_no2, s_o3, s_so2 = WEATHER_SIGMA
         k_pm, _, k_no2, k_o3, k_so2 = BACKGROUND_DIURNAL_SHARE
-        r_pm25, r_pm10, r_no2, _, _ = ROAD_INCREMENT
 
         pm25 = (
-            (b_pm25 * (1.0 + k_pm * (d_pm - 1.0)) + (u_pm25 + r_pm25 * road) * d_pm * w_pm)
+            (b_pm25 * (1.0 + k_pm * (d_pm - 1.0)) + u_pm25 * d_pm * w_pm)
             * (1.0 + cos_t * sc[0] + sin_t * ss[0])
             * math.exp(s_pm25 * z1 - 0.5 * s_pm25 * s_pm25)
         )
         pm10 = (
-            (b_pm10 * (1.0 + k_pm * (d_pm - 1.0)) + (u_pm10 + r_pm10 * road) * d_pm * w_pm)
+            (b_pm10 * (1.0 + k_pm * (d_pm - 1.0)) + u_pm10 * d_pm * w_pm)
             * (1.0 + cos_t * sc[1] + sin_t * ss[1])
             * math.exp(s_pm10 * z1 - 0.5 * s_pm10 * s_pm10)
         )
         no2 = (
-            (b_no2 * (1.0 + k_no2 * (d_no2 - 1.0)) + (u_no2 + r_no2 * road) * d_no2 * w_no2)
+            (b_no2 * (1.0 + k_no2 * (d_no2 - 1.0)) + u_no2 * d_no2 * w_no2)
             * (1.0 + cos_t * sc[2] + sin_t * ss[2])
             * math.exp(s_no2 * z1 - 0.5 * s_no2 * s_no2)
         )
         o3 = (
             b_o3
             * (1.0 + k_o3 * (d_o3 - 1.0))
-            * max(0.0, 1.0 - (titration + O3_TITRATION_ROAD * road) * d_no2 * w_no2)
+            * max(0.0, 1.0 - titration * d_no2 * w_no2)
             * (1.0 + cos_t * sc[3] + sin_t * ss[3])
             * math.exp(s_o3 * z2 - 0.5 * s_o3 * s_o3)
         )
@@ -472,21 +465,8 @@ class EmbeddedModel:
             if start:
                 await asyncio.sleep(0)
             chunk = samples[start : start + YIELD_EVERY]
-            roads = self._near_roads(chunk)
-            answers.extend(
-                self.concentrations_at(sample.point, sample.at, road)
-                for sample, road in zip(chunk, roads, strict=True)
-            )
+            answers.extend(self.concentrations_at(sample.point, sample.at) for sample in chunk)
         return answers
-
-    def _near_roads(self, samples: Sequence[Sample]) -> list[float | None]:
-        """Proximity to traffic for a batch: one vectorised call when the hook has `many`."""
-        many = getattr(self._near_road, "many", None)
-        if many is None:
-            return [None] * len(samples)
-        lats = [sample.point.lat for sample in samples]
-        lons = [sample.point.lon for sample in samples]
-        return [float(value) for value in many(lats, lons)]
 
 
 def _hours_since_epoch(at: datetime) -> float:

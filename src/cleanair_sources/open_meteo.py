@@ -63,6 +63,7 @@ import httpx
 
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.street_level import GridCell as StreetGridCell
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
 
@@ -205,6 +206,13 @@ class OpenMeteoSource:
         self._max_locations = max_locations_per_request
         # (cell, hour) -> (expires at, values); least recently used first.
         self._cache: OrderedDict[_Key, tuple[float, _Values]] = OrderedDict()
+
+    def cell_of(self, lat: float, lon: float) -> StreetGridCell:
+        """The area of the CAMS cell a point's value comes from (see `snap`): the street-level
+        downscaling subtracts the mean traffic increment over it."""
+        cell = snap(Point(lat, lon))
+        half = (_EUROPE_STEP if cell.domain == EUROPE else _GLOBAL_STEP) / 200
+        return StreetGridCell(cell.lat - half, cell.lon - half, cell.lat + half, cell.lon + half)
 
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
         """One `Concentrations` per sample, in order; the value of the sample's UTC hour."""

@@ -23,6 +23,22 @@ Road class (how much traffic pollution an edge stands for)
 - ARTERIAL: primary, trunk and their _link roads
 - MOTORWAY: motorway, motorway_link
 
+Traffic (motor vehicles a day, for the street-level air)
+--------------------------------------------------------
+Each kept way gets an estimate (`traffic_of_way`), where no counts exist (docs/science.md,
+"Street-level air"):
+1. By `highway`: the EU noise working group's defaults used by GeoClimate: motorway 37,290,
+   trunk and primary 8,905, secondary 2,000, tertiary 1,000, residential, unclassified and road
+   500; our choices: living_street and service 100, a `_link` road half its road's, paths 0.
+2. A one-way way carries half (a dual carriageway is drawn as two one-way ways, each with
+   one direction's traffic): `oneway=yes|true|1|-1|reverse`, roundabouts and motorways.
+3. `lanes` (a positive number; "2;3" takes the first), where tagged: times lanes over the
+   class's usual lanes for the way's directions (motorway and trunk 4 both ways, others 2; a
+   one-way way half of that, at least 1), bounded to 0.5..3 times.
+4. `maxspeed` (km/h, or "N mph"), where tagged with a number: at most 20 km/h x 0.5, at most 30
+   x 0.7, at least 70 x 1.3 (our choice: calmed streets carry less traffic, fast roads more).
+   Other values ("none", "walk", "DE:urban") are ignored.
+
 Walking (also used for running)
 -------------------------------
 1. `foot=yes|designated|permissive` allows walking, whatever else is tagged.
@@ -74,6 +90,7 @@ message is included) and for a file without a single edge someone may walk or cy
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -143,8 +160,31 @@ _CONTRAFLOW_KEYS = ("cycleway", "cycleway:left", "cycleway:right", "cycleway:bot
 _CONTRAFLOW_ONEWAY_KEYS = ("cycleway:left:oneway", "cycleway:right:oneway", "cycleway:both:oneway")
 #: Classes kept for their air even when nobody may walk or cycle on them.
 _KEPT_FOR_AIR = frozenset({RoadClass.COLLECTOR, RoadClass.ARTERIAL, RoadClass.MOTORWAY})
+#: Motor vehicles a day by `highway` value (module documentation); a `_link` road carries half
+#: its road's, every other kept value 0.
+TRAFFIC_BY_HIGHWAY: Mapping[str, float] = {
+    "motorway": 37_290.0,
+    "trunk": 8_905.0,
+    "primary": 8_905.0,
+    "secondary": 2_000.0,
+    "tertiary": 1_000.0,
+    "residential": 500.0,
+    "unclassified": 500.0,
+    "road": 500.0,
+    "living_street": 100.0,
+    "service": 100.0,
+}
+#: Usual lanes, both directions together, of a class whose `lanes` tag refines its traffic.
+_USUAL_LANES: Mapping[str, int] = {"motorway": 4, "trunk": 4}
+_LANES_FACTOR_BOUNDS = (0.5, 3.0)
+_MPH = 1.609344
+#: (at most km/h, factor) for calmed streets, then (at least km/h, factor) for fast roads.
+_SLOW_STREETS = ((20.0, 0.5), (30.0, 0.7))
+_FAST_ROADS = (70.0, 1.3)
 #: Every tag the rules read (besides `highway`).
 _RULE_KEYS = (
+    "lanes",
+    "maxspeed",
     "area",
     "access",
     "foot",
@@ -177,6 +217,63 @@ def classify_way(tags: Mapping[str, str]) -> tuple[RoadClass, Access] | None:
     if access == Access.NONE and road_class not in _KEPT_FOR_AIR:
         return None
     return road_class, access
+
+
+def traffic_of_way(tags: Mapping[str, str]) -> float:
+    """Estimated motor vehicles a day on a way with `tags` (module documentation); 0 for a
+    way with no motor traffic or an unknown `highway` value."""
+    highway = tags.get("highway", "")
+    road = highway.removesuffix("_link")
+    vehicles = TRAFFIC_BY_HIGHWAY.get(road, 0.0)
+    if vehicles == 0.0:
+        return 0.0
+    if highway != road:
+        vehicles /= 2.0
+    one_way = _is_one_way(highway, tags)
+    if one_way:
+        vehicles /= 2.0
+    lanes = _leading_number(tags.get("lanes"))
+    if lanes is not None and lanes >= 1:
+        usual = _USUAL_LANES.get(road, 2)
+        usual = max(usual // 2, 1) if one_way else usual
+        low, high = _LANES_FACTOR_BOUNDS
+        vehicles *= min(max(lanes / usual, low), high)
+    speed = _speed_kmh(tags.get("maxspeed"))
+    if speed is not None:
+        for limit, factor in _SLOW_STREETS:
+            if speed <= limit:
+                vehicles *= factor
+                break
+        else:
+            if speed >= _FAST_ROADS[0]:
+                vehicles *= _FAST_ROADS[1]
+    return vehicles
+
+
+def _is_one_way(highway: str, tags: Mapping[str, str]) -> bool:
+    oneway = tags.get("oneway")
+    if oneway is not None:
+        return oneway in _ONEWAY_YES or oneway in _ONEWAY_REVERSE
+    return highway in _IMPLIED_ONEWAY_HIGHWAYS or tags.get("junction") in _IMPLIED_ONEWAY_JUNCTIONS
+
+
+def _leading_number(value: str | None) -> float | None:
+    """The first number of a tag value ("2", "2;3", "50 mph" give 2, 2, 50), if any."""
+    if value is None:
+        return None
+    head = value.split(";")[0].strip().split(" ")[0]
+    try:
+        number = float(head)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def _speed_kmh(value: str | None) -> float | None:
+    number = _leading_number(value)
+    if number is None or value is None:
+        return None
+    return number * _MPH if value.strip().endswith("mph") else number
 
 
 def _may_walk(highway: str, tags: Mapping[str, str]) -> bool:
@@ -266,6 +363,7 @@ class _Ways:
     ends: npt.NDArray[np.int64]  # where each way's references end
     road_class: npt.NDArray[np.uint8]  # per way
     access: npt.NDArray[np.uint8]  # per way
+    traffic: npt.NDArray[np.float64]  # per way, vehicles a day
 
 
 def _read_ways(path: Path, report: Progress) -> _Ways:
@@ -277,6 +375,7 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
     ends = array("q")
     classes = array("B")
     accesses = array("B")
+    traffic = array("d")
     seen = 0
     processor = (
         osmium.FileProcessor(str(path), osmium.osm.NODE | osmium.osm.WAY)
@@ -310,6 +409,7 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
         ends.append(len(refs))
         classes.append(kept[0])
         accesses.append(kept[1])
+        traffic.append(traffic_of_way(tags))
     report("ways", seen)
     return _Ways(
         refs=np.array(refs, dtype=np.int64),
@@ -318,6 +418,7 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
         ends=np.array(ends, dtype=np.int64),
         road_class=np.array(classes, dtype=np.uint8),
         access=np.array(accesses, dtype=np.uint8),
+        traffic=np.array(traffic, dtype=np.float64),
     )
 
 
@@ -346,6 +447,7 @@ def _build(name: str, path: Path, ways: _Ways, clock_now: datetime | None) -> St
         edge_length=length,
         edge_class=ways.road_class[way_of[start]],
         edge_access=ways.access[way_of[start]],
+        edge_traffic=ways.traffic[way_of[start]],
         source=path.name,
         imported_at=clock_now,
     )

@@ -194,3 +194,10 @@ def m005_charge_holds(db: Database) -> None:
     )
     db.execute("CREATE INDEX charge_holds_until ON charge_holds (until)")
     db.execute("CREATE INDEX plans_ledger_entry ON plans (ledger_entry)")
+
+
+@migrations()
+def m006_street_network_traffic(db: Database) -> None:
+    # Each edge's estimated motor vehicles a day (StreetNetwork.edge_traffic), for the
+    # street-level air. Networks stored before have NULL and load with the class defaults.
+    db.execute("ALTER TABLE street_networks ADD COLUMN edge_traffic BLOB")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cleanair_core.access.accounts import User
+from cleanair_core.air.street_level import StreetLevelAir
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_http.bootstrap import Deployment, build_sources, open_deployment
@@ -28,7 +29,9 @@ def test_the_default_sources_are_offline() -> None:
     sources = build_sources(
         Settings.from_env({}), MemoryStore(), TokenKeys(generate_key()), deployment
     )
-    assert isinstance(sources.air_quality, EmbeddedModel)
+    # With the default network loaded, street level over the embedded model.
+    assert isinstance(sources.air_quality, StreetLevelAir)
+    assert isinstance(sources.air_quality.background, EmbeddedModel)
     assert isinstance(sources.wifi, LocalWifiGeolocator)
     assert isinstance(sources.ip, CountryIpLocator)
     assert isinstance(sources.places, Gazetteer)
@@ -44,12 +47,20 @@ def test_remote_sources_are_chosen_by_settings_and_closed() -> None:
     )
     deployment = Deployment()
     sources = build_sources(settings, MemoryStore(), TokenKeys(generate_key()), deployment)
-    assert isinstance(sources.air_quality, OpenMeteoSource)
+    assert isinstance(sources.air_quality, StreetLevelAir)  # street level over CAMS too
+    open_meteo = sources.air_quality.background
+    assert isinstance(open_meteo, OpenMeteoSource)
     assert isinstance(sources.wifi, IchnaeaGeolocator)
-    clients = [sources.air_quality._client, sources.wifi._client]
+    clients = [open_meteo._client, sources.wifi._client]
     assert not any(client.is_closed for client in clients)
     asyncio.run(deployment.aclose())
     assert all(client.is_closed for client in clients)
+
+
+def test_without_a_street_network_the_background_source_applies_alone() -> None:
+    settings = Settings.from_env({"CLEANAIR_DEFAULT_NETWORK": "false"})
+    sources = build_sources(settings, MemoryStore(), TokenKeys(generate_key()), Deployment())
+    assert isinstance(sources.air_quality, EmbeddedModel)
 
 
 def test_a_deployment_closes_what_it_opened_last_first_and_once(

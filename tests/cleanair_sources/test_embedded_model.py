@@ -238,37 +238,6 @@ def test_hourly_values_change_smoothly_also_across_midnight_utc(
             assert math.isclose(a, b, rel_tol=1e-3)
 
 
-def test_the_near_road_hook_raises_no2_and_pm(gazetteer: Gazetteer) -> None:
-    plain = EmbeddedModel(gazetteer)
-    kerbside = EmbeddedModel(gazetteer, near_road=lambda point: 1.0)
-    no_traffic = EmbeddedModel(gazetteer, near_road=lambda point: 0.0)
-    for at in hours(datetime(2025, 5, 5, tzinfo=UTC), 48, timedelta(hours=5)):
-        base = plain.concentrations_at(PARIS, at)
-        road = kerbside.concentrations_at(PARIS, at)
-        assert no_traffic.concentrations_at(PARIS, at) == base
-        for pollutant in (Pollutant.NO2, Pollutant.PM25, Pollutant.PM10):
-            assert road[pollutant] > base[pollutant]  # type: ignore[operator]
-        assert road[Pollutant.O3] < base[Pollutant.O3]  # type: ignore[operator]
-        assert road[Pollutant.SO2] == base[Pollutant.SO2]
-
-
-def test_the_near_road_increment_grows_with_proximity(gazetteer: Gazetteer) -> None:
-    at = datetime(2025, 5, 6, 7, tzinfo=UTC)
-    levels = [
-        value(EmbeddedModel(gazetteer, near_road=lambda p, x=x: x), LONDON, at, Pollutant.NO2)
-        for x in (0.0, 0.25, 0.5, 1.0)
-    ]
-    assert levels == sorted(levels)
-    assert levels[-1] > levels[0] + 10
-
-
-@pytest.mark.parametrize("odd", [math.nan, math.inf, -3.0, 7.0])
-def test_a_misbehaving_hook_is_clamped(gazetteer: Gazetteer, odd: float) -> None:
-    model = EmbeddedModel(gazetteer, near_road=lambda point: odd)
-    result = model.concentrations_at(PARIS, datetime(2025, 5, 6, 7, tzinfo=UTC))
-    assert all(v is not None and math.isfinite(v) and v >= 0 for v in result.values())
-
-
 def test_concentrations_answers_each_sample_in_order(model: EmbeddedModel) -> None:
     samples = [
         Sample(point, datetime(2025, 9, 1, tzinfo=UTC) + timedelta(hours=k))
@@ -335,43 +304,3 @@ def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None
     (example,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
     exec(compile(example, str(DOC), "exec"), {})
     assert "more NO2 at the kerb" in capsys.readouterr().out
-
-
-class BatchedNearRoad:
-    """A near-road hook with a vectorised `many`, counting how it is asked."""
-
-    def __init__(self) -> None:
-        self.single = 0
-        self.batches: list[int] = []
-
-    def _value(self, lat: float, lon: float) -> float:
-        return abs(math.sin(lat * 7000.0 + lon * 3000.0))
-
-    def __call__(self, point: Point) -> float:
-        self.single += 1
-        return self._value(point.lat, point.lon)
-
-    def many(self, lats: list[float], lons: list[float]) -> list[float]:
-        self.batches.append(len(lats))
-        return [self._value(a, b) for a, b in zip(lats, lons, strict=True)]
-
-
-def test_a_batch_asks_the_near_road_hook_once_per_slice(gazetteer: Gazetteer) -> None:
-    import asyncio
-
-    from cleanair_core.air.quality_source import Sample
-    from cleanair_sources.embedded_model import YIELD_EVERY
-
-    hook = BatchedNearRoad()
-    batched = EmbeddedModel(gazetteer, near_road=hook)
-    when = datetime(2026, 11, 23, 8, tzinfo=UTC)
-    samples = [
-        Sample(Point(60.16 + i * 1e-4, 24.93 + (i % 7) * 1e-4), when)
-        for i in range(YIELD_EVERY + 10)
-    ]
-    answers = asyncio.run(batched.concentrations(samples))
-    assert hook.batches == [YIELD_EVERY, 10]
-    assert hook.single == 0
-    one_by_one = [batched.concentrations_at(s.point, s.at) for s in samples]
-    assert hook.single == len(samples)
-    assert answers == one_by_one

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import osmium
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from osmium.osm.mutable import Node, Way
 
 from cleanair_core.geo import Point, distance_m
@@ -17,8 +19,10 @@ from cleanair_core.routes.network import Access, PlanActivityType, RoadClass, St
 from cleanair_sources import osm_import
 from cleanair_sources.osm_import import (
     HELSINKI_EXTRACT,
+    TRAFFIC_BY_HIGHWAY,
     classify_way,
     import_network,
+    traffic_of_way,
 )
 
 FOOT = Access.FOOT
@@ -417,3 +421,83 @@ def test_the_shipped_helsinki_extract_imports() -> None:
     assert network.edge_length.min() > 0.0
     assert network.edge_length.max() < 2_000.0
     assert network.source == "helsinki.osm.pbf"
+
+
+@pytest.mark.parametrize(
+    ("tags", "vehicles"),
+    [
+        ({"highway": "motorway", "oneway": "no"}, 37_290.0),
+        ({"highway": "primary"}, 8_905.0),
+        ({"highway": "trunk"}, 8_905.0),
+        ({"highway": "secondary"}, 2_000.0),
+        ({"highway": "tertiary"}, 1_000.0),
+        ({"highway": "residential"}, 500.0),
+        ({"highway": "service"}, 100.0),
+        ({"highway": "footway"}, 0.0),
+        ({"highway": "cycleway", "lanes": "3", "maxspeed": "80"}, 0.0),
+        ({"highway": "construction"}, 0.0),
+        ({}, 0.0),
+        # Links carry half their road's; one-way ways (dual carriageways) half again.
+        ({"highway": "primary_link"}, 8_905.0 / 2),
+        ({"highway": "primary", "oneway": "yes"}, 8_905.0 / 2),
+        ({"highway": "primary", "oneway": "-1"}, 8_905.0 / 2),
+        ({"highway": "primary", "junction": "roundabout"}, 8_905.0 / 2),
+        ({"highway": "motorway"}, 37_290.0 / 2),  # implied one-way
+        # Lanes over the class's usual lanes for the way's directions, bounded to 0.5..3.
+        ({"highway": "primary", "lanes": "4"}, 8_905.0 * 2),
+        ({"highway": "primary", "lanes": "1"}, 8_905.0 / 2),
+        ({"highway": "primary", "lanes": "12"}, 8_905.0 * 3),
+        ({"highway": "primary", "oneway": "yes", "lanes": "2"}, 8_905.0),
+        ({"highway": "motorway", "lanes": "3"}, 37_290.0 / 2 * 1.5),
+        ({"highway": "secondary", "lanes": "4;2"}, 4_000.0),
+        ({"highway": "secondary", "lanes": "two"}, 2_000.0),
+        ({"highway": "secondary", "lanes": "0"}, 2_000.0),
+        # maxspeed: calmed streets less, fast roads more; words ignored.
+        ({"highway": "residential", "maxspeed": "30"}, 500.0 * 0.7),
+        ({"highway": "residential", "maxspeed": "20"}, 500.0 * 0.5),
+        ({"highway": "residential", "maxspeed": "10 mph"}, 500.0 * 0.5),
+        ({"highway": "primary", "maxspeed": "50"}, 8_905.0),
+        ({"highway": "primary", "maxspeed": "80"}, 8_905.0 * 1.3),
+        ({"highway": "primary", "maxspeed": "45 mph"}, 8_905.0 * 1.3),
+        ({"highway": "primary", "maxspeed": "none"}, 8_905.0),
+        ({"highway": "primary", "maxspeed": "FI:urban"}, 8_905.0),
+        ({"highway": "primary", "maxspeed": "walk"}, 8_905.0),
+    ],
+)
+def test_traffic_of_a_way(tags: dict[str, str], vehicles: float) -> None:
+    assert traffic_of_way(tags) == pytest.approx(vehicles)
+
+
+@given(
+    st.sampled_from([*TRAFFIC_BY_HIGHWAY, "primary_link", "footway", "nonsense"]),
+    st.dictionaries(st.sampled_from(["lanes", "maxspeed", "oneway", "junction"]), st.text()),
+)
+def test_traffic_is_never_negative_or_infinite(highway: str, tags: dict[str, str]) -> None:
+    vehicles = traffic_of_way({"highway": highway, **tags})
+    assert 0.0 <= vehicles < 37_290.0 * 3 * 1.3 + 1
+
+
+def test_imported_edges_carry_their_ways_traffic(tmp_path: Path) -> None:
+    ways: list[WayRow] = [
+        (201, [1, 2, 3], {"highway": "primary", "lanes": "4"}),
+        (202, [4, 5], {"highway": "residential", "maxspeed": "30"}),
+        (203, [7, 8], {"highway": "footway"}),
+    ]
+    network = import_network(write_osm(tmp_path / "t.osm.pbf", GRID, ways), "t")
+    by_edge = {
+        key: float(network.edge_traffic[k])
+        for k, key in enumerate(osm_edges(network, GRID))  # keyed in edge order
+    }
+    assert by_edge == {(1, 2): 17_810.0, (2, 3): 17_810.0, (4, 5): 350.0, (7, 8): 0.0}
+
+
+def test_the_helsinki_extract_has_tagged_refinements() -> None:
+    network = import_network(HELSINKI_EXTRACT, "helsinki")
+    traffic = network.edge_traffic
+    assert traffic.shape == network.edge_class.shape
+    assert np.all(traffic[network.edge_class == RoadClass.PATH] == 0.0)
+    assert np.all(traffic[network.edge_class != RoadClass.PATH] > 0.0)
+    # Lanes, maxspeed and one-way tags make values that no class default has.
+    defaults = {*TRAFFIC_BY_HIGHWAY.values(), *(v / 2 for v in TRAFFIC_BY_HIGHWAY.values())}
+    refined = ~np.isin(traffic, [0.0, *defaults])
+    assert refined.sum() > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from cleanair_core.geo import Point
 from cleanair_core.ports import Store
 from cleanair_core.routes.network import (
+    TRAFFIC_BY_CLASS,
     Access,
     NetworkSummary,
     PlanActivityType,
@@ -29,6 +31,7 @@ ARRAYS = (
     "edge_length",
     "edge_class",
     "edge_access",
+    "edge_traffic",
 )
 DTYPES = {
     "node_lat": np.float64,
@@ -38,6 +41,7 @@ DTYPES = {
     "edge_length": np.float64,
     "edge_class": np.uint8,
     "edge_access": np.uint8,
+    "edge_traffic": np.float64,
 }
 
 
@@ -61,6 +65,7 @@ def make_network(
         edge_length=rng.uniform(0.5, 800.0, edges),
         edge_class=rng.integers(0, len(RoadClass), edges, dtype=np.uint8),
         edge_access=rng.integers(0, int(Access.FOOT | Access.BIKE) + 1, edges, dtype=np.uint8),
+        edge_traffic=rng.uniform(0.0, 40_000.0, edges),
         source=source,
         imported_at=imported_at,
     )
@@ -267,6 +272,7 @@ def test_big_endian_and_strided_arrays_are_stored_by_value(tmp_path: Path) -> No
             edge_length=native.edge_length.astype(">f8"),
             edge_class=native.edge_class,
             edge_access=native.edge_access,
+            edge_traffic=native.edge_traffic.astype(">f8"),
             source=native.source,
             imported_at=native.imported_at,
         )
@@ -275,3 +281,36 @@ def test_big_endian_and_strided_arrays_are_stored_by_value(tmp_path: Path) -> No
         assert_same_network(loaded, native)
     finally:
         store.close()
+
+
+def test_a_network_stored_before_traffic_was_recorded_loads_with_class_defaults(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "older.db")
+    try:
+        network = make_network()
+        store.save_network(network)
+    finally:
+        store.close()
+    with sqlite3.connect(tmp_path / "older.db") as older:  # as a database before m006 left it
+        older.execute("UPDATE street_networks SET edge_traffic = NULL")
+    older.close()
+    store = SqliteStore(tmp_path / "older.db")
+    try:
+        [loaded] = store.load_networks()
+    finally:
+        store.close()
+    expected = [TRAFFIC_BY_CLASS[RoadClass(c)] for c in network.edge_class]
+    np.testing.assert_array_equal(loaded.edge_traffic, expected)
+    np.testing.assert_array_equal(loaded.edge_class, network.edge_class)
+
+
+def test_traffic_must_have_one_value_per_edge() -> None:
+    network = make_network()
+    arrays = {name: getattr(network, name) for name in ARRAYS}
+    with pytest.raises(ValueError, match="edge_traffic"):
+        StreetNetwork("berlin", **arrays | {"edge_traffic": network.edge_traffic[1:]})
+    without = {name: array for name, array in arrays.items() if name != "edge_traffic"}
+    assert StreetNetwork("berlin", **without).edge_traffic.tolist() == [
+        TRAFFIC_BY_CLASS[RoadClass(c)] for c in network.edge_class
+    ]

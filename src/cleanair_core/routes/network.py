@@ -88,9 +88,35 @@ class Access(IntFlag):
     BIKE = BIKE_FORWARD | BIKE_BACKWARD
 
 
+#: Motor vehicles a day by road class, for a network built without per-road estimates (stored
+#: before they were recorded, or made by hand): the EU noise working group's defaults by
+#: OpenStreetMap class (docs/science.md, "Street-level air"), a class taking its busiest
+#: member's except LOCAL (residential) and COLLECTOR (between tertiary and secondary).
+TRAFFIC_BY_CLASS: dict[RoadClass, float] = {
+    RoadClass.PATH: 0.0,
+    RoadClass.LOCAL: 500.0,
+    RoadClass.COLLECTOR: 1_500.0,
+    RoadClass.ARTERIAL: 8_905.0,
+    RoadClass.MOTORWAY: 37_290.0,
+}
+
+
+def traffic_by_class(edge_class: ByteArray) -> FloatArray:
+    """`TRAFFIC_BY_CLASS` per edge."""
+    table = np.zeros(256, dtype=np.float64)
+    for road_class, vehicles in TRAFFIC_BY_CLASS.items():
+        table[road_class] = vehicles
+    traffic: FloatArray = table[np.asarray(edge_class, dtype=np.uint8)]
+    return traffic
+
+
 @attrs.frozen(eq=False)
 class StreetNetwork:
-    """One imported area. Arrays are parallel per node (`node_*`) and per edge (`edge_*`)."""
+    """One imported area. Arrays are parallel per node (`node_*`) and per edge (`edge_*`).
+
+    `edge_traffic` is the estimated motor vehicles a day on each edge (0 on paths), which the
+    street-level air is computed from; without it, `TRAFFIC_BY_CLASS` of each edge's class.
+    """
 
     name: str
     node_lat: FloatArray
@@ -102,6 +128,24 @@ class StreetNetwork:
     edge_access: ByteArray  # Access flags
     source: str = ""  # where it was imported from (a file name), for operators
     imported_at: datetime | None = None
+    # Given as `edge_traffic=`; read through the `edge_traffic` property.
+    _edge_traffic: FloatArray | None = attrs.field(default=None, alias="edge_traffic")
+
+    def __attrs_post_init__(self) -> None:
+        traffic = (
+            traffic_by_class(self.edge_class)
+            if self._edge_traffic is None
+            else np.asarray(self._edge_traffic, dtype=np.float64)
+        )
+        if traffic.shape != self.edge_from.shape:
+            raise ValueError("edge_traffic must have one value per edge")
+        object.__setattr__(self, "_edge_traffic", traffic)
+
+    @property
+    def edge_traffic(self) -> FloatArray:
+        """Motor vehicles a day on each edge."""
+        assert self._edge_traffic is not None  # set when the network is built
+        return self._edge_traffic
 
     @property
     def node_count(self) -> int:

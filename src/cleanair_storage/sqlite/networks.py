@@ -22,6 +22,7 @@ _NETWORK_ARRAYS: tuple[tuple[str, type[np.generic]], ...] = (
     ("edge_length", np.float64),
     ("edge_class", np.uint8),
     ("edge_access", np.uint8),
+    ("edge_traffic", np.float64),
 )
 
 
@@ -87,8 +88,8 @@ class SqliteStreetNetworks(SqliteDatabase):
         rows = (
             self._read()
             .execute(
-                "SELECT name, source, imported_at, "
-                "node_lat, node_lon, edge_from, edge_to, edge_length, edge_class, edge_access "
+                "SELECT name, source, imported_at, node_lat, node_lon, edge_from, edge_to, "
+                "edge_length, edge_class, edge_access, edge_traffic "
                 "FROM street_networks ORDER BY name"
             )
             .fetchall()
@@ -103,6 +104,8 @@ class SqliteStreetNetworks(SqliteDatabase):
                 edge_length=_array_of(row[7], np.float64),
                 edge_class=_array_of(row[8], np.uint8),
                 edge_access=_array_of(row[9], np.uint8),
+                # NULL: stored before traffic was recorded; the class defaults stand in.
+                edge_traffic=None if row[10] is None else _array_of(row[10], np.float64),
                 source=row[1],
                 imported_at=instant_or_none(row[2]),
             )

@@ -1,0 +1,232 @@
+"""Street-level air: a coarse background plus the local traffic increment, without double counting.
+
+A background source (the embedded regional model, CAMS via Open-Meteo) gives one value per
+grid cell; a CAMS Europe cell is about 11 x 6 km at 60 N, so a whole city centre gets one
+number. The street-level value at a point x inside a loaded street network is
+
+    C_p(x, t) = B_p(cell, t) + g(h) · (ΔC_p(x) - mean of ΔC_p over the cell)
+
+with B the background source's value, ΔC_p the traffic increment of pollutant p at x at
+daily-mean traffic (from the roads near x, see `TRAFFIC_EFFECTS`), g the daily traffic
+profile at the local hour h (mean 1), and the mean taken over the part of x's background cell
+that the street network covers. The cell's own value already contains its average traffic, so
+the mean is subtracted: averaged over the cell, the street-level values give back the
+background (the uEMEP downscaling of MET Norway does the same: Denby et al. 2020, GMD 13:6303).
+
+When the cell value is too small to contain that average (a background model that misses a
+city), at most `MAX_LOCAL_SHARE` of it is taken to be local traffic; the rest of the mean is
+then not subtracted, and the values average above the background. A concentration never
+falls below zero. Outside every loaded street network the background applies unchanged.
+
+Every number and its source is in docs/science.md ("Street-level air").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import AirQualitySource, Sample
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@attrs.frozen
+class TrafficEffect:
+    """How road traffic raises (or, for ozone, lowers) one pollutant near the road.
+
+    `per_10k_vehicles`: the increment, µg/m³, on a long straight road carrying 10,000 vehicles
+    a day, at daily-mean traffic; it scales linearly with the traffic of every road near a
+    point and adds up over roads. `decay_m`: the e-folding distance of the fall with distance
+    from the road; `reach_m`: beyond it the road adds nothing (the decay is shifted to reach 0
+    there, with no step).
+    """
+
+    pollutant: Pollutant
+    per_10k_vehicles: float
+    decay_m: float
+    reach_m: float
+
+
+#: The street-level pollutants and their traffic effects (docs/science.md gives the sources):
+#: NO2 is the traffic pollutant (ESCAPE street/background ratios 1.1-3.2, Cyrys et al. 2012)
+#: and falls gradually over a few hundred metres (Karner et al. 2010); ozone is titrated by
+#: fresh NO next to traffic; PM10 has a road-wear increment that settles close to the road;
+#: PM2.5 mass is mostly regional (about 1.1x at a busy kerb, no clear near-road trend). SO2
+#: from road traffic is negligible since sulphur-free fuels, so it has no effect.
+TRAFFIC_EFFECTS: tuple[TrafficEffect, ...] = (
+    TrafficEffect(Pollutant.PM25, per_10k_vehicles=0.6, decay_m=200.0, reach_m=500.0),
+    TrafficEffect(Pollutant.PM10, per_10k_vehicles=3.0, decay_m=50.0, reach_m=300.0),
+    TrafficEffect(Pollutant.NO2, per_10k_vehicles=10.0, decay_m=100.0, reach_m=500.0),
+    TrafficEffect(Pollutant.O3, per_10k_vehicles=-5.0, decay_m=100.0, reach_m=500.0),
+)
+STREET_POLLUTANTS: tuple[Pollutant, ...] = tuple(e.pollutant for e in TRAFFIC_EFFECTS)
+
+#: Half the width of a street: the kerb is this far from the road's centre line, and the
+#: decay is measured from there, so a road's own value is finite (a chosen calibration).
+KERB_OFFSET_M = 7.0
+
+#: At most this share of a background cell's value is taken to be its average local traffic.
+MAX_LOCAL_SHARE = 0.6
+
+#: Motor traffic by local solar hour 0..23, relative to the daily mean (mean 1). The shape of
+#: a typical urban weekday count (morning and evening peaks); night hours (22-06) carry about
+#: 0.18 of the daytime (07-19) hourly flow, inside the 0.15-0.21 of the EU noise working
+#: group's defaults used by GeoClimate.
+_HOURLY_SHARES = (
+    1.1, 0.7, 0.5, 0.5, 0.7, 1.4, 3.2, 5.8, 6.4, 5.7, 5.4, 5.5,
+    5.7, 5.8, 6.0, 6.5, 7.0, 7.1, 6.4, 5.2, 4.1, 3.3, 2.5, 1.4,
+)  # fmt: skip
+TRAFFIC_PROFILE: tuple[float, ...] = tuple(
+    share * 24.0 / sum(_HOURLY_SHARES) for share in _HOURLY_SHARES
+)
+
+
+def traffic_factor(lon: float, at: datetime) -> float:
+    """g(h): traffic at local solar hour h (from `lon`) relative to the daily mean, linearly
+    interpolated between hours so there is no step on the hour. `at` is timezone-aware."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError("street-level air needs a timezone-aware datetime (UTC by convention)")
+    hour = (at.timestamp() / 3600.0 + lon / 15.0) % 24.0
+    h0 = int(hour) % 24
+    fraction = hour - math.floor(hour)
+    return TRAFFIC_PROFILE[h0] + fraction * (TRAFFIC_PROFILE[(h0 + 1) % 24] - TRAFFIC_PROFILE[h0])
+
+
+def road_decay(distance_m: FloatArray, effect: TrafficEffect) -> FloatArray:
+    """How much of a road's kerb effect reaches `distance_m` from its centre line, before
+    normalisation: exp(-d'/L) - exp(-R/L) with d' = sqrt(d² + kerb²), 0 at d' >= R."""
+    d = np.sqrt(np.square(np.asarray(distance_m, dtype=np.float64)) + KERB_OFFSET_M**2)
+    floor = math.exp(-effect.reach_m / effect.decay_m)
+    value: FloatArray = np.where(
+        d < effect.reach_m, np.exp(-d / effect.decay_m) - floor, 0.0
+    ).astype(np.float64)
+    return value
+
+
+def straight_road_integral(effect: TrafficEffect, step_m: float = 0.25) -> float:
+    """∫ road_decay along a long straight road, seen from its centre line (metres): the
+    normalisation that makes such a road of 10,000 vehicles a day give `per_10k_vehicles`."""
+    s = np.arange(-effect.reach_m, effect.reach_m + step_m, step_m)
+    return float(np.trapezoid(road_decay(s, effect), s))
+
+
+@attrs.frozen
+class GridCell:
+    """The area one value of a background source stands for (degrees)."""
+
+    south: float
+    west: float
+    north: float
+    east: float
+
+
+class BackgroundGrid(Protocol):
+    """Which grid cell of a background source a point takes its value from."""
+
+    def cell_of(self, lat: float, lon: float) -> GridCell: ...
+
+
+class TrafficIncrements(Protocol):
+    """The traffic increment of each of `STREET_POLLUTANTS` (µg/m³, daily-mean traffic) from
+    the loaded street networks: an adapter computes it from their roads."""
+
+    def at(self, lats: FloatArray, lons: FloatArray) -> FloatArray:
+        """One row per point, one column per `STREET_POLLUTANTS`; NaN rows for points outside
+        every network (there the background alone applies)."""
+        ...
+
+    def cell_mean(self, cell: GridCell) -> FloatArray | None:
+        """The mean increment over the part of `cell` the networks cover (None: no part)."""
+        ...
+
+
+def downscale(
+    background: Concentrations,
+    local: Sequence[float],
+    cell_mean: Sequence[float],
+    traffic: float,
+) -> Concentrations:
+    """C = B + g · (ΔC(x) - mean ΔC over the cell), per street pollutant (see the module
+    documentation); pollutants the background does not know stay unknown."""
+    result = dict(background)
+    for index, pollutant in enumerate(STREET_POLLUTANTS):
+        value = background.get(pollutant)
+        if value is None:
+            continue
+        mean = cell_mean[index]
+        # The cell's own value holds its average traffic: take it out, but never more than
+        # MAX_LOCAL_SHARE of it (for ozone the mean is negative: the cell lost it to traffic).
+        if mean > 0.0:
+            mean = min(mean, MAX_LOCAL_SHARE * value)
+        result[pollutant] = max(0.0, value + traffic * (local[index] - mean))
+    if (pm25 := result.get(Pollutant.PM25)) is not None and (
+        pm10 := result.get(Pollutant.PM10)
+    ) is not None:
+        result[Pollutant.PM10] = max(pm10, pm25)  # PM10 contains PM2.5
+    return result
+
+
+#: Samples downscaled between two hand-backs to the event loop.
+YIELD_EVERY = 2048
+
+
+class StreetLevelAir:
+    """An `AirQualitySource`: any background source, downscaled to street level.
+
+    `grid` says which cell of `background` a point's value stands for; `increments` gives the
+    traffic increments of the loaded networks. The update interval is the background's.
+    """
+
+    def __init__(
+        self, background: AirQualitySource, grid: BackgroundGrid, increments: TrafficIncrements
+    ) -> None:
+        self.background = background
+        self.update_interval = background.update_interval
+        self._grid = grid
+        self._increments = increments
+        self._cell_means: dict[GridCell, FloatArray | None] = {}
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        """The background's answer for each sample, downscaled where a network covers it."""
+        answers = await self.background.concentrations(samples)
+        lats = np.fromiter((s.point.lat for s in samples), dtype=np.float64, count=len(samples))
+        lons = np.fromiter((s.point.lon for s in samples), dtype=np.float64, count=len(samples))
+        local = self._increments.at(lats, lons)
+        inside: list[int] = np.flatnonzero(~np.isnan(local[:, 0])).tolist()
+        for count, index in enumerate(inside):
+            if count and count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            sample = samples[index]
+            mean = self._cell_mean(sample.point.lat, sample.point.lon)
+            if mean is None:
+                continue
+            answers[index] = downscale(
+                answers[index],
+                local[index].tolist(),
+                mean.tolist(),
+                traffic_factor(sample.point.lon, sample.at),
+            )
+        return answers
+
+    def _cell_mean(self, lat: float, lon: float) -> FloatArray | None:
+        cell = self._grid.cell_of(lat, lon)
+        try:
+            return self._cell_means[cell]
+        except KeyError:
+            mean = self._increments.cell_mean(cell)
+            if len(self._cell_means) >= _CELL_MEANS_KEPT:
+                self._cell_means.clear()  # bounded: a few cells cover any city
+            self._cell_means[cell] = mean
+            return mean
+
+
+_CELL_MEANS_KEPT = 4096

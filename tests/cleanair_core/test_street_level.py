@@ -1,0 +1,171 @@
+"""Street-level downscaling: background + g(h) · (local increment - the cell's mean increment)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.street_level import (
+    MAX_LOCAL_SHARE,
+    STREET_POLLUTANTS,
+    TRAFFIC_PROFILE,
+    GridCell,
+    StreetLevelAir,
+    downscale,
+    traffic_factor,
+)
+from cleanair_core.geo import Point
+
+NO2 = STREET_POLLUTANTS.index(Pollutant.NO2)
+O3 = STREET_POLLUTANTS.index(Pollutant.O3)
+
+amounts = st.floats(0.0, 200.0, allow_nan=False)
+increments = st.lists(st.floats(-30.0, 60.0, allow_nan=False), min_size=4, max_size=4)
+
+
+def background(no2: float = 20.0) -> Concentrations:
+    return {
+        Pollutant.PM25: 8.0,
+        Pollutant.PM10: 15.0,
+        Pollutant.NO2: no2,
+        Pollutant.O3: 50.0,
+        Pollutant.SO2: 2.0,
+    }
+
+
+def test_the_traffic_profile_has_mean_one_and_quiet_nights() -> None:
+    assert math.isclose(sum(TRAFFIC_PROFILE) / 24, 1.0)
+    night = [TRAFFIC_PROFILE[h] for h in (22, 23, 0, 1, 2, 3, 4, 5)]
+    day = [TRAFFIC_PROFILE[h] for h in range(7, 19)]
+    # The EU noise working group's defaults: night hours carry 0.15-0.21 of the day's flow.
+    assert 0.15 <= (sum(night) / len(night)) / (sum(day) / len(day)) <= 0.21
+
+
+def test_the_traffic_factor_follows_local_solar_time_without_steps() -> None:
+    at = datetime(2026, 11, 24, 6, tzinfo=UTC)
+    # 15 degrees east is one hour later in solar time.
+    assert math.isclose(traffic_factor(15.0, at), traffic_factor(0.0, at + timedelta(hours=1)))
+    assert math.isclose(traffic_factor(0.0, at), TRAFFIC_PROFILE[6])
+    just_before = traffic_factor(0.0, at - timedelta(microseconds=1))
+    assert math.isclose(just_before, TRAFFIC_PROFILE[6], rel_tol=1e-6)
+    # Across midnight too.
+    midnight = datetime(2026, 11, 24, tzinfo=UTC)
+    assert math.isclose(
+        traffic_factor(0.0, midnight - timedelta(microseconds=1)), TRAFFIC_PROFILE[0], rel_tol=1e-6
+    )
+
+
+def test_the_traffic_factor_needs_an_aware_time() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        traffic_factor(0.0, datetime(2026, 11, 24, 6))  # noqa: DTZ001 - under test
+
+
+@given(increments, increments, st.floats(0.1, 2.0), st.integers(0, 3), st.floats(0.0, 40.0))
+def test_more_local_traffic_never_lowers_a_traffic_pollutant(
+    local: list[float], mean: list[float], g: float, index: int, extra: float
+) -> None:
+    higher = list(local)
+    higher[index] += extra
+    before, after = (
+        downscale(background(), local, mean, g),
+        downscale(background(), higher, mean, g),
+    )
+    pollutant = STREET_POLLUTANTS[index]
+    assert after[pollutant] >= before[pollutant]  # type: ignore[operator]
+
+
+@given(increments, increments, st.floats(0.0, 2.0), amounts)
+def test_downscaled_values_are_never_negative_and_pm10_holds_pm25(
+    local: list[float], mean: list[float], g: float, no2: float
+) -> None:
+    result = downscale(background(no2), local, mean, g)
+    assert all(v is not None and v >= 0 for v in result.values())
+    assert result[Pollutant.PM10] >= result[Pollutant.PM25]  # type: ignore[operator]
+    assert result[Pollutant.SO2] == 2.0  # no traffic effect
+
+
+@given(increments, st.floats(0.0, 2.0))
+def test_a_point_with_the_cells_mean_increment_gets_the_background(
+    mean: list[float], g: float
+) -> None:
+    base: Concentrations = dict.fromkeys(STREET_POLLUTANTS, 1000.0)  # no cap applies
+    result = downscale(base, mean, mean, g)
+    for pollutant in STREET_POLLUTANTS:
+        assert math.isclose(result[pollutant], base[pollutant])  # type: ignore[arg-type]
+
+
+def test_no_more_than_the_local_share_of_the_cell_is_taken_out() -> None:
+    mean = [0.0, 0.0, 30.0, 0.0]
+    result = downscale(background(no2=10.0), [0.0, 0.0, 0.0, 0.0], mean, 1.0)
+    assert math.isclose(result[Pollutant.NO2], 10.0 * (1 - MAX_LOCAL_SHARE))  # type: ignore[arg-type]
+
+
+def test_unknown_pollutants_stay_unknown() -> None:
+    result = downscale({Pollutant.NO2: None, Pollutant.PM25: 5.0}, [1.0] * 4, [0.5] * 4, 1.0)
+    assert result[Pollutant.NO2] is None
+    assert Pollutant.O3 not in result
+    assert result[Pollutant.PM25] == pytest.approx(5.5)
+
+
+class ConstantBackground:
+    """One value everywhere (as a coarse grid cell gives), cells of 0.1 degree."""
+
+    update_interval = 3600
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        self.asked.append(len(samples))
+        return [background() for _ in samples]
+
+    def cell_of(self, lat: float, lon: float) -> GridCell:
+        south, west = math.floor(lat * 10) / 10, math.floor(lon * 10) / 10
+        return GridCell(south, west, south + 0.1, west + 0.1)
+
+
+class EastwardTraffic:
+    """Increments inside lat 60..60.1, lon 24..24.1 only, growing eastward."""
+
+    def __init__(self) -> None:
+        self.cells: list[GridCell] = []
+
+    def at(self, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
+        result = np.full((lats.size, 4), np.nan)
+        inside = (lats >= 60.0) & (lats < 60.1) & (lons >= 24.0) & (lons < 24.1)
+        result[inside] = ((lons[inside] - 24.0) * 100.0)[:, None] * np.ones(4)
+        return result
+
+    def cell_mean(self, cell: GridCell) -> np.ndarray | None:
+        self.cells.append(cell)
+        return np.full(4, 5.0)
+
+
+def test_street_level_air_downscales_inside_networks_and_leaves_the_rest_alone() -> None:
+    base, traffic = ConstantBackground(), EastwardTraffic()
+    air = StreetLevelAir(base, base, traffic)
+    assert air.update_interval == 3600
+    at = datetime(2026, 11, 24, 7, tzinfo=UTC)
+    points = [Point(60.05, 24.01), Point(60.05, 24.09), Point(61.0, 24.05)]
+    west, east, outside = asyncio.run(air.concentrations([Sample(p, at) for p in points]))
+    assert outside == background()
+    g = traffic_factor(24.01, at)
+    assert west[Pollutant.NO2] == pytest.approx(20.0 + g * (1.0 - 5.0))
+    assert east[Pollutant.NO2] > west[Pollutant.NO2]  # type: ignore[operator]
+    assert east[Pollutant.O3] > west[Pollutant.O3]  # type: ignore[operator]  # the fake's sign
+    assert base.asked == [3]
+    assert traffic.cells == [GridCell(60.0, 24.0, 60.1, 24.1)]  # computed once, then kept
+
+
+def test_street_level_air_answers_an_empty_batch() -> None:
+    base = ConstantBackground()
+    assert asyncio.run(StreetLevelAir(base, base, EastwardTraffic()).concentrations([])) == []
