@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,11 +16,11 @@ from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.routes.network import Access, PlanActivityType, StreetNetwork
+from cleanair_core.routes.network import Access, Path, PlanActivityType, StreetNetwork
 from cleanair_core.routes.planner import (
     SNAP_DISTANCE_M,
     plan_routes,
-    within_buffer,
+    shared_share,
 )
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlanResult
@@ -189,17 +190,16 @@ def test_cycling_respects_one_way_streets() -> None:
     assert east.original_distance == pytest.approx(walking.original_distance, abs=0.2)
 
 
-# -- near-duplicates --------------------------------------------------------------------------
+# -- diversity ---------------------------------------------------------------------------------
 
 
-def test_within_buffer() -> None:
-    line = [at(0, 0), at(0, 5)]
-    near = [Point(p.lat + 0.0003, p.lon) for p in line]  # ~33 m north
-    far = [Point(p.lat + 0.0006, p.lon) for p in line]  # ~67 m north
-    assert within_buffer(near, line, 50.0)
-    assert not within_buffer(far, line, 50.0)
-    assert within_buffer([at(0, 2)], line, 1.0)  # on the segment, between its vertices
-    assert not within_buffer([], line, 50.0)
+def test_shared_share_is_the_share_of_a_routes_length_on_the_others_edges() -> None:
+    lengths = np.array([100.0, 300.0, 50.0, 50.0])
+    route, other = Path([0, 1, 2], [0, 1]), Path([0, 1, 5], [0, 3])
+    assert shared_share(route, other, lengths) == pytest.approx(0.25)
+    assert shared_share(other, route, lengths) == pytest.approx(100 / 150)
+    assert shared_share(route, route, lengths) == 1.0
+    assert shared_share(Path([0], []), route, lengths) == 0.0
 
 
 # -- properties -------------------------------------------------------------------------------

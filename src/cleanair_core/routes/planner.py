@@ -1,29 +1,32 @@
 """Use case: cleaner alternatives to the direct route between two points (contract 2.12).
 
-How (after Green Paths, science.md "Cleaner routes"; the numbers are ours, in docs/routing.md):
+How (docs/routing.md gives the numbers and why):
 1. Snap start and end to the nearest edge the activity may use, within SNAP_DISTANCE_M.
 2. Baseline: the shortest usable path (for cycling too: one speed for every edge makes the
    quickest path the shortest).
-3. Air along the edges: the outdoor air at every edge's midpoint inside a corridor around
-   start and end (and on the baseline), at the hour the route will be walked, as one batch to
-   the air-quality source. An edge's exposure is its air load (multiples of the WHO guideline
-   levels, as in the dose) over the largest load in the corridor, so 0..1. Edges outside the
-   corridor or without data get a prohibitive (infinite) cost; if data covers less than
-   MIN_DATA_COVERAGE of the corridor the plan is rejected rather than silently detoured.
-4. Alternatives: one search per sensitivity s in SENSITIVITIES on cost length * (1 + s * e).
+3. Air at the nodes: the outdoor air at every node that a route at most MAX_DETOUR longer than
+   the baseline can pass (the ellipse around start and end), at the hour it can be reached, in
+   one batch to the air-quality source. An edge's dose is its length times the mean air load of
+   its two ends: summed along a route, the very trapezoid integral the reported dose is
+   (concentration x ventilation x time; ventilation and speed are the same for every edge of
+   one activity). Edges with an end outside the ellipse or without data cannot be used; if
+   data covers less than MIN_DATA_COVERAGE of the ellipse the plan is rejected rather than
+   silently detoured.
+4. Alternatives: the supported length/dose frontier between the baseline and the least-dose
+   route (`frontier.py`): each route found is exactly the least-dose route no longer than
+   itself. The best one within each of LENGTH_BUDGETS (LARAC's answer) comes first.
 5. Every route is enriched (measures per waypoint at its estimated time, summary, dose).
-6. Near-duplicates go: routes whose lengths differ by at most NEAR_DUPLICATE_LENGTH_M and one
-   of which lies within NEAR_DUPLICATE_BUFFER_M of the other; the cleaner one stays, and an
-   alternative that duplicates the baseline goes. Alternatives that are not cleaner than the
-   baseline (a lower dose; a higher score when there is no dose) go too.
-7. Result: the cleaner alternatives, cleanest first, then the baseline; at most MAX_ROUTES.
+6. Honest choice, cleanest first: an alternative is offered only when it cuts the dose by at
+   least MATERIAL_REDUCTION_PCT, is at most MAX_DETOUR longer than the baseline and shares at
+   most MAX_SHARED of its length with every route already kept (the baseline first).
+7. Result: the alternatives kept, cleanest first, then the baseline; at most MAX_ROUTES. The
+   baseline's description says what the search proved when no alternative is kept.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 import numpy as np
@@ -34,9 +37,16 @@ from cleanair_core.air.dose import air_load, dose_pollutants
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.errors import PlanRejected
-from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m, distances_m
+from cleanair_core.geo import Point, distances_m
 from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route
+from cleanair_core.routes.frontier import (
+    Corner,
+    Frontier,
+    best_within,
+    lower_bound,
+    supported_routes,
+)
 from cleanair_core.routes.network import (
     FloatArray,
     Path,
@@ -49,23 +59,26 @@ from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
 from cleanair_core.routes.times import estimated_times
 
-#: Green Paths 2 found these sensitivities to give distinct, sensible detours (science.md).
-SENSITIVITIES = (1.5, 2.5, 5.0)
+#: Alternatives aim at these length budgets over the baseline's length (LARAC).
+LENGTH_BUDGETS = (0.05, 0.10, 0.25)
+#: No alternative is longer than the baseline by more than this share (OSRM and GraphHopper
+#: use the same limit).
+MAX_DETOUR = 0.25
+#: Every returned route shares at most this share of its length with any other returned one.
+MAX_SHARED = 0.75
+#: A dose cut smaller than this (percent) is not offered as cleaner: it lies within what the
+#: street-level model can tell apart (docs/routing.md).
+MATERIAL_REDUCTION_PCT = 5.0
 #: A start or end farther than this from any usable street is rejected.
 SNAP_DISTANCE_M = 250.0
-#: Two routes are near-duplicates when their lengths differ by at most this ...
-NEAR_DUPLICATE_LENGTH_M = 25.0
-#: ... and one lies within this distance of the other everywhere.
-NEAR_DUPLICATE_BUFFER_M = 50.0
-#: Below this share of corridor edges with air data, a plan is rejected.
+#: Below this share of the ellipse's nodes with air data, a plan is rejected.
 MIN_DATA_COVERAGE = 0.7
-#: The corridor: points whose distances to start and end add up to at most this factor of
-#: the direct distance, plus CORRIDOR_MARGIN_M (a detour budget; longer detours are not
-#: "alternatives" anyone walks).
-CORRIDOR_FACTOR = 1.5
-CORRIDOR_MARGIN_M = 1_000.0
-#: Cleaner alternatives (at most one per sensitivity) plus the baseline.
-MAX_ROUTES = len(SENSITIVITIES) + 1
+#: Alternatives plus the baseline.
+MAX_ROUTES = len(LENGTH_BUDGETS) + 1
+#: Most supported routes enriched per plan (the budgets' picks first, then the cleanest).
+MAX_CANDIDATES = 8
+#: Most path searches spent on the frontier per plan.
+MAX_SEARCHES = 24
 
 EdgeIndices = npt.NDArray[np.intp]
 
@@ -107,31 +120,51 @@ async def plan_routes(
     baseline_path = await run(lambda: router.path(origin, destination, activity, lengths))
     if baseline_path is None:
         raise PlanRejected(f"No {activity.value} route connects the start and the end")
+    shortest = float(lengths[np.asarray(baseline_path.edges, dtype=np.int64)].sum())
+    longest = shortest * (1 + MAX_DETOUR)
 
-    midpoints = _midpoints(network)
-    corridor = _corridor(midpoints, request.start, request.end, baseline_path)
-    baseline_edges = np.asarray(baseline_path.edges, dtype=np.int64)
-    exposure = await _edge_exposure(midpoints, corridor, source, request.start_time)
+    nodes = _ellipse(network, request.start, request.end, longest, baseline_path)
+    speed = speed_m_s(activity.activity)
+    loads = await _node_loads(network, nodes, source, request.start, request.start_time, speed)
+    doses = _edge_doses(network, loads)
 
-    def alternatives() -> list[Path]:
-        found = []
-        for sensitivity in SENSITIVITIES:
-            costs = lengths * (1.0 + sensitivity * exposure)
-            # The baseline under these costs is a path the search must beat: a safe bound.
-            bound = float(costs[baseline_edges].sum()) * (1 + 1e-9) + 1e-6
-            path = router.path(origin, destination, activity, costs, bound)
-            if path is not None:
-                found.append(path)
-        return found
+    def search(costs: FloatArray, limit: float | None) -> Path | None:
+        return router.path(origin, destination, activity, costs, limit)
 
-    paths = await run(alternatives)
+    frontier = await run(
+        lambda: supported_routes(
+            search, lengths, doses, baseline_path, max_searches=MAX_SEARCHES, max_length=longest
+        )
+    )
     baseline = await _candidate(network, baseline_path, request, source)
-    candidates = [baseline]
-    for path in paths:
-        if any(path.edges == c.path.edges for c in candidates):
-            continue
-        candidates.append(await _candidate(network, path, request, source))
-    return _result(activity, baseline, candidates[1:])
+    candidates = [
+        await _candidate(network, corner.path, request, source)
+        for corner in _worth_enriching(frontier.corners, shortest)
+    ]
+    return _result(activity, baseline, candidates, _proven(frontier, longest), lengths)
+
+
+def _worth_enriching(corners: list[Corner], shortest: float) -> list[Corner]:
+    """The supported routes within MAX_DETOUR: each budget's pick first, then the others
+    cleanest first; at most MAX_CANDIDATES, the baseline (the first corner) left out."""
+    eligible = [c for c in corners[1:] if c.length <= shortest * (1 + MAX_DETOUR) * (1 + 1e-9)]
+    if not eligible:
+        return []
+    picks = [best_within(eligible, shortest * (1 + budget)) for budget in LENGTH_BUDGETS]
+    ordered: list[Corner] = []
+    for corner in [*picks, *sorted(eligible, key=lambda c: c.dose)]:
+        if corner.length <= shortest * (1 + MAX_DETOUR) * (1 + 1e-9) and corner not in ordered:
+            ordered.append(corner)
+    return ordered[:MAX_CANDIDATES]
+
+
+def _proven(frontier: Frontier, longest: float) -> float | None:
+    """The least share of the baseline's dose any route up to `longest` can have (from the
+    frontier's lower bound), when the frontier is complete; else None."""
+    baseline = frontier.corners[0]
+    if not frontier.complete or not baseline.dose > 0 or not math.isfinite(baseline.dose):
+        return None
+    return lower_bound(frontier.corners, longest) / baseline.dose
 
 
 def _snap(router: Router, point: Point, activity: PlanActivityType, end: str) -> int:
@@ -143,50 +176,57 @@ def _snap(router: Router, point: Point, activity: PlanActivityType, end: str) ->
     return snap.node
 
 
-def _midpoints(network: StreetNetwork) -> tuple[FloatArray, FloatArray]:
-    lat = (network.node_lat[network.edge_from] + network.node_lat[network.edge_to]) / 2
-    lon = (network.node_lon[network.edge_from] + network.node_lon[network.edge_to]) / 2
-    return lat, lon
-
-
-def _corridor(
-    midpoints: tuple[FloatArray, FloatArray], start: Point, end: Point, baseline: Path
+def _ellipse(
+    network: StreetNetwork, start: Point, end: Point, longest: float, baseline: Path
 ) -> EdgeIndices:
-    """Indices of the edges inside the detour ellipse, plus the baseline's edges."""
-    lat, lon = midpoints
-    budget = distance_m(start, end) * CORRIDOR_FACTOR + CORRIDOR_MARGIN_M
+    """The nodes a route from start to end no longer than `longest` can pass (the sum of
+    their straight-line distances to both ends is at most that), plus the baseline's."""
+    lat, lon = network.node_lat, network.node_lon
     inside = (
         distances_m(start.lat, start.lon, lat, lon) + distances_m(end.lat, end.lon, lat, lon)
-        <= budget
+        <= longest + 2 * SNAP_DISTANCE_M  # the ends may be snapped that far away
     )
-    inside[np.asarray(baseline.edges, dtype=np.int64)] = True
-    corridor: EdgeIndices = np.flatnonzero(inside)
-    return corridor
+    inside[np.asarray(baseline.nodes, dtype=np.int64)] = True
+    nodes: EdgeIndices = np.flatnonzero(inside)
+    return nodes
 
 
-async def _edge_exposure(
-    midpoints: tuple[FloatArray, FloatArray],
-    corridor: EdgeIndices,
+async def _node_loads(
+    network: StreetNetwork,
+    nodes: EdgeIndices,
     source: AirQualitySource,
+    start: Point,
     at: datetime,
+    speed_m_s: float,
 ) -> FloatArray:
-    """Per edge, 0..1 (inf outside the corridor or without data); see the module docstring."""
-    lat, lon = midpoints
-    samples = [Sample(Point(float(lat[i]), float(lon[i])), at) for i in corridor]
+    """Per node, the air load at the earliest time a route can reach it (straight from the
+    start at the activity's speed; NaN outside `nodes` or without data). Rejects the plan
+    when too few nodes have data."""
+    lat, lon = network.node_lat[nodes], network.node_lon[nodes]
+    seconds = distances_m(start.lat, start.lon, lat, lon) / speed_m_s
+    samples = [
+        Sample(Point(float(a), float(o)), at + timedelta(seconds=float(t)))
+        for a, o, t in zip(lat, lon, seconds, strict=True)
+    ]
     airs = await source.concentrations(samples)
-    loads = np.full(len(lat), np.inf)
+    pollutants = dose_pollutants([air for air in airs if dose_pollutants([air])])
+    loads = np.full(network.node_count, np.nan)
     known = 0
-    for edge, air in zip(corridor, airs, strict=True):
-        pollutants = dose_pollutants([air])
-        if pollutants:
-            loads[int(edge)] = air_load(air, pollutants)
+    for node, air in zip(nodes.tolist(), airs, strict=True):
+        if pollutants and all(air.get(p) is not None for p in pollutants):
+            loads[node] = air_load(air, pollutants)
             known += 1
     if len(samples) == 0 or known < MIN_DATA_COVERAGE * len(samples):
         raise PlanRejected("Air-quality data covers too little of the area to plan routes")
-    finite = np.isfinite(loads)
-    peak = float(loads[finite].max())
-    exposure: FloatArray = np.where(finite, loads / peak if peak > 0 else 0.0, np.inf)
-    return exposure
+    return loads
+
+
+def _edge_doses(network: StreetNetwork, loads: FloatArray) -> FloatArray:
+    """Per edge, length x the mean load of its ends (inf where either is unknown): summed
+    along a route, proportional to its trapezoid dose."""
+    mean = (loads[network.edge_from] + loads[network.edge_to]) / 2
+    doses: FloatArray = np.where(np.isnan(mean), np.inf, network.edge_length * mean)
+    return doses
 
 
 async def _candidate(
@@ -200,64 +240,41 @@ async def _candidate(
     return _Candidate(path, distance, route)
 
 
-def _cleaner(a: _Candidate, b: _Candidate) -> bool:
-    """Whether `a` is cleaner than `b`: a lower dose, else a higher score."""
-    if a.dose is not None and b.dose is not None:
-        return a.dose < b.dose
-    if a.score is not None and b.score is not None:
-        return a.score > b.score
-    return False
-
-
-def _near_duplicates(a: _Candidate, b: _Candidate) -> bool:
-    if abs(a.distance - b.distance) > NEAR_DUPLICATE_LENGTH_M:
-        return False
-    a_points, b_points = a.route.points, b.route.points
-    return within_buffer(a_points, b_points, NEAR_DUPLICATE_BUFFER_M) or within_buffer(
-        b_points, a_points, NEAR_DUPLICATE_BUFFER_M
-    )
-
-
-def within_buffer(inner: Sequence[Point], outer: Sequence[Point], buffer_m: float) -> bool:
-    """Whether every point of `inner` lies within `buffer_m` of the polyline `outer`."""
-    if not inner or not outer:
-        return False
-    origin = outer[0]
-    scale = math.cos(math.radians(origin.lat))
-
-    def xy(points: Sequence[Point]) -> FloatArray:
-        coords = np.array([(p.lon, p.lat) for p in points], dtype=np.float64)
-        coords[:, 0] = np.radians(coords[:, 0] - origin.lon) * scale * EARTH_RADIUS_M
-        coords[:, 1] = np.radians(coords[:, 1] - origin.lat) * EARTH_RADIUS_M
-        return coords
-
-    p, q = xy(inner), xy(outer)
-    if len(q) == 1:
-        nearest = np.linalg.norm(p - q[0], axis=1)
-        return bool((nearest <= buffer_m).all())
-    a, b = q[:-1], q[1:]
-    ab = b - a
-    length2 = np.maximum((ab**2).sum(axis=1), 1e-12)
-    ap = p[:, None, :] - a[None, :, :]
-    t = np.clip((ap * ab[None, :, :]).sum(axis=2) / length2[None, :], 0.0, 1.0)
-    closest = a[None, :, :] + t[:, :, None] * ab[None, :, :]
-    nearest = np.linalg.norm(p[:, None, :] - closest, axis=2).min(axis=1)
-    return bool((nearest <= buffer_m).all())
+def shared_share(route: Path, other: Path, lengths: FloatArray) -> float:
+    """The share of `route`'s length on edges `other` also uses (0..1; 0 for an empty route)."""
+    edges = np.asarray(route.edges, dtype=np.int64)
+    total = float(lengths[edges].sum())
+    if total <= 0:
+        return 0.0
+    common = np.isin(edges, np.asarray(other.edges, dtype=np.int64))
+    return float(lengths[edges[common]].sum()) / total
 
 
 def _result(
-    activity: PlanActivityType, baseline: _Candidate, alternatives: list[_Candidate]
+    activity: PlanActivityType,
+    baseline: _Candidate,
+    alternatives: list[_Candidate],
+    proven: float | None,
+    lengths: FloatArray,
 ) -> PlanResult:
+    """Cleanest first, keep what is materially cleaner, short enough and different enough
+    from every route kept before it (see the module documentation)."""
     kept: list[_Candidate] = []
     for candidate in sorted(alternatives, key=_cleanliness):
-        if not _cleaner(candidate, baseline) or _near_duplicates(candidate, baseline):
+        if len(kept) == MAX_ROUTES - 1:
+            break
+        if not _materially_cleaner(candidate, baseline):
             continue
-        if any(_near_duplicates(candidate, other) for other in kept):
-            continue  # sorted cleanest first, so the one kept is the cleaner
+        if candidate.distance > baseline.distance * (1 + MAX_DETOUR) * (1 + 1e-9):
+            continue
+        if any(
+            shared_share(candidate.path, other.path, lengths) > MAX_SHARED
+            for other in [baseline, *kept]
+        ):
+            continue
         kept.append(candidate)
-    kept = kept[: MAX_ROUTES - 1]
     routes = [_planned(c, baseline, _alternative_goal(c, baseline, kept[0])) for c in kept]
-    routes.append(_planned(baseline, baseline, _baseline_goal(baseline, activity, bool(kept))))
+    routes.append(_planned(baseline, baseline, _baseline_goal(baseline, activity, kept, proven)))
     return PlanResult(
         activity=activity,
         routes=routes,
@@ -266,6 +283,15 @@ def _result(
         original_dose=baseline.dose,
         best_route_index=_best_index([*kept, baseline]),
     )
+
+
+def _materially_cleaner(c: _Candidate, baseline: _Candidate) -> bool:
+    """A dose at least MATERIAL_REDUCTION_PCT lower; without doses, a higher score."""
+    if c.dose is not None and baseline.dose is not None:
+        return baseline.dose > 0 and c.dose <= baseline.dose * (1 - MATERIAL_REDUCTION_PCT / 100)
+    if c.score is not None and baseline.score is not None:
+        return c.score > baseline.score
+    return False
 
 
 def _cleanliness(c: _Candidate) -> tuple[float, float]:
@@ -350,14 +376,31 @@ def _alternative_goal(c: _Candidate, baseline: _Candidate, cleanest: _Candidate)
 
 
 def _baseline_goal(
-    baseline: _Candidate, activity: PlanActivityType, has_alternatives: bool
+    baseline: _Candidate,
+    activity: PlanActivityType,
+    kept: list[_Candidate],
+    proven: float | None,
 ) -> RouteGoal:
+    """What the direct route is, and, with no alternative kept, only what the search proved."""
     minutes = max(1, round(baseline.route.duration_s / 60))
     summary = f"{format_distance(baseline.distance)}, about {minutes} min {activity.value}"
-    if has_alternatives:
+    longer = f"{MAX_DETOUR * 100:.0f} % longer"
+    if kept:
         return RouteGoal("Shortest route", f"The direct route: {summary}")
+    if proven is not None and proven >= 1 - 1e-9:
+        return RouteGoal(
+            "Direct route is the cleanest",
+            f"No route up to {longer} has less pollution inhaled than the direct route ({summary})",
+        )
+    if proven is not None and proven >= 1 - MATERIAL_REDUCTION_PCT / 100:
+        return RouteGoal(
+            "Direct route",
+            f"No route up to {longer} cuts the pollution inhaled by "
+            f"{MATERIAL_REDUCTION_PCT:.0f} % or more: the direct route ({summary}) is as "
+            "clean as any",
+        )
     return RouteGoal(
-        "Direct route is the cleanest",
-        f"No cleaner alternative was found: the direct route ({summary}) already has the "
-        "least pollution inhaled",
+        "Direct route",
+        f"No cleaner route up to {longer} that differs enough from the direct route "
+        f"({summary}) was found",
     )
