@@ -49,6 +49,7 @@ from cleanair_core.routes.network import (
     Snap,
     StreetNetwork,
 )
+from cleanair_core.routes.network_air import NetworkAir
 from cleanair_core.routes.planner import plan_routes
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
@@ -167,10 +168,14 @@ async def helsinki_plans(network: StreetNetwork, model: AirQualitySource) -> dic
     networks = TimedNetworks(router)
     source = TimedSource(model)
     at = datetime.now(UTC)
+    # Kept across plans, as the service keeps it: the air at the nodes, per hour.
+    network_air = NetworkAir()
     # The first plan also builds the snapping tree and warms the model's caches.
     warm_start, warm_end = walk_pairs(network, 1, seed=99)[0]
     started = time.perf_counter()
-    await plan_routes(PlanRequest(warm_start, warm_end, WALK, at), networks, source)
+    await plan_routes(
+        PlanRequest(warm_start, warm_end, WALK, at), networks, source, network_air=network_air
+    )
     first = time.perf_counter() - started
     totals: list[float] = []
     searches: list[float] = []
@@ -186,7 +191,9 @@ async def helsinki_plans(network: StreetNetwork, model: AirQualitySource) -> dic
         source.samples = 0
         started = time.perf_counter()
         try:
-            result = await plan_routes(PlanRequest(start, end, WALK, at), networks, source)
+            result = await plan_routes(
+                PlanRequest(start, end, WALK, at), networks, source, network_air=network_air
+            )
         except PlanRejected as exc:
             rejected[exc.detail] = rejected.get(exc.detail, 0) + 1
             continue

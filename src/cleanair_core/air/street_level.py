@@ -64,9 +64,9 @@ class TrafficEffect:
 #: from road traffic is negligible since sulphur-free fuels, so it has no effect.
 TRAFFIC_EFFECTS: tuple[TrafficEffect, ...] = (
     TrafficEffect(Pollutant.PM25, per_10k_vehicles=0.6, decay_m=200.0, reach_m=500.0),
-    TrafficEffect(Pollutant.PM10, per_10k_vehicles=3.0, decay_m=50.0, reach_m=300.0),
-    TrafficEffect(Pollutant.NO2, per_10k_vehicles=10.0, decay_m=100.0, reach_m=500.0),
-    TrafficEffect(Pollutant.O3, per_10k_vehicles=-5.0, decay_m=100.0, reach_m=500.0),
+    TrafficEffect(Pollutant.PM10, per_10k_vehicles=3.0, decay_m=40.0, reach_m=300.0),
+    TrafficEffect(Pollutant.NO2, per_10k_vehicles=12.0, decay_m=60.0, reach_m=400.0),
+    TrafficEffect(Pollutant.O3, per_10k_vehicles=-6.0, decay_m=60.0, reach_m=400.0),
 )
 STREET_POLLUTANTS: tuple[Pollutant, ...] = tuple(e.pollutant for e in TRAFFIC_EFFECTS)
 

@@ -26,16 +26,16 @@ How (docs/routing.md gives the numbers and why):
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
 from cleanair_core.air.activities import speed_m_s
-from cleanair_core.air.dose import air_load, dose_pollutants
+from cleanair_core.air.dose import GUIDELINE_LEVELS
 from cleanair_core.air.exposure import EnvironmentType
-from cleanair_core.air.quality_source import AirQualitySource, Sample
+from cleanair_core.air.pollutants import SCORED
+from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distances_m
 from cleanair_core.offload import Offload, inline
@@ -55,6 +55,7 @@ from cleanair_core.routes.network import (
     StreetNetwork,
     StreetNetworks,
 )
+from cleanair_core.routes.network_air import NetworkAir, hours_reached
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
 from cleanair_core.routes.times import estimated_times
@@ -66,9 +67,9 @@ LENGTH_BUDGETS = (0.05, 0.10, 0.25)
 MAX_DETOUR = 0.25
 #: Every returned route shares at most this share of its length with any other returned one.
 MAX_SHARED = 0.75
-#: A dose cut smaller than this (percent) is not offered as cleaner: it lies within what the
-#: street-level model can tell apart (docs/routing.md).
-MATERIAL_REDUCTION_PCT = 5.0
+#: A dose cut smaller than this (percent) is not offered as cleaner: it lies within the
+#: numerical noise of the air model and the planner (docs/routing.md).
+MATERIAL_REDUCTION_PCT = 3.0
 #: A start or end farther than this from any usable street is rejected.
 SNAP_DISTANCE_M = 250.0
 #: Below this share of the ellipse's nodes with air data, a plan is rejected.
@@ -104,9 +105,13 @@ async def plan_routes(
     networks: StreetNetworks,
     source: AirQualitySource,
     offload: Offload | None = None,
+    network_air: NetworkAir | None = None,
 ) -> PlanResult:
     """Plan `request`. Raises PlanRejected (with a readable reason) when there is no street
-    data near an end or no path, and SourceUnavailable when the air cannot be had."""
+    data near an end or no path, and SourceUnavailable when the air cannot be had.
+
+    `network_air` keeps the air at the network's nodes for later plans of the same hour (a
+    new one per call when not given)."""
     run: Offload = offload or inline
     router = networks.covering([request.start, request.end])
     if router is None:
@@ -125,7 +130,7 @@ async def plan_routes(
 
     nodes = _ellipse(network, request.start, request.end, longest, baseline_path)
     speed = speed_m_s(activity.activity)
-    loads = await _node_loads(network, nodes, source, request.start, request.start_time, speed)
+    loads = await _node_loads(network_air or NetworkAir(), network, nodes, source, request, speed)
     doses = _edge_doses(network, loads)
 
     def search(costs: FloatArray, limit: float | None) -> Path | None:
@@ -192,31 +197,32 @@ def _ellipse(
 
 
 async def _node_loads(
+    network_air: NetworkAir,
     network: StreetNetwork,
     nodes: EdgeIndices,
     source: AirQualitySource,
-    start: Point,
-    at: datetime,
+    request: PlanRequest,
     speed_m_s: float,
 ) -> FloatArray:
     """Per node, the air load at the earliest time a route can reach it (straight from the
     start at the activity's speed; NaN outside `nodes` or without data). Rejects the plan
     when too few nodes have data."""
-    lat, lon = network.node_lat[nodes], network.node_lon[nodes]
-    seconds = distances_m(start.lat, start.lon, lat, lon) / speed_m_s
-    samples = [
-        Sample(Point(float(a), float(o)), at + timedelta(seconds=float(t)))
-        for a, o, t in zip(lat, lon, seconds, strict=True)
-    ]
-    airs = await source.concentrations(samples)
-    pollutants = dose_pollutants([air for air in airs if dose_pollutants([air])])
+    start = request.start
+    seconds = (
+        distances_m(start.lat, start.lon, network.node_lat[nodes], network.node_lon[nodes])
+        / speed_m_s
+    )
+    hours, hour_of_node = hours_reached(request.start_time, seconds, source.update_interval)
+    air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node)
+    # The dose pollutants: those known at every node that knows any.
+    some = ~np.isnan(air).all(axis=1)
+    columns = [c for c in range(len(SCORED)) if some.any() and not np.isnan(air[some, c]).any()]
     loads = np.full(network.node_count, np.nan)
-    known = 0
-    for node, air in zip(nodes.tolist(), airs, strict=True):
-        if pollutants and all(air.get(p) is not None for p in pollutants):
-            loads[node] = air_load(air, pollutants)
-            known += 1
-    if len(samples) == 0 or known < MIN_DATA_COVERAGE * len(samples):
+    if columns:
+        guideline = np.array([GUIDELINE_LEVELS[SCORED[c]] for c in columns])
+        loads[nodes] = (np.maximum(air[:, columns], 0.0) / guideline).mean(axis=1)
+    known = int(np.count_nonzero(~np.isnan(loads[nodes])))
+    if nodes.size == 0 or known < MIN_DATA_COVERAGE * nodes.size:
         raise PlanRejected("Air-quality data covers too little of the area to plan routes")
     return loads
 

@@ -15,6 +15,7 @@ from cleanair_core.keys import TokenKeys
 from cleanair_core.offload import Offload, inline
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
+from cleanair_core.routes.network_air import NetworkAir
 
 
 @attrs.frozen(eq=False)
@@ -35,6 +36,8 @@ class Context:
     #: The charges reserved through this context and not yet settled: renewing their holds
     #: keeps them from being swept while their calls run.
     held_charges: HeldCharges = attrs.field(factory=HeldCharges)
+    #: The air at street-network nodes, kept for every plan of the same hour.
+    network_air: NetworkAir = attrs.field(factory=NetworkAir)
 
     def now(self) -> datetime:
         return self.clock.now()

@@ -133,7 +133,9 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
     try:
         if sources is None or sources.networks is None:
             raise PlanRejected(NO_NETWORK_ERROR)
-        result = await plan_routes(plan.request, sources.networks, sources.air_quality, ctx.offload)
+        result = await plan_routes(
+            plan.request, sources.networks, sources.air_quality, ctx.offload, ctx.network_air
+        )
     except Exception as error:
         reason = failure_reason(error)
         await ctx.offload(lambda: _fail(ctx, plan, reason))

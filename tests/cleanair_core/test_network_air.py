@@ -1,0 +1,107 @@
+"""The air at network nodes is asked of the source once per hour, and memory stays bounded."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.network_air import NetworkAir, hours_reached
+from cleanair_core.routes.planner import plan_routes
+from cleanair_core.routes.plans import PlanRequest
+from cleanair_sources.street_router import LoadedNetworks
+from support.networks import grid
+
+HOUR = datetime(2026, 11, 24, 9, tzinfo=UTC)
+
+
+class CountingAir:
+    """NO2 = the hour of day + latitude detail; counts the samples asked."""
+
+    update_interval = 3600
+
+    def __init__(self) -> None:
+        self.asked: list[Sample] = []
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        self.asked.extend(samples)
+        return [
+            {Pollutant.NO2: s.at.hour + (s.point.lat - 60) * 100, Pollutant.PM25: None}
+            for s in samples
+        ]
+
+
+def test_hours_reached_splits_arrivals_by_the_sources_intervals() -> None:
+    start = HOUR + timedelta(minutes=50)
+    hours, index = hours_reached(start, np.array([0.0, 500.0, 600.0, 4200.0]), 3600)
+    assert hours == [HOUR, HOUR + timedelta(hours=1), HOUR + timedelta(hours=2)]
+    assert index.tolist() == [0, 0, 1, 2]
+
+
+def test_nodes_are_asked_once_per_hour_and_answered_in_order() -> None:
+    network = grid(3, 4)
+    air, cache = CountingAir(), NetworkAir()
+    nodes = np.array([5, 1, 7], dtype=np.intp)
+    first = asyncio.run(cache.at_nodes(network, air, nodes, [HOUR], np.zeros(3, np.intp)))
+    assert len(air.asked) == 3
+    no2 = SCORED.index(Pollutant.NO2)
+    expected = [9 + (network.node(int(n)).lat - 60) * 100 for n in nodes]
+    assert first[:, no2].tolist() == pytest.approx(expected)
+    assert np.isnan(first[:, SCORED.index(Pollutant.PM25)]).all()  # unknown stays unknown
+    again = asyncio.run(
+        cache.at_nodes(network, air, np.array([7, 2], np.intp), [HOUR], np.zeros(2, np.intp))
+    )
+    assert len(air.asked) == 4  # only node 2 is new
+    assert again[0].tolist() == pytest.approx(first[2].tolist(), nan_ok=True)
+    later = asyncio.run(
+        cache.at_nodes(network, air, nodes, [HOUR, HOUR + timedelta(hours=1)], np.array([0, 1, 1]))
+    )
+    assert len(air.asked) == 6  # nodes 1 and 7 at the next hour
+    assert later[1, no2] == pytest.approx(first[1, no2] + 1)
+
+
+def test_memory_is_bounded_by_dropping_the_least_recently_used_hours() -> None:
+    network = grid(10, 10)
+    per_hour = network.node_count * (len(SCORED) * 8 + 1)
+    cache, air = NetworkAir(max_bytes=2 * per_hour), CountingAir()
+    everything = np.arange(network.node_count, dtype=np.intp)
+    for hours in range(5):
+        at = [HOUR + timedelta(hours=hours)]
+        asyncio.run(
+            cache.at_nodes(network, air, everything, at, np.zeros(everything.size, np.intp))
+        )
+        assert cache.bytes_held <= 2 * per_hour
+    asked = len(air.asked)
+    latest = [HOUR + timedelta(hours=4)]
+    asyncio.run(
+        cache.at_nodes(network, air, everything, latest, np.zeros(everything.size, np.intp))
+    )
+    assert len(air.asked) == asked  # the newest hour is still held
+    asyncio.run(
+        cache.at_nodes(network, air, everything, [HOUR], np.zeros(everything.size, np.intp))
+    )
+    assert len(air.asked) == asked + network.node_count  # the oldest went
+
+
+def test_a_second_plan_of_the_hour_asks_the_source_only_for_its_routes() -> None:
+    network = grid(6, 8)
+    air, cache = CountingAir(), NetworkAir()
+    networks = LoadedNetworks([network])
+    walk = PlanActivityType.WALKING
+    # Leaving a minute into the hour: the node air is asked at the hour's start, the
+    # enrichment of routes at the times they are walked.
+    request = PlanRequest(network.node(0), network.node(47), walk, HOUR + timedelta(minutes=1))
+    asyncio.run(plan_routes(request, networks, air, network_air=cache))
+    node_air = [s for s in air.asked if s.at == HOUR]
+    assert len(node_air) >= network.node_count // 2
+    first = len(air.asked)
+    asyncio.run(plan_routes(request, networks, air, network_air=cache))
+    second = air.asked[first:]
+    assert second
+    assert all(s.at > HOUR for s in second)  # no node asked again: only route enrichment
