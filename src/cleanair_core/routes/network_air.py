@@ -13,6 +13,7 @@ is time, never a wrong answer.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from datetime import datetime, timedelta
 
@@ -25,6 +26,8 @@ from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import FloatArray, StreetNetwork
 
+#: Nodes asked of the source per call.
+SLICE = 4096
 #: Default bound on the memory all network-hours take together.
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
@@ -82,17 +85,19 @@ class NetworkAir:
             self._hours.move_to_end(key)
         values, known = entry
         missing = wanted[~known[wanted]]
-        if missing.size:
-            samples = [
-                Sample(Point(float(network.node_lat[n]), float(network.node_lon[n])), hour)
-                for n in missing.tolist()
-            ]
+        # In slices, each a few milliseconds of Python, so the event loop is never held long.
+        for first in range(0, missing.size, SLICE):
+            if first:
+                await asyncio.sleep(0)
+            part = missing[first : first + SLICE]
+            lats, lons = network.node_lat[part].tolist(), network.node_lon[part].tolist()
+            samples = [Sample(Point(a, o), hour) for a, o in zip(lats, lons, strict=True)]
             airs = await source.concentrations(samples)
             for column, pollutant in enumerate(SCORED):
-                values[missing, column] = [
+                values[part, column] = [
                     np.nan if (value := air.get(pollutant)) is None else value for air in airs
                 ]
-            known[missing] = True
+            known[part] = True
         return values
 
     def _evict(self, keep: _Key) -> None:

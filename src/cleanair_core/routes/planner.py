@@ -26,6 +26,7 @@ How (docs/routing.md gives the numbers and why):
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 import attrs
 import numpy as np
@@ -117,21 +118,33 @@ async def plan_routes(
     if router is None:
         raise PlanRejected("No street network covers the start and the end")
     activity = request.activity
-    origin = _snap(router, request.start, activity, "start")
-    destination = _snap(router, request.end, activity, "end")
     network = router.network
     lengths = network.edge_length
+    speed = speed_m_s(activity.activity)
 
-    baseline_path = await run(lambda: router.path(origin, destination, activity, lengths))
-    if baseline_path is None:
-        raise PlanRejected(f"No {activity.value} route connects the start and the end")
+    def prepare() -> tuple[int, int, Path, EdgeIndices, FloatArray]:
+        # CPU work on the whole network (the first snap builds the snapping tree): not on
+        # the event loop.
+        origin = _snap(router, request.start, activity, "start")
+        destination = _snap(router, request.end, activity, "end")
+        baseline_path = router.path(origin, destination, activity, lengths)
+        if baseline_path is None:
+            raise PlanRejected(f"No {activity.value} route connects the start and the end")
+        shortest = float(lengths[np.asarray(baseline_path.edges, dtype=np.int64)].sum())
+        nodes = _ellipse(network, request.start, request.end, shortest * (1 + MAX_DETOUR))
+        nodes = np.union1d(nodes, np.asarray(baseline_path.nodes, dtype=np.intp))
+        start = request.start
+        lat, lon = network.node_lat[nodes], network.node_lon[nodes]
+        seconds: FloatArray = distances_m(start.lat, start.lon, lat, lon) / speed
+        return origin, destination, baseline_path, nodes, seconds
+
+    origin, destination, baseline_path, nodes, seconds = await run(prepare)
     shortest = float(lengths[np.asarray(baseline_path.edges, dtype=np.int64)].sum())
     longest = shortest * (1 + MAX_DETOUR)
-
-    nodes = _ellipse(network, request.start, request.end, longest, baseline_path)
-    speed = speed_m_s(activity.activity)
-    loads = await _node_loads(network_air or NetworkAir(), network, nodes, source, request, speed)
-    doses = _edge_doses(network, loads)
+    loads = await _node_loads(
+        network_air or NetworkAir(), network, nodes, seconds, source, request.start_time
+    )
+    doses = await run(lambda: _edge_doses(network, loads))
 
     def search(costs: FloatArray, limit: float | None) -> Path | None:
         return router.path(origin, destination, activity, costs, limit)
@@ -181,17 +194,14 @@ def _snap(router: Router, point: Point, activity: PlanActivityType, end: str) ->
     return snap.node
 
 
-def _ellipse(
-    network: StreetNetwork, start: Point, end: Point, longest: float, baseline: Path
-) -> EdgeIndices:
+def _ellipse(network: StreetNetwork, start: Point, end: Point, longest: float) -> EdgeIndices:
     """The nodes a route from start to end no longer than `longest` can pass (the sum of
-    their straight-line distances to both ends is at most that), plus the baseline's."""
+    their straight-line distances to both ends is at most that, plus the snapping reach)."""
     lat, lon = network.node_lat, network.node_lon
     inside = (
         distances_m(start.lat, start.lon, lat, lon) + distances_m(end.lat, end.lon, lat, lon)
         <= longest + 2 * SNAP_DISTANCE_M  # the ends may be snapped that far away
     )
-    inside[np.asarray(baseline.nodes, dtype=np.int64)] = True
     nodes: EdgeIndices = np.flatnonzero(inside)
     return nodes
 
@@ -200,19 +210,14 @@ async def _node_loads(
     network_air: NetworkAir,
     network: StreetNetwork,
     nodes: EdgeIndices,
+    seconds: FloatArray,
     source: AirQualitySource,
-    request: PlanRequest,
-    speed_m_s: float,
+    start_time: datetime,
 ) -> FloatArray:
-    """Per node, the air load at the earliest time a route can reach it (straight from the
-    start at the activity's speed; NaN outside `nodes` or without data). Rejects the plan
-    when too few nodes have data."""
-    start = request.start
-    seconds = (
-        distances_m(start.lat, start.lon, network.node_lat[nodes], network.node_lon[nodes])
-        / speed_m_s
-    )
-    hours, hour_of_node = hours_reached(request.start_time, seconds, source.update_interval)
+    """Per node, the air load at `start_time + seconds` (the earliest a route can reach it:
+    straight from the start at the activity's speed); NaN outside `nodes` or without data.
+    Rejects the plan when too few nodes have data."""
+    hours, hour_of_node = hours_reached(start_time, seconds, source.update_interval)
     air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node)
     # The dose pollutants: those known at every node that knows any.
     some = ~np.isnan(air).all(axis=1)
