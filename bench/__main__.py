@@ -9,8 +9,10 @@
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
 5. Credit debits on SQLite, core alone.
-6.-8. Route planning: plans on the Helsinki network, path searches on a 100,000-edge grid
-   (SciPy vs NetworkX) and the memory of a loaded network; see `bench/planning.py`.
+6.-8. Route planning: plans on the Helsinki network and on a generated 105,000-edge city,
+   path searches (SciPy vs NetworkX) and the memory of a loaded network; `bench/planning.py`.
+9. Route quality against the exact optimum on the same data (`bench/quality.py`).
+10. Score latency while plans run on a million-node network (`bench/loaded.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -36,18 +38,19 @@ from typing import Any
 import attrs
 from litestar import Litestar, get
 
-from bench import planning
+from bench import loaded, planning, quality
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.routes.enrichment import enrich_route
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import Deployment, build_sources
+from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE, Deployment, build_sources
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import Settings
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
+from cleanair_sources.osm_import import import_network
 from cleanair_storage.sqlite import SqliteStore
 
 REQUESTS = 3000
@@ -454,6 +457,8 @@ async def main() -> None:
         f"cold-cache p99 {verdict(route.cold[2] / 1e6)}; first call {verdict(route.first)}"
     )
     await planning.main()
+    await quality.main(import_network(DEFAULT_NETWORK_FILE, "helsinki"))
+    await loaded.main()
 
 
 if __name__ == "__main__":

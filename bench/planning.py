@@ -63,6 +63,11 @@ HELSINKI_PLANS = 10
 HELSINKI_MIN_M = 500.0
 HELSINKI_MAX_M = 3_000.0
 GRID_SIZE = 230
+#: Full plans on the generated city: walks this far apart, and the aim for their p50.
+CITY_PLANS = 10
+CITY_MIN_M = 1_000.0
+CITY_MAX_M = 4_000.0
+CITY_AIM_S = 0.25
 #: The router comparison: a shortest-path search, then three searches on length x (1 + w x
 #: exposure), as a frontier search makes (the planner's own count varies per plan).
 SEARCH_WEIGHTS = (1.5, 2.5, 5.0)
@@ -150,20 +155,33 @@ class TimedSource:
             self.samples += len(samples)
 
 
-def walk_pairs(network: StreetNetwork, n: int, seed: int) -> list[tuple[Point, Point]]:
-    """`n` random (start, end) pairs of walkable nodes HELSINKI_MIN_M..HELSINKI_MAX_M apart."""
+def walk_pairs(
+    network: StreetNetwork,
+    n: int,
+    seed: int,
+    min_m: float = HELSINKI_MIN_M,
+    max_m: float = HELSINKI_MAX_M,
+) -> list[tuple[Point, Point]]:
+    """`n` random (start, end) pairs of walkable nodes `min_m`..`max_m` apart."""
     rng = random.Random(seed)
     walkable = network.usable(WALK)
     nodes = np.unique(np.concatenate((network.edge_from[walkable], network.edge_to[walkable])))
     pairs: list[tuple[Point, Point]] = []
     while len(pairs) < n:
         a, b = (network.node(int(rng.choice(nodes))) for _ in range(2))
-        if HELSINKI_MIN_M <= distance_m(a, b) <= HELSINKI_MAX_M:
+        if min_m <= distance_m(a, b) <= max_m:
             pairs.append((a, b))
     return pairs
 
 
-async def helsinki_plans(network: StreetNetwork, model: AirQualitySource) -> dict[str, Any]:
+async def timed_plans(
+    network: StreetNetwork,
+    model: AirQualitySource,
+    plans: int = HELSINKI_PLANS,
+    min_m: float = HELSINKI_MIN_M,
+    max_m: float = HELSINKI_MAX_M,
+) -> dict[str, Any]:
+    """Walking plans between random nodes `min_m`..`max_m` apart, each part timed."""
     router = TimedRouter(ScipyRouter(network))
     networks = TimedNetworks(router)
     source = TimedSource(model)
@@ -171,7 +189,7 @@ async def helsinki_plans(network: StreetNetwork, model: AirQualitySource) -> dic
     # Kept across plans, as the service keeps it: the air at the nodes, per hour.
     network_air = NetworkAir()
     # The first plan also builds the snapping tree and warms the model's caches.
-    warm_start, warm_end = walk_pairs(network, 1, seed=99)[0]
+    warm_start, warm_end = walk_pairs(network, 1, 99, min_m, max_m)[0]
     started = time.perf_counter()
     await plan_routes(
         PlanRequest(warm_start, warm_end, WALK, at), networks, source, network_air=network_air
@@ -184,8 +202,8 @@ async def helsinki_plans(network: StreetNetwork, model: AirQualitySource) -> dic
     direct: list[float] = []
     walked: list[float] = []
     rejected: dict[str, int] = {}
-    for start, end in walk_pairs(network, 2 * HELSINKI_PLANS, seed=6):
-        if len(totals) == HELSINKI_PLANS:
+    for start, end in walk_pairs(network, 2 * plans, 6, min_m, max_m):
+        if len(totals) == plans:
             break
         router.seconds = source.seconds = 0.0
         source.samples = 0
@@ -216,6 +234,7 @@ async def helsinki_plans(network: StreetNetwork, model: AirQualitySource) -> dic
         "routes": sum(routes) / len(routes),
         "direct": (min(direct), max(direct)),
         "walked": (min(walked), max(walked)),
+        "node_air_bytes": network_air.bytes_held,
     }
 
 
@@ -399,6 +418,21 @@ def memory(network: StreetNetwork, *, with_networkx: bool) -> dict[str, Any]:
 # -- report -----------------------------------------------------------------------------------
 
 
+def plan_lines(plans: dict[str, Any]) -> list[str]:
+    lines = [
+        f"  first plan (builds the snapping tree) {plans['first'] * 1e3:.0f} ms",
+        seconds_line("plan_routes end to end", plans["total"]),
+        seconds_line("  of which path searches", plans["searches"]),
+        seconds_line("  of which the air-quality source", plans["air"]),
+        f"  {'':<44} share of plan time: searches {plans['search_share']:.1%}, "
+        f"air {plans['air_share']:.1%}; {plans['samples']:,} air samples in the last plan; "
+        f"{plans['routes']:.1f} routes per plan",
+    ]
+    for reason, count in plans["rejected"].items():
+        lines.append(f"  {'':<44} rejected {count}x (not timed): {reason}")
+    return lines
+
+
 def seconds_line(name: str, stats: Percentiles) -> str:
     return f"  {name:<44} p50 {stats[0] * 1e3:8.1f} ms  p99 {stats[1] * 1e3:8.1f} ms"
 
@@ -433,7 +467,7 @@ async def main() -> None:
     helsinki = import_network(DEFAULT_NETWORK_FILE, "helsinki")
     background = EmbeddedModel(Gazetteer.load())
     model = StreetLevelAir(background, background, NetworkIncrements([helsinki]))
-    plans = await helsinki_plans(helsinki, model)
+    plans = await timed_plans(helsinki, model)
     print(
         f"route plans, central Helsinki ({helsinki.node_count:,} nodes, "
         f"{helsinki.edge_count:,} edges; {plans['plans']} random walks "
@@ -441,19 +475,32 @@ async def main() -> None:
         f"{plans['walked'][0] / 1e3:.1f}-{plans['walked'][1] / 1e3:.1f} km on foot; "
         "embedded model downscaled to street level by the network's traffic; core alone):"
     )
-    print(f"  first plan (builds the snapping tree) {plans['first'] * 1e3:.0f} ms")
-    print(seconds_line("plan_routes end to end", plans["total"]))
-    print(seconds_line("  of which path searches (4 per plan)", plans["searches"]))
-    print(seconds_line("  of which the air-quality source", plans["air"]))
+    for line in plan_lines(plans):
+        print(line)
+    ratio = plans["total"][0] / plans["searches"][0]
     print(
-        f"  {'':<44} share of plan time: searches {plans['search_share']:.1%}, "
-        f"air {plans['air_share']:.1%}; {plans['samples']:,} air samples in the last plan; "
-        f"{plans['routes']:.1f} routes per plan"
+        f"  aim: a plan end to end p50 <= 3x its own path searches: {ratio:.1f}x, "
+        f"{'met' if ratio <= 3 else 'NOT met'}"
     )
-    for reason, count in plans["rejected"].items():
-        print(f"  {'':<44} rejected {count}x (not timed): {reason}")
 
     grid = city_grid()
+    background_grid = StreetLevelAir(background, background, NetworkIncrements([grid]))
+    city = await timed_plans(grid, background_grid, CITY_PLANS, CITY_MIN_M, CITY_MAX_M)
+    print(
+        f"route plans, generated city grid ({grid.node_count:,} nodes, {grid.edge_count:,} "
+        f"edges; {city['plans']} random walks {city['direct'][0] / 1e3:.1f}-"
+        f"{city['direct'][1] / 1e3:.1f} km apart; air and enrichment included):"
+    )
+    for line in plan_lines(city):
+        print(line)
+    p50 = city["total"][0]
+    print(
+        f"  aim: p50 <= {CITY_AIM_S * 1e3:.0f} ms: {p50 * 1e3:.0f} ms, "
+        f"{'met' if p50 <= CITY_AIM_S else 'NOT met'}; node air held after the plans "
+        f"{mib(city['node_air_bytes'])} ({grid.node_count * 41 / 2**20:.1f} MiB per "
+        "network-hour when every node is asked)"
+    )
+
     searches = grid_searches(grid)
     print(
         f"path searches, generated city grid ({grid.node_count:,} nodes, {grid.edge_count:,} "

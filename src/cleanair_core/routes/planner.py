@@ -44,6 +44,7 @@ from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route
 from cleanair_core.routes.frontier import (
     Corner,
     Frontier,
+    Search,
     best_within,
     lower_bound,
     supported_routes,
@@ -101,18 +102,41 @@ class _Candidate:
         return None if banded is None else banded.score
 
 
-async def plan_routes(
+@attrs.frozen
+class PlanGraph:
+    """What a plan searches: the router, the snapped ends, the baseline, and per edge its
+    length and dose (`inf` where it may not be used)."""
+
+    router: Router
+    origin: int
+    destination: int
+    baseline: Path
+    lengths: FloatArray
+    doses: FloatArray
+
+    @property
+    def shortest(self) -> float:
+        """The baseline's length, metres."""
+        return float(self.lengths[np.asarray(self.baseline.edges, dtype=np.int64)].sum())
+
+    def search(self, activity: PlanActivityType) -> Search:
+        """Cheapest paths between the ends for per-edge costs."""
+
+        def search(costs: FloatArray, limit: float | None) -> Path | None:
+            return self.router.path(self.origin, self.destination, activity, costs, limit)
+
+        return search
+
+
+async def plan_graph(
     request: PlanRequest,
     networks: StreetNetworks,
     source: AirQualitySource,
     offload: Offload | None = None,
     network_air: NetworkAir | None = None,
-) -> PlanResult:
-    """Plan `request`. Raises PlanRejected (with a readable reason) when there is no street
-    data near an end or no path, and SourceUnavailable when the air cannot be had.
-
-    `network_air` keeps the air at the network's nodes for later plans of the same hour (a
-    new one per call when not given)."""
+) -> PlanGraph:
+    """Steps 1-3 of a plan (see the module documentation): snapped ends, the baseline and
+    the edge doses. Raises PlanRejected as `plan_routes` does."""
     run: Offload = offload or inline
     router = networks.covering([request.start, request.end])
     if router is None:
@@ -139,27 +163,49 @@ async def plan_routes(
         return origin, destination, baseline_path, nodes, seconds
 
     origin, destination, baseline_path, nodes, seconds = await run(prepare)
-    shortest = float(lengths[np.asarray(baseline_path.edges, dtype=np.int64)].sum())
-    longest = shortest * (1 + MAX_DETOUR)
     loads = await _node_loads(
         network_air or NetworkAir(), network, nodes, seconds, source, request.start_time
     )
     doses = await run(lambda: _edge_doses(network, loads))
+    return PlanGraph(router, origin, destination, baseline_path, lengths, doses)
 
-    def search(costs: FloatArray, limit: float | None) -> Path | None:
-        return router.path(origin, destination, activity, costs, limit)
 
+async def plan_routes(
+    request: PlanRequest,
+    networks: StreetNetworks,
+    source: AirQualitySource,
+    offload: Offload | None = None,
+    network_air: NetworkAir | None = None,
+) -> PlanResult:
+    """Plan `request`. Raises PlanRejected (with a readable reason) when there is no street
+    data near an end or no path, and SourceUnavailable when the air cannot be had.
+
+    `network_air` keeps the air at the network's nodes for later plans of the same hour (a
+    new one per call when not given)."""
+    run: Offload = offload or inline
+    graph = await plan_graph(request, networks, source, offload, network_air)
+    shortest = graph.shortest
+    longest = shortest * (1 + MAX_DETOUR)
+    search = graph.search(request.activity)
     frontier = await run(
         lambda: supported_routes(
-            search, lengths, doses, baseline_path, max_searches=MAX_SEARCHES, max_length=longest
+            search,
+            graph.lengths,
+            graph.doses,
+            graph.baseline,
+            max_searches=MAX_SEARCHES,
+            max_length=longest,
         )
     )
-    baseline = await _candidate(network, baseline_path, request, source)
+    network = graph.router.network
+    baseline = await _candidate(network, graph.baseline, request, source)
     candidates = [
         await _candidate(network, corner.path, request, source)
         for corner in _worth_enriching(frontier.corners, shortest)
     ]
-    return _result(activity, baseline, candidates, _proven(frontier, longest), lengths)
+    return _result(
+        request.activity, baseline, candidates, _proven(frontier, longest), graph.lengths
+    )
 
 
 def _worth_enriching(corners: list[Corner], shortest: float) -> list[Corner]:
