@@ -325,10 +325,14 @@ def _result(
         if candidate.distance > baseline.distance * (1 + MAX_DETOUR) * (1 + 1e-9):
             continue
         if any(
-            shared_share(candidate.path, other.path, lengths) > MAX_SHARED
+            max(
+                shared_share(candidate.path, other.path, lengths),
+                shared_share(other.path, candidate.path, lengths),
+            )
+            > MAX_SHARED
             for other in [baseline, *kept]
         ):
-            continue
+            continue  # too alike, whichever of the two is measured against the other
         kept.append(candidate)
     routes = [_planned(c, baseline, _alternative_goal(c, baseline, kept[0])) for c in kept]
     routes.append(_planned(baseline, baseline, _baseline_goal(baseline, activity, kept, proven)))
