@@ -46,7 +46,7 @@ def test_hours_reached_splits_arrivals_by_the_sources_intervals() -> None:
 
 def test_nodes_are_asked_once_per_hour_and_answered_in_order() -> None:
     network = grid(3, 4)
-    air, cache = CountingAir(), NetworkAir()
+    air, cache = CountingAir(), NetworkAir(whole_network_nodes=0)
     nodes = np.array([5, 1, 7], dtype=np.intp)
     first = asyncio.run(cache.at_nodes(network, air, nodes, [HOUR], np.zeros(3, np.intp)))
     assert len(air.asked) == 3
@@ -66,10 +66,21 @@ def test_nodes_are_asked_once_per_hour_and_answered_in_order() -> None:
     assert later[1, no2] == pytest.approx(first[1, no2] + 1)
 
 
+def test_a_small_network_is_asked_for_all_its_nodes_at_once() -> None:
+    network = grid(3, 4)
+    air, cache = CountingAir(), NetworkAir(whole_network_nodes=network.node_count)
+    one = np.array([5], dtype=np.intp)
+    asyncio.run(cache.at_nodes(network, air, one, [HOUR], np.zeros(1, np.intp)))
+    assert len(air.asked) == network.node_count
+    every = np.arange(network.node_count, dtype=np.intp)
+    asyncio.run(cache.at_nodes(network, air, every, [HOUR], np.zeros(every.size, np.intp)))
+    assert len(air.asked) == network.node_count
+
+
 def test_memory_is_bounded_by_dropping_the_least_recently_used_hours() -> None:
     network = grid(10, 10)
     per_hour = network.node_count * (len(SCORED) * 8 + 1)
-    cache, air = NetworkAir(max_bytes=2 * per_hour), CountingAir()
+    cache, air = NetworkAir(max_bytes=2 * per_hour, whole_network_nodes=0), CountingAir()
     everything = np.arange(network.node_count, dtype=np.intp)
     for hours in range(5):
         at = [HOUR + timedelta(hours=hours)]
@@ -91,7 +102,7 @@ def test_memory_is_bounded_by_dropping_the_least_recently_used_hours() -> None:
 
 def test_a_second_plan_of_the_hour_asks_the_source_only_for_its_routes() -> None:
     network = grid(6, 8)
-    air, cache = CountingAir(), NetworkAir()
+    air, cache = CountingAir(), NetworkAir(whole_network_nodes=0)
     networks = LoadedNetworks([network])
     walk = PlanActivityType.WALKING
     # Leaving a minute into the hour: the node air is asked at the hour's start, the
