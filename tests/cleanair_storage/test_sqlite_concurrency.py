@@ -294,3 +294,27 @@ def test_a_network_can_be_saved_inside_a_unit_of_work(tmp_path: Path) -> None:
         assert [n.name for n in store.network_summaries()] == [network.name]
     finally:
         store.close()
+
+
+def test_the_writer_sets_its_busy_timeout_only_when_the_kind_of_write_changes(
+    tmp_path: Path,
+) -> None:
+    """A server's requests never wait: a run of them sets the writer's busy timeout once,
+    not twice per write. A write allowed to wait that follows still gets the whole timeout
+    before it touches the database."""
+    store = SqliteStore(tmp_path / "pragmas.db", busy_timeout=5)
+    statements: list[str] = []
+    store._writer.set_trace_callback(statements.append)
+    try:
+        for _ in range(5):
+            asyncio.run(_without_waiting(lambda: store.hit("requests:c", 0)))
+        timeouts = [s for s in statements if s.startswith("PRAGMA busy_timeout")]
+        assert timeouts == ["PRAGMA busy_timeout = 0"]
+        statements.clear()
+        store.hit("requests:c", 0)  # on this thread: allowed to wait
+        first, *rest = statements
+        assert first == "PRAGMA busy_timeout = 5000"
+        assert rest
+        assert not any(s.startswith("PRAGMA busy_timeout") for s in rest)
+    finally:
+        store.close()

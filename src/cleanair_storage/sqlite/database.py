@@ -178,6 +178,7 @@ class SqliteDatabase:
         if self.path != ":memory:":
             _create_private(Path(self.path))
         self._writer = _open(self.path, busy_timeout)
+        self._writer_timeout_ms = round(busy_timeout * 1000)  # as _open set it
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
@@ -286,6 +287,7 @@ class SqliteDatabase:
             if not self._write_lock.acquire(timeout=self._busy_timeout):
                 raise StoreUnavailable()
             try:
+                self._writer_waits(round(self._busy_timeout * 1000))
                 yield self._writer
             finally:
                 self._write_lock.release()
@@ -293,13 +295,18 @@ class SqliteDatabase:
         if not self._write_lock.acquire(blocking=False):
             raise WouldBlock()
         try:
-            self._writer.execute("PRAGMA busy_timeout = 0")
-            try:
-                yield self._writer
-            finally:
-                self._writer.execute(f"PRAGMA busy_timeout = {round(self._busy_timeout * 1000)}")
+            self._writer_waits(0)
+            yield self._writer
         finally:
             self._write_lock.release()
+
+    def _writer_waits(self, milliseconds: int) -> None:
+        """Set the writer's busy timeout (under the write lock). It stays as last set, so a
+        run of writes of one kind (a server's requests never wait) sets it once, not twice
+        per write."""
+        if self._writer_timeout_ms != milliseconds:
+            self._writer.execute(f"PRAGMA busy_timeout = {milliseconds}")
+            self._writer_timeout_ms = milliseconds
 
     @staticmethod
     def _begin(conn: sqlite3.Connection) -> None:
