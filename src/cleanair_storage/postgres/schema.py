@@ -1,0 +1,142 @@
+"""The PostgreSQL schema, as numbered migrations (see `migrations.py` for how they apply).
+
+The tables mirror the SQLite store's (`cleanair_storage/migrations.py` says why each exists);
+instants are `timestamptz`, street-network arrays `bytea` (raw little-endian bytes, as
+`StreetNetwork` declares them), and ledger ids come from an identity column.
+"""
+
+from __future__ import annotations
+
+#: (version, name, statements), in order. Append only: never edit a released migration.
+MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+    (
+        1,
+        "the store as of cleanair 0.1",
+        (
+            """
+            CREATE TABLE users (
+                name TEXT PRIMARY KEY,
+                premium BOOLEAN NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL
+            )""",
+            """
+            CREATE TABLE partners (
+                name TEXT PRIMARY KEY,
+                active BOOLEAN NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL
+            )""",
+            """
+            CREATE TABLE connections (
+                id TEXT PRIMARY KEY,
+                owner_kind TEXT NOT NULL,
+                owner_name TEXT NOT NULL,
+                name TEXT NOT NULL,
+                scopes TEXT NOT NULL,
+                token_hash TEXT NOT NULL UNIQUE,
+                created_at TIMESTAMPTZ NOT NULL,
+                revoked_at TIMESTAMPTZ
+            )""",
+            "CREATE INDEX connections_owner ON connections (owner_kind, owner_name)",
+            """
+            CREATE TABLE pairing_codes (
+                code_hash TEXT PRIMARY KEY,
+                "user" TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                expires_at TIMESTAMPTZ NOT NULL,
+                used BOOLEAN NOT NULL DEFAULT false
+            )""",
+            """
+            CREATE TABLE pairing_guesses (
+                code_hash TEXT PRIMARY KEY,
+                tried_at TIMESTAMPTZ NOT NULL
+            )""",
+            """
+            CREATE TABLE ledger (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                pool TEXT NOT NULL,
+                connection_id TEXT NOT NULL,
+                label TEXT NOT NULL,
+                amount INTEGER NOT NULL,
+                at TIMESTAMPTZ NOT NULL,
+                month TEXT NOT NULL,
+                day TEXT NOT NULL,
+                reverses BIGINT UNIQUE REFERENCES ledger (id)
+            )""",
+            "CREATE INDEX ledger_pool_month ON ledger (pool, month)",
+            """
+            CREATE TABLE credit_windows (
+                pool TEXT NOT NULL,
+                "window" TEXT NOT NULL,
+                used INTEGER NOT NULL,
+                PRIMARY KEY (pool, "window")
+            )""",
+            """
+            CREATE TABLE charge_holds (
+                entry_id BIGINT PRIMARY KEY REFERENCES ledger (id),
+                until TIMESTAMPTZ NOT NULL
+            )""",
+            "CREATE INDEX charge_holds_until ON charge_holds (until)",
+            """
+            CREATE TABLE rate_limits (
+                key TEXT PRIMARY KEY,
+                window_start BIGINT NOT NULL,
+                count INTEGER NOT NULL
+            )""",
+            """
+            CREATE TABLE client_labels (
+                label TEXT PRIMARY KEY,
+                created_at TIMESTAMPTZ NOT NULL
+            )""",
+            """
+            CREATE TABLE access_points (
+                bssid_hash TEXT PRIMARY KEY,
+                lat DOUBLE PRECISION NOT NULL,
+                lon DOUBLE PRECISION NOT NULL,
+                accuracy_m DOUBLE PRECISION
+            )""",
+            """
+            CREATE TABLE plans (
+                id TEXT PRIMARY KEY,
+                owner TEXT NOT NULL,
+                connection_id TEXT NOT NULL,
+                start_lat DOUBLE PRECISION NOT NULL,
+                start_lon DOUBLE PRECISION NOT NULL,
+                end_lat DOUBLE PRECISION NOT NULL,
+                end_lon DOUBLE PRECISION NOT NULL,
+                activity TEXT NOT NULL,
+                start_time TIMESTAMPTZ NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+                created_at TIMESTAMPTZ NOT NULL,
+                ledger_entry BIGINT REFERENCES ledger (id),
+                result TEXT,
+                error TEXT,
+                finished_at TIMESTAMPTZ,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                lease_until TIMESTAMPTZ
+            )""",
+            "CREATE INDEX plans_claim ON plans (status, created_at, id)",
+            "CREATE INDEX plans_finished ON plans (finished_at)",
+            "CREATE INDEX plans_ledger_entry ON plans (ledger_entry)",
+            """
+            CREATE TABLE street_networks (
+                name TEXT PRIMARY KEY,
+                nodes INTEGER NOT NULL,
+                edges INTEGER NOT NULL,
+                south DOUBLE PRECISION NOT NULL,
+                west DOUBLE PRECISION NOT NULL,
+                north DOUBLE PRECISION NOT NULL,
+                east DOUBLE PRECISION NOT NULL,
+                source TEXT NOT NULL,
+                imported_at TIMESTAMPTZ,
+                node_lat BYTEA NOT NULL,
+                node_lon BYTEA NOT NULL,
+                edge_from BYTEA NOT NULL,
+                edge_to BYTEA NOT NULL,
+                edge_length BYTEA NOT NULL,
+                edge_class BYTEA NOT NULL,
+                edge_access BYTEA NOT NULL,
+                edge_traffic BYTEA
+            )""",
+        ),
+    ),
+)
