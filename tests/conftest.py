@@ -9,31 +9,39 @@ import pytest
 
 from cleanair_core.ports import Store
 from cleanair_storage.memory import MemoryStore
+from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
-from support.postgres import PostgresServer, running_postgres
+from support.postgres import PostgresServer, shared_server
+
+#: Every storage adapter: the shared contract suite runs against each.
+ADAPTERS = ("memory", "sqlite", "postgres")
 
 
-def open_store(kind: str, tmp_path: Path) -> Store:
-    """A fresh store of `kind` ("memory" or "sqlite"); a SQLite file lives under `tmp_path`."""
+def open_store(kind: str, tmp_path: Path, postgres_url: str | None = None) -> Store:
+    """A fresh store of `kind` ("memory", "sqlite" or "postgres"); a SQLite file lives under
+    `tmp_path`, a PostgreSQL store in the empty database at `postgres_url`."""
     if kind == "memory":
         return MemoryStore()
     if kind == "sqlite":
         return SqliteStore(tmp_path / "cleanair.db")
+    if kind == "postgres" and postgres_url is not None:
+        return PostgresStore(postgres_url)
     raise ValueError(f"unknown store kind {kind}")
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=ADAPTERS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    opened = open_store(request.param, tmp_path)
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    opened = open_store(request.param, tmp_path, url)
     yield opened
     opened.close()
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    """A real PostgreSQL server for the whole session, started and removed here."""
-    with running_postgres() as server:
-        yield server
+def postgres() -> PostgresServer:
+    """A real PostgreSQL server for the whole session, started by the session itself and
+    removed when it ends."""
+    return shared_server()
 
 
 @pytest.fixture

@@ -28,8 +28,11 @@ from hypothesis.stateful import (
 from cleanair_core.clock import ManualClock
 from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry
 from cleanair_core.errors import CreditsExhausted
+from cleanair_core.ports import Store
 from cleanair_storage.memory import MemoryStore
+from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
+from support.postgres import shared_server
 
 MONTHLY = 60
 DAILY = 25
@@ -85,7 +88,7 @@ class Granted:
 
     key: int
     memory_id: int
-    sqlite_id: int
+    durable_id: int
 
 
 def window_instant(entry: LedgerEntry, by_id: dict[int, LedgerEntry]) -> datetime:
@@ -97,17 +100,22 @@ class CreditLedgerMachine(RuleBasedStateMachine):
     granted = Bundle("granted")
     refunds = Bundle("refunds")
 
+    @staticmethod
+    def open_durable(directory: Path) -> Store:
+        """The durable adapter checked against memory and the model (SQLite here)."""
+        return SqliteStore(directory / "ledger.db")
+
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock(START)
         self.memory = MemoryStore()
         self.directory = Path(tempfile.mkdtemp(prefix="cleanair-ledger-"))
-        self.sqlite = SqliteStore(self.directory / "ledger.db")
+        self.durable = self.open_durable(self.directory)
         self.model: dict[int, ModelEntry] = {}
 
     def teardown(self) -> None:
         self.memory.close()
-        self.sqlite.close()
+        self.durable.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- the model --------------------------------------------------------------------------
@@ -138,12 +146,12 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         request = Debit(pool, "conn", label, amount, now, hold_until)
 
         outcomes: list[LedgerEntry | CreditsExhausted] = []
-        for store in (self.memory, self.sqlite):
+        for store in (self.memory, self.durable):
             try:
                 outcomes.append(store.debit(request, LIMITS))
             except CreditsExhausted as exc:
                 outcomes.append(exc)
-        from_memory, from_sqlite = outcomes
+        from_memory, from_durable = outcomes
 
         if month_used + amount > MONTHLY:
             expected_retry: int | None = whole_seconds_until(now, next_month_start(now))
@@ -154,28 +162,28 @@ class CreditLedgerMachine(RuleBasedStateMachine):
 
         if expected_retry is not None:
             assert isinstance(from_memory, CreditsExhausted), from_memory
-            assert isinstance(from_sqlite, CreditsExhausted), from_sqlite
-            assert from_memory.retry_after == from_sqlite.retry_after == expected_retry
+            assert isinstance(from_durable, CreditsExhausted), from_durable
+            assert from_memory.retry_after == from_durable.retry_after == expected_retry
             return multiple()
 
         assert isinstance(from_memory, LedgerEntry), from_memory
-        assert isinstance(from_sqlite, LedgerEntry), from_sqlite
-        for entry in (from_memory, from_sqlite):
+        assert isinstance(from_durable, LedgerEntry), from_durable
+        for entry in (from_memory, from_durable):
             assert (entry.pool, entry.amount, entry.label, entry.at) == (pool, amount, label, now)
             assert entry.reverses is None
-            usage = (self.memory if entry is from_memory else self.sqlite).usage(pool, now)
+            usage = (self.memory if entry is from_memory else self.durable).usage(pool, now)
             assert usage.month <= MONTHLY
             assert usage.day <= DAILY
         key = len(self.model)
         self.model[key] = ModelEntry(pool, amount, now, label, hold_until=hold_until)
-        return Granted(key, from_memory.id, from_sqlite.id)
+        return Granted(key, from_memory.id, from_durable.id)
 
     @rule(granted=granted)
     def confirm(self, granted: Granted) -> None:
         entry = self.model[granted.key]
         expected = entry.held
         assert self.memory.confirm_charge(granted.memory_id) is expected
-        assert self.sqlite.confirm_charge(granted.sqlite_id) is expected
+        assert self.durable.confirm_charge(granted.durable_id) is expected
         entry.hold_until = None
 
     @rule(granted=granted, seconds=st.sampled_from([1, 30, 120]))
@@ -184,7 +192,7 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         until = self.clock.now() + timedelta(seconds=seconds)
         expected = 1 if entry.held else 0
         assert self.memory.renew_holds([granted.memory_id], until) == expected
-        assert self.sqlite.renew_holds([granted.sqlite_id], until) == expected
+        assert self.durable.renew_holds([granted.durable_id], until) == expected
         if entry.held:
             entry.hold_until = until
 
@@ -197,7 +205,7 @@ class CreditLedgerMachine(RuleBasedStateMachine):
             if e.held and e.hold_until is not None and e.hold_until <= now
         ]
         assert self.memory.sweep_holds(now, "lost") == len(ended)
-        assert self.sqlite.sweep_holds(now, "lost") == len(ended)
+        assert self.durable.sweep_holds(now, "lost") == len(ended)
         for entry in ended:
             entry.refunded = True
 
@@ -205,37 +213,37 @@ class CreditLedgerMachine(RuleBasedStateMachine):
     def refund(self, granted: Granted) -> object:
         now = self.clock.now()
         original = self.model[granted.key]
-        before = [s.usage(original.pool, original.at) for s in (self.memory, self.sqlite)]
+        before = [s.usage(original.pool, original.at) for s in (self.memory, self.durable)]
 
         from_memory = self.memory.refund(granted.memory_id, now)
-        from_sqlite = self.sqlite.refund(granted.sqlite_id, now)
+        from_durable = self.durable.refund(granted.durable_id, now)
 
         if original.refunded:
             assert from_memory is None
-            assert from_sqlite is None
+            assert from_durable is None
             return multiple()
 
         original.refunded = True
         assert from_memory is not None
-        assert from_sqlite is not None
+        assert from_durable is not None
         for entry, reversed_id in (
             (from_memory, granted.memory_id),
-            (from_sqlite, granted.sqlite_id),
+            (from_durable, granted.durable_id),
         ):
             assert entry.amount == -original.amount
             assert entry.reverses == reversed_id
             assert (entry.pool, entry.label, entry.at) == (original.pool, original.label, now)
-        after = [s.usage(original.pool, original.at) for s in (self.memory, self.sqlite)]
+        after = [s.usage(original.pool, original.at) for s in (self.memory, self.durable)]
         for was, now_is in zip(before, after, strict=True):
             assert now_is.month == was.month - original.amount
             assert now_is.day == was.day - original.amount
-        return Granted(-1, from_memory.id, from_sqlite.id)
+        return Granted(-1, from_memory.id, from_durable.id)
 
     @rule(refund=refunds)
     def refund_of_a_refund(self, refund: Granted) -> None:
         now = self.clock.now()
         assert self.memory.refund(refund.memory_id, now) is None
-        assert self.sqlite.refund(refund.sqlite_id, now) is None
+        assert self.durable.refund(refund.durable_id, now) is None
 
     @rule(
         step=st.one_of(
@@ -259,7 +267,7 @@ class CreditLedgerMachine(RuleBasedStateMachine):
     @invariant()
     def usage_is_the_sum_of_the_entries(self) -> None:
         now = self.clock.now()
-        for store in (self.memory, self.sqlite):
+        for store in (self.memory, self.durable):
             for pool in POOLS:
                 entries = store.entries(pool)
                 by_id = {e.id: e for e in entries}
@@ -282,12 +290,12 @@ class CreditLedgerMachine(RuleBasedStateMachine):
     def adapters_hold_the_same_ledger(self) -> None:
         for pool in POOLS:
             memory = self.memory.entries(pool)
-            sqlite = self.sqlite.entries(pool)
+            sqlite = self.durable.entries(pool)
             assert [(e.amount, e.at, e.label, e.month, e.day) for e in memory] == [
                 (e.amount, e.at, e.label, e.month, e.day) for e in sqlite
             ]
             for month in {e.month for e in memory}:
-                assert self.memory.usage_by_label(pool, month) == self.sqlite.usage_by_label(
+                assert self.memory.usage_by_label(pool, month) == self.durable.usage_by_label(
                     pool, month
                 )
 
@@ -296,3 +304,15 @@ CreditLedgerMachine.TestCase.settings = settings(
     max_examples=50, stateful_step_count=30, deadline=None
 )
 TestCreditLedger = CreditLedgerMachine.TestCase
+
+
+class PostgresCreditLedgerMachine(CreditLedgerMachine):
+    """The same machine with PostgreSQL as the durable adapter (a fresh database each run)."""
+
+    @staticmethod
+    def open_durable(directory: Path) -> Store:
+        return PostgresStore(shared_server().database())
+
+
+PostgresCreditLedgerMachine.TestCase.settings = CreditLedgerMachine.TestCase.settings
+TestCreditLedgerOnPostgres = PostgresCreditLedgerMachine.TestCase

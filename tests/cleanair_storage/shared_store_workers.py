@@ -1,9 +1,8 @@
 """What processes sharing one store do, for the multi-process contract suite.
 
 Spawned children import this module by name (the tests put this directory on `sys.path`),
-so it imports no test code. `open_shared` knows each shared adapter: the next adapter that
-several processes can share (PostgreSQL) joins `SHARED_ADAPTERS` here and every test in
-test_shared_store_processes.py runs on it too.
+so it imports no test code. `open_shared` knows each shared adapter (SQLite: a file path;
+PostgreSQL: a database URL); every test in test_shared_store_processes.py runs on each.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from cleanair_core.errors import CreditsExhausted
 from cleanair_core.ports import Store
 
 #: The adapters whose stores several processes (and machines) can share.
-SHARED_ADAPTERS = ("sqlite",)
+SHARED_ADAPTERS = ("sqlite", "postgres")
 
 
 def open_shared(adapter: str, location: str) -> Store:
@@ -27,6 +26,10 @@ def open_shared(adapter: str, location: str) -> Store:
         from cleanair_storage.sqlite import SqliteStore
 
         return SqliteStore(location)
+    if adapter == "postgres":
+        from cleanair_storage.postgres import PostgresStore
+
+        return PostgresStore(location)
     raise ValueError(f"no shared adapter {adapter!r}")
 
 

@@ -25,8 +25,10 @@ from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
 from cleanair_core.routes.results import PlanResult
 from cleanair_storage.memory import MemoryStore
+from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
 from support.plan_results import plan_result
+from support.postgres import shared_server
 
 # Microseconds on purpose: timestamps must survive the round trip through each adapter.
 T0 = datetime(2026, 3, 10, 9, 30, 15, 250_000, tzinfo=UTC)
@@ -520,19 +522,24 @@ class PlanStoreMachine(RuleBasedStateMachine):
 
     plans = Bundle("plans")
 
+    @staticmethod
+    def open_durable(directory: Path) -> Store:
+        """The durable adapter checked against memory and the model (SQLite here)."""
+        return SqliteStore(directory / "plans.db")
+
     def __init__(self) -> None:
         super().__init__()
         self.now = MACHINE_START
         self.memory = MemoryStore()
         self.directory = Path(tempfile.mkdtemp(prefix="cleanair-plans-"))
-        self.sqlite = SqliteStore(self.directory / "plans.db")
+        self.durable = self.open_durable(self.directory)
         self.model: dict[uuid.UUID, Plan] = {}
         self.pruned: set[uuid.UUID] = set()
         self.charges: dict[uuid.UUID, Charge] = {}
 
     def teardown(self) -> None:
         self.memory.close()
-        self.sqlite.close()
+        self.durable.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def model_usage(self, at: datetime) -> tuple[int, int]:
@@ -553,25 +560,25 @@ class PlanStoreMachine(RuleBasedStateMachine):
         )
         debit = Debit(POOL, "conn-1", "route_plan", amount, self.now)
         outcomes: list[Plan | Exception] = []
-        for store in (self.memory, self.sqlite):
+        for store in (self.memory, self.durable):
             try:
                 outcomes.append(plan_rules.submit(store, plan, debit, MACHINE_LIMITS))
             except (CreditsExhausted, ValueError) as exc:
                 outcomes.append(exc)
-        from_memory, from_sqlite = outcomes
+        from_memory, from_durable = outcomes
 
         if plan_id in self.model or plan_id in self.pruned:
             assert isinstance(from_memory, ValueError)
-            assert isinstance(from_sqlite, ValueError)
+            assert isinstance(from_durable, ValueError)
             return multiple()
         month, day = self.model_usage(self.now)
         if month + amount > MONTHLY or day + amount > DAILY:
             assert isinstance(from_memory, CreditsExhausted), from_memory
-            assert isinstance(from_sqlite, CreditsExhausted), from_sqlite
-            assert from_memory.retry_after == from_sqlite.retry_after
+            assert isinstance(from_durable, CreditsExhausted), from_durable
+            assert from_memory.retry_after == from_durable.retry_after
             return multiple()
         assert isinstance(from_memory, Plan), from_memory
-        assert from_memory == from_sqlite
+        assert from_memory == from_durable
         assert from_memory.ledger_entry is not None
         assert attrs.evolve(from_memory, ledger_entry=None) == plan
         self.model[plan_id] = from_memory
@@ -582,8 +589,8 @@ class PlanStoreMachine(RuleBasedStateMachine):
     def claim(self, lease_s: int) -> None:
         lease = timedelta(seconds=lease_s)
         from_memory = self.memory.claim_plan(self.now, lease)
-        from_sqlite = self.sqlite.claim_plan(self.now, lease)
-        assert from_memory == from_sqlite
+        from_durable = self.durable.claim_plan(self.now, lease)
+        assert from_memory == from_durable
         claimable = [
             p
             for p in self.model.values()
@@ -602,7 +609,7 @@ class PlanStoreMachine(RuleBasedStateMachine):
     def renew(self, plan_id: uuid.UUID, extra_s: int) -> None:
         until = self.now + timedelta(seconds=extra_s)
         renewed = self.memory.renew_lease(plan_id, until)
-        assert renewed == self.sqlite.renew_lease(plan_id, until)
+        assert renewed == self.durable.renew_lease(plan_id, until)
         plan = self.model.get(plan_id)
         assert renewed == (plan is not None and plan.status is PlanStatus.PENDING)
         if renewed and plan is not None:
@@ -611,7 +618,7 @@ class PlanStoreMachine(RuleBasedStateMachine):
     @rule(plan_id=plans, result=st.sampled_from([RESULT, EMPTY_RESULT]))
     def complete(self, plan_id: uuid.UUID, result: PlanResult) -> None:
         done = self.memory.complete_plan(plan_id, result, self.now)
-        assert done == self.sqlite.complete_plan(plan_id, result, self.now)
+        assert done == self.durable.complete_plan(plan_id, result, self.now)
         plan = self.model.get(plan_id)
         assert done == (plan is not None and plan.status is PlanStatus.PENDING)
         if done and plan is not None:
@@ -626,7 +633,7 @@ class PlanStoreMachine(RuleBasedStateMachine):
     @rule(plan_id=plans, refund=st.booleans())
     def fail(self, plan_id: uuid.UUID, refund: bool) -> None:
         failed = plan_rules.fail(self.memory, plan_id, "no route", self.now, refund=refund)
-        assert failed == plan_rules.fail(self.sqlite, plan_id, "no route", self.now, refund=refund)
+        assert failed == plan_rules.fail(self.durable, plan_id, "no route", self.now, refund=refund)
         plan = self.model.get(plan_id)
         assert failed == (plan is not None and plan.status is PlanStatus.PENDING)
         if failed and plan is not None:
@@ -646,16 +653,16 @@ class PlanStoreMachine(RuleBasedStateMachine):
         if plan is None or plan.ledger_entry is None:
             return
         from_memory = self.memory.refund(plan.ledger_entry, self.now)
-        from_sqlite = self.sqlite.refund(plan.ledger_entry, self.now)
+        from_durable = self.durable.refund(plan.ledger_entry, self.now)
         charge = self.charges[plan_id]
-        assert (from_memory is None) == (from_sqlite is None) == charge.refunded
+        assert (from_memory is None) == (from_durable is None) == charge.refunded
         charge.refunded = True
 
     @rule(back_s=st.integers(min_value=0, max_value=3600))
     def prune(self, back_s: int) -> None:
         cutoff = self.now - timedelta(seconds=back_s)
         pruned = self.memory.prune_plans(cutoff)
-        assert pruned == self.sqlite.prune_plans(cutoff)
+        assert pruned == self.durable.prune_plans(cutoff)
         gone = [
             p.id
             for p in self.model.values()
@@ -684,15 +691,15 @@ class PlanStoreMachine(RuleBasedStateMachine):
         for plan_id in [*self.model, *self.pruned]:
             expected = self.model.get(plan_id)
             assert self.memory.get_plan(plan_id) == expected
-            assert self.sqlite.get_plan(plan_id) == expected
+            assert self.durable.get_plan(plan_id) == expected
 
     @invariant()
     def adapters_and_model_agree_on_credits(self) -> None:
         month, day = self.model_usage(self.now)
-        for store in (self.memory, self.sqlite):
+        for store in (self.memory, self.durable):
             assert store.usage(POOL, self.now) == Usage(month=month, day=day)
         assert [(e.id, e.amount, e.at, e.reverses) for e in self.memory.entries(POOL)] == [
-            (e.id, e.amount, e.at, e.reverses) for e in self.sqlite.entries(POOL)
+            (e.id, e.amount, e.at, e.reverses) for e in self.durable.entries(POOL)
         ]
 
 
@@ -700,3 +707,15 @@ PlanStoreMachine.TestCase.settings = settings(
     max_examples=60, stateful_step_count=40, deadline=None
 )
 TestPlanStoreMachine = PlanStoreMachine.TestCase
+
+
+class PostgresPlanStoreMachine(PlanStoreMachine):
+    """The same machine with PostgreSQL as the durable adapter (a fresh database each run)."""
+
+    @staticmethod
+    def open_durable(directory: Path) -> Store:
+        return PostgresStore(shared_server().database())
+
+
+PostgresPlanStoreMachine.TestCase.settings = PlanStoreMachine.TestCase.settings
+TestPlanStoreOnPostgres = PostgresPlanStoreMachine.TestCase

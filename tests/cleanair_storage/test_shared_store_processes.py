@@ -57,7 +57,10 @@ REQUEST = PlanRequest(Point(52.52, 13.405), Point(52.51, 13.38), PlanActivityTyp
 def shared(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """(adapter, location) of a fresh shared store, its schema created."""
     adapter: str = request.param
-    location = str(tmp_path / "shared.db")
+    if adapter == "postgres":
+        location = str(request.getfixturevalue("postgres_url"))
+    else:
+        location = str(tmp_path / "shared.db")
     open_shared(adapter, location).close()
     return adapter, location
 

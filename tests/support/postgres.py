@@ -12,6 +12,7 @@ There is no skip: a machine without the binaries fails with a message saying wha
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import os
@@ -21,7 +22,6 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -118,11 +118,20 @@ class PostgresServer:
         return self.url(name)
 
 
-@contextlib.contextmanager
-def running_postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+_shared: PostgresServer | None = None
+
+
+def shared_server() -> PostgresServer:
+    """The test session's one server, started on first use and stopped when the session's
+    process exits (the pytest fixture and the hypothesis state machines share it)."""
+    global _shared
+    if _shared is None:
+        server = PostgresServer()
+        try:
+            server.start()
+        except BaseException:
+            server.stop()
+            raise
+        atexit.register(server.stop)
+        _shared = server
+    return _shared

@@ -34,7 +34,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 scopes TEXT NOT NULL,
                 token_hash TEXT NOT NULL UNIQUE,
                 created_at TIMESTAMPTZ NOT NULL,
-                revoked_at TIMESTAMPTZ
+                revoked_at TIMESTAMPTZ,
+                seq BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order, for listings
             )""",
             "CREATE INDEX connections_owner ON connections (owner_kind, owner_name)",
             """

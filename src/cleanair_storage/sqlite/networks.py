@@ -10,36 +10,8 @@ import numpy as np
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.offload import WouldBlock
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
+from cleanair_storage.network_arrays import NETWORK_ARRAYS, array_bytes, array_of
 from cleanair_storage.sqlite.database import SqliteDatabase, instant_or_none, timestamp
-
-#: Each StreetNetwork array and its element type; stored as raw little-endian bytes, so a
-#: database file reads the same on any machine.
-_NETWORK_ARRAYS: tuple[tuple[str, type[np.generic]], ...] = (
-    ("node_lat", np.float64),
-    ("node_lon", np.float64),
-    ("edge_from", np.int32),
-    ("edge_to", np.int32),
-    ("edge_length", np.float64),
-    ("edge_class", np.uint8),
-    ("edge_access", np.uint8),
-    ("edge_traffic", np.float64),
-)
-
-
-def _array_bytes(name: str, array: np.ndarray, kind: type[np.generic]) -> bytes:
-    native = np.dtype(kind)
-    if array.ndim != 1 or array.dtype.newbyteorder("=") != native:
-        raise ValueError(
-            f"{name} must be a one-dimensional {native.name} array, "
-            f"not {array.dtype} of shape {array.shape}"
-        )
-    return array.astype(native.newbyteorder("<"), copy=False).tobytes()
-
-
-def _array_of(blob: bytes, kind: type[np.generic]) -> np.ndarray:
-    # A native, writable copy: numpy can work on it in place, and the blob can be freed.
-    native = np.dtype(kind)
-    return np.frombuffer(blob, dtype=native.newbyteorder("<")).astype(native)
 
 
 class SqliteStreetNetworks(SqliteDatabase):
@@ -49,7 +21,7 @@ class SqliteStreetNetworks(SqliteDatabase):
 
     def save_network(self, network: StreetNetwork) -> None:
         # Encoded before the write lock is taken: a large network never holds it for long.
-        blobs = [_array_bytes(name, getattr(network, name), kind) for name, kind in _NETWORK_ARRAYS]
+        blobs = [array_bytes(name, getattr(network, name), kind) for name, kind in NETWORK_ARRAYS]
         south, west, north, east = network.bounds
         row = (
             network.name,
@@ -63,7 +35,7 @@ class SqliteStreetNetworks(SqliteDatabase):
             None if network.imported_at is None else timestamp(network.imported_at),
             *blobs,
         )
-        columns = ", ".join([self._NETWORK_SUMMARY_COLUMNS, *(name for name, _ in _NETWORK_ARRAYS)])
+        columns = ", ".join([self._NETWORK_SUMMARY_COLUMNS, *(name for name, _ in NETWORK_ARRAYS)])
         marks = ", ".join("?" * len(row))
         with self._write() as conn:
             conn.execute(
@@ -97,15 +69,15 @@ class SqliteStreetNetworks(SqliteDatabase):
         return [
             StreetNetwork(
                 name=row[0],
-                node_lat=_array_of(row[3], np.float64),
-                node_lon=_array_of(row[4], np.float64),
-                edge_from=_array_of(row[5], np.int32),
-                edge_to=_array_of(row[6], np.int32),
-                edge_length=_array_of(row[7], np.float64),
-                edge_class=_array_of(row[8], np.uint8),
-                edge_access=_array_of(row[9], np.uint8),
+                node_lat=array_of(row[3], np.float64),
+                node_lon=array_of(row[4], np.float64),
+                edge_from=array_of(row[5], np.int32),
+                edge_to=array_of(row[6], np.int32),
+                edge_length=array_of(row[7], np.float64),
+                edge_class=array_of(row[8], np.uint8),
+                edge_access=array_of(row[9], np.uint8),
                 # NULL: stored before traffic was recorded; the class defaults stand in.
-                edge_traffic=None if row[10] is None else _array_of(row[10], np.float64),
+                edge_traffic=None if row[10] is None else array_of(row[10], np.float64),
                 source=row[1],
                 imported_at=instant_or_none(row[2]),
             )

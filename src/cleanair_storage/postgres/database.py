@@ -1,0 +1,135 @@
+"""The PostgreSQL database every port's module works on: the connection pool, migrations,
+units of work and the port-level errors.
+
+- A psycopg_pool `ConnectionPool` (closed by `close()`); sessions run in UTC.
+- Each store call is one transaction on a pooled connection (committed when the call
+  returns, rolled back when it raises), or joins this thread's open unit of work
+  (`transaction()`), so the core composes atomic steps the same way on every adapter.
+- Rules that read and then write take the row or advisory locks they need (see each port's
+  module); READ COMMITTED is enough with them.
+- Driver errors never reach a caller: a lost server, a refused connection or a pool with no
+  free connection in time is `StoreUnavailable` (nothing was written: the transaction rolled
+  back); a duplicate key is `DuplicateEntry`.
+- Calls block on the network, so the server runs them on worker threads (never `WouldBlock`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, Self, TypeVar
+
+import psycopg
+import psycopg.errors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from cleanair_core.errors import DuplicateEntry, StoreUnavailable
+from cleanair_storage.postgres.migrations import migrate
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+#: Seconds a call waits for a free pooled connection before it is StoreUnavailable.
+POOL_TIMEOUT_S = 10.0
+#: Pooled connections per process, by default (docs/deployment.md: pool sizing).
+POOL_SIZE = 10
+
+FAIL_PENDING_PLAN = (
+    "UPDATE plans SET status = 'failed', error = %s, finished_at = %s, lease_until = NULL"
+)
+
+
+def _as_port_error(method: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(method)
+    def translated(*args: P.args, **kwargs: P.kwargs) -> R:
+        with translated_errors():
+            return method(*args, **kwargs)
+
+    return translated
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Driver errors as the port's: DuplicateEntry, StoreUnavailable."""
+    try:
+        yield
+    except psycopg.errors.UniqueViolation as exc:
+        raise DuplicateEntry("an entry with this key is already stored") from exc
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        raise StoreUnavailable() from exc
+
+
+def port_errors(cls: type[T]) -> type[T]:
+    """Every public method of `cls` (inherited ones too), and opening it, raise the core's
+    port errors instead of the driver's."""
+    for name in dir(cls):
+        member = inspect.getattr_static(cls, name)
+        public = not name.startswith("_") or name == "__init__"
+        if inspect.isfunction(member) and public and name not in ("close", "transaction"):
+            setattr(cls, name, _as_port_error(member))
+    return cls
+
+
+class PostgresDatabase:
+    """One PostgreSQL database: its connection pool and migrations; the base every port's
+    module builds on. `url` is a libpq connection string or `postgresql://` URL."""
+
+    def __init__(
+        self, url: str, *, pool_size: int = POOL_SIZE, timeout: float = POOL_TIMEOUT_S
+    ) -> None:
+        self.url = url
+        self._local = threading.local()
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            timeout=timeout,
+            kwargs={"options": "-c timezone=UTC"},
+            open=False,
+            name="cleanair",
+        )
+        self._pool.open(wait=True, timeout=timeout)
+        try:
+            with self._pool.connection() as conn:
+                migrate(conn)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._pool.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """The unit of work: this store, every call on it in one transaction on one
+        connection until the block ends (on this thread)."""
+        if self._joined() is not None:
+            yield self
+            return
+        with translated_errors(), self._pool.connection() as conn:
+            self._local.conn = conn
+            try:
+                yield self
+            finally:
+                self._local.conn = None
+
+    def _joined(self) -> Connection | None:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        return conn
+
+    @contextmanager
+    def _conn(self) -> Iterator[Connection]:
+        """A connection in a transaction: this thread's unit of work's, or a pooled one whose
+        transaction commits when the block ends (rolls back when it raises)."""
+        joined = self._joined()
+        if joined is not None:
+            yield joined
+            return
+        with self._pool.connection() as conn:
+            yield conn

@@ -1,0 +1,85 @@
+"""PostgreSQL: street networks, their arrays as bytea (`StreetNetworkStore`).
+
+Stored in the database, so a plan worker on any machine loads the same networks.
+"""
+
+from __future__ import annotations
+
+from cleanair_core.routes.network import NetworkSummary, StreetNetwork
+from cleanair_storage.network_arrays import NETWORK_ARRAYS, array_bytes, array_of
+from cleanair_storage.postgres.database import PostgresDatabase
+
+_SUMMARY = "name, nodes, edges, south, west, north, east, source, imported_at"
+_ARRAY_COLUMNS = ", ".join(name for name, _ in NETWORK_ARRAYS)
+
+
+class PostgresStreetNetworks(PostgresDatabase):
+    """Street networks, their arrays stored as little-endian bytes."""
+
+    def save_network(self, network: StreetNetwork) -> None:
+        # Encoded before the transaction starts: a large network never holds a row lock long.
+        blobs = [array_bytes(name, getattr(network, name), kind) for name, kind in NETWORK_ARRAYS]
+        south, west, north, east = network.bounds
+        row = (
+            network.name,
+            network.node_count,
+            network.edge_count,
+            south,
+            west,
+            north,
+            east,
+            network.source,
+            network.imported_at,
+            *blobs,
+        )
+        updates = ", ".join(
+            f"{column} = EXCLUDED.{column}"
+            for column in [*_SUMMARY.split(", ")[1:], *(name for name, _ in NETWORK_ARRAYS)]
+        )
+        with self._conn() as conn:
+            conn.execute(
+                f"INSERT INTO street_networks ({_SUMMARY}, {_ARRAY_COLUMNS}) "  # noqa: S608
+                f"VALUES ({', '.join(['%s'] * len(row))}) "
+                f"ON CONFLICT (name) DO UPDATE SET {updates}",
+                row,
+            )
+
+    def load_networks(self) -> list[StreetNetwork]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT name, source, imported_at, {_ARRAY_COLUMNS} "  # noqa: S608
+                "FROM street_networks ORDER BY name"
+            ).fetchall()
+        networks = []
+        for name, source, imported_at, *blobs in rows:
+            arrays = {
+                column: None if blob is None else array_of(bytes(blob), kind)
+                for (column, kind), blob in zip(NETWORK_ARRAYS, blobs, strict=True)
+            }
+            # A NULL edge_traffic (stored before it was recorded) gets the class defaults.
+            networks.append(
+                StreetNetwork(name=name, source=source, imported_at=imported_at, **arrays)  # type: ignore[arg-type]
+            )
+        return networks
+
+    def network_summaries(self) -> list[NetworkSummary]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {_SUMMARY} FROM street_networks ORDER BY name"  # noqa: S608
+            ).fetchall()
+        return [
+            NetworkSummary(
+                name=name,
+                nodes=nodes,
+                edges=edges,
+                bounds=(south, west, north, east),
+                source=source,
+                imported_at=imported_at,
+            )
+            for name, nodes, edges, south, west, north, east, source, imported_at in rows
+        ]
+
+    def delete_network(self, name: str) -> bool:
+        with self._conn() as conn:
+            cur = conn.execute("DELETE FROM street_networks WHERE name = %s", (name,))
+            return cur.rowcount == 1

@@ -1,0 +1,27 @@
+"""`PostgresStore`: every storage port's PostgreSQL module over one database."""
+
+from __future__ import annotations
+
+from cleanair_storage.postgres.access_points import PostgresAccessPoints
+from cleanair_storage.postgres.accounts import PostgresAccounts
+from cleanair_storage.postgres.client_labels import PostgresClientLabels
+from cleanair_storage.postgres.connections import PostgresConnections
+from cleanair_storage.postgres.database import port_errors
+from cleanair_storage.postgres.networks import PostgresStreetNetworks
+from cleanair_storage.postgres.pairing import PostgresPairingCodes
+from cleanair_storage.postgres.plans import PostgresPlans
+from cleanair_storage.postgres.rate_limits import PostgresRateLimits
+
+
+@port_errors
+class PostgresStore(
+    PostgresAccounts,
+    PostgresConnections,
+    PostgresPairingCodes,
+    PostgresPlans,  # and, through it, the credit ledger its transactions share
+    PostgresRateLimits,
+    PostgresClientLabels,
+    PostgresAccessPoints,
+    PostgresStreetNetworks,
+):
+    """Implements `cleanair_core.ports.Store` over one PostgreSQL database."""
