@@ -69,6 +69,18 @@ def load_or_create_key(path: Path) -> bytes:
     return key
 
 
+def load_key(path: Path) -> bytes:
+    """Read the server key file, which must exist (a shared deployment's key is made once,
+    by its operator, and given to every machine)."""
+    if not path.exists():
+        raise SettingsError(
+            f"the key file {path} does not exist: with a PostgreSQL database every machine "
+            "must share one key; make it once (64 hex digits, e.g. `python3 -c 'import "
+            "secrets; print(secrets.token_hex(32))'`) and give every machine the same file"
+        )
+    return load_or_create_key(path)
+
+
 def policy_from(settings: Settings) -> Policy:
     """The core's `Policy` under these settings (their defaults are `Policy()`'s own)."""
     return Policy(
@@ -143,9 +155,21 @@ def open_deployment(
     """
     deployment = Deployment()
     try:
-        key = settings.secret_key or load_or_create_key(settings.key_file)
-        store = SqliteStore(settings.database)
-        deployment.opened("the database", lambda: in_thread(store.close))
+        store: Store
+        if isinstance(settings.database, str):
+            # Every process on every machine shares the key: it is given, never made here.
+            key = settings.secret_key or load_key(settings.key_file)
+            from cleanair_storage.postgres import PostgresStore
+
+            store = PostgresStore(settings.database)
+            # Each call waits on the network: always on a worker thread.
+            store_calls = in_thread
+        else:
+            key = settings.secret_key or load_or_create_key(settings.key_file)
+            store = SqliteStore(settings.database)
+            store_calls = here_or_in_thread
+        opened = store
+        deployment.opened("the database", lambda: in_thread(opened.close))
         keys = TokenKeys(key)
         sources = build_sources(settings, store, keys, deployment) if with_sources else None
         deployment._core = CleanAir(
@@ -155,7 +179,7 @@ def open_deployment(
             clock,
             sources=sources,
             offload=in_thread,
-            store_calls=here_or_in_thread,
+            store_calls=store_calls,
         )
     except BaseException:
         deployment.close()

@@ -11,7 +11,7 @@ from cleanair_http.access_log import configure_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
-from cleanair_http.settings import Settings
+from cleanair_http.settings import Settings, database_label
 from cleanair_http.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
@@ -21,9 +21,10 @@ def serve(settings: Settings, host: str, port: int) -> int:
     configure_logging(settings.log_level)
     deployment = open_deployment(settings)
     app = create_app(deployment.core, settings, on_shutdown=[deployment.aclose])
+    database = escape_nonprintable(database_label(settings.database))
     print(
         f"cleanair {settings.environment.value} API on http://{escape_nonprintable(host)}:{port} "
-        f"(database {escape_nonprintable(settings.database)}; OpenAPI at /schema/openapi.json)\n"
+        f"(database {database}; OpenAPI at /schema/openapi.json)\n"
         "To pair a client, in another shell:\n"
         "  .venv/bin/cleanair users add alice\n"
         "  .venv/bin/cleanair pairing-code alice\n"

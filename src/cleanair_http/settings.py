@@ -27,6 +27,12 @@ T = TypeVar("T")
 
 ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 OPEN_METEO_URL = "https://air-quality-api.open-meteo.com"
+#: Why a PostgreSQL deployment needs an explicit key.
+KEY_REQUIRED = (
+    "CLEANAIR_SECRET_KEY or CLEANAIR_SECRET_KEY_FILE: required when CLEANAIR_DATABASE is a "
+    "PostgreSQL URL (every process on every machine must share one key, and it must not live "
+    "in the database)"
+)
 #: The key file's name, beside the database unless CLEANAIR_SECRET_KEY_FILE names another.
 KEY_FILE_NAME = "secret.key"
 
@@ -150,6 +156,30 @@ def _seconds(raw: str) -> float:
         raise ValueError("must be a number of seconds") from None
 
 
+_DEFAULT_DATABASE: Path | str = Path("var/cleanair.db")
+#: URL schemes of a PostgreSQL database (anything else is a SQLite file path).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _database(raw: str) -> Path | str:
+    """A SQLite file path, or a PostgreSQL URL kept as written (a path would fold its `//`)."""
+    if raw.startswith(POSTGRES_SCHEMES):
+        return raw
+    return Path(raw)
+
+
+def database_label(database: Path | str) -> str:
+    """The database as logs and messages may show it: a URL without its password."""
+    if isinstance(database, Path):
+        return str(database)
+    scheme, _, rest = database.partition("://")
+    credentials, at, place = rest.rpartition("@")
+    if not at:
+        return database
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}@{place}"
+
+
 def _secret(raw: str) -> bytes:
     # Never echo the value: it is the server's key.
     if len(raw) < 32:
@@ -239,11 +269,13 @@ _TIMEOUT = Bounds(0.1, 120, "seconds")
 class Settings:
     """The deployment's settings, one field per environment variable (`SETTINGS`)."""
 
-    database: Path = _setting(
+    database: Path | str = _setting(
         "CLEANAIR_DATABASE",
-        Path,
-        Path("var/cleanair.db"),
-        help="SQLite file shared by the server processes and the CLI (created 0600)",
+        _database,
+        _DEFAULT_DATABASE,
+        help="SQLite file shared by the server processes and the CLI (created 0600), or a "
+        "`postgresql://` URL shared by processes on many machines "
+        "([docs/deployment.md](docs/deployment.md))",
     )
     environment: Environment = _setting(
         "CLEANAIR_ENVIRONMENT",
@@ -277,7 +309,8 @@ class Settings:
         Path,
         None,
         shown_default=f"`{KEY_FILE_NAME}` beside the database",
-        help="read, or created (mode 0600) on first start, when `CLEANAIR_SECRET_KEY` is unset",
+        help="read, or created (mode 0600) on first start, when `CLEANAIR_SECRET_KEY` is unset; "
+        "with a PostgreSQL database one of the two is required and the file is only read",
     )
     requests_per_minute: int = _setting(
         "CLEANAIR_RATE_LIMIT_PER_MINUTE",
@@ -439,8 +472,17 @@ class Settings:
     )
 
     @property
+    def uses_postgres(self) -> bool:
+        """Whether the database is a PostgreSQL URL (else a SQLite file)."""
+        return isinstance(self.database, str)
+
+    @property
     def key_file(self) -> Path:
-        return self.secret_key_file or self.database.parent / KEY_FILE_NAME
+        if self.secret_key_file is not None:
+            return self.secret_key_file
+        if isinstance(self.database, str):
+            raise SettingsError(KEY_REQUIRED)
+        return self.database.parent / KEY_FILE_NAME
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -466,6 +508,8 @@ class Settings:
             problems.append(
                 "CLEANAIR_DAILY_CREDITS: the daily burst cap cannot exceed the monthly pool"
             )
+        if settings.uses_postgres and not (settings.secret_key or settings.secret_key_file):
+            problems.append(KEY_REQUIRED)
         if problems:
             raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
         return settings

@@ -15,7 +15,7 @@ from cleanair_core.air.street_level import StreetLevelAir
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_http.bootstrap import Deployment, build_sources, open_deployment
-from cleanair_http.settings import Settings
+from cleanair_http.settings import Settings, SettingsError
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.ichnaea import IchnaeaGeolocator
@@ -94,3 +94,35 @@ def test_an_opened_deployment_closes_its_store(tmp_path: Path) -> None:
     deployment.close()
     with pytest.raises(sqlite3.ProgrammingError):  # closed: its writer is gone
         store.add_user(User("bob", True, datetime(2026, 1, 1, tzinfo=UTC)))
+
+
+def test_a_postgresql_deployment_opens_on_a_shared_key(postgres_url: str, tmp_path: Path) -> None:
+    key_file = tmp_path / "shared.key"
+    key_file.write_text("ab" * 32 + "\n")
+    settings = Settings.from_env(
+        {"CLEANAIR_DATABASE": postgres_url, "CLEANAIR_SECRET_KEY_FILE": str(key_file)}
+    )
+    deployment = open_deployment(settings, with_sources=False)
+    try:
+        core = deployment.core
+        assert type(core.store).__name__ == "PostgresStore"
+        core.add_user("alice")
+        assert core.store.get_user("alice") is not None
+    finally:
+        deployment.close()
+    # A second process (here: a second deployment) sees the same data with the same key.
+    again = open_deployment(settings, with_sources=False)
+    try:
+        assert again.core.store.get_user("alice") is not None
+    finally:
+        again.close()
+
+
+def test_a_postgresql_deployment_never_makes_up_a_key(postgres_url: str, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.key"
+    settings = Settings.from_env(
+        {"CLEANAIR_DATABASE": postgres_url, "CLEANAIR_SECRET_KEY_FILE": str(missing)}
+    )
+    with pytest.raises(SettingsError, match="does not exist: with a PostgreSQL database"):
+        open_deployment(settings, with_sources=False)
+    assert not missing.exists()

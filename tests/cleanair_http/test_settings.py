@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from cleanair_http.settings import OPEN_METEO_URL, Settings, SettingsError
+from cleanair_http.settings import OPEN_METEO_URL, Settings, SettingsError, database_label
 
 
 def test_defaults_work_offline() -> None:
@@ -179,3 +181,32 @@ def test_every_bad_variable_is_named_at_once() -> None:
         "  CLEANAIR_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR",
         "  CLEANAIR_BODY_TIMEOUT: must be between 0.1 and 120 seconds",
     ]
+
+
+URL = "postgresql://cleanair:s3cret-pass@db.internal:5432/cleanair"
+KEY = "k" * 40
+
+
+def test_a_postgresql_url_is_kept_as_written_and_a_path_stays_a_path() -> None:
+    settings = Settings.from_env({"CLEANAIR_DATABASE": URL, "CLEANAIR_SECRET_KEY": KEY})
+    assert settings.database == URL
+    assert settings.uses_postgres
+    local = Settings.from_env({"CLEANAIR_DATABASE": "/srv/cleanair/db.sqlite"})
+    assert local.database == Path("/srv/cleanair/db.sqlite")
+    assert not local.uses_postgres
+
+
+def test_a_postgresql_database_without_a_given_key_is_refused_at_start() -> None:
+    with pytest.raises(SettingsError, match="CLEANAIR_SECRET_KEY or CLEANAIR_SECRET_KEY_FILE"):
+        Settings.from_env({"CLEANAIR_DATABASE": URL})
+    with_file = Settings.from_env(
+        {"CLEANAIR_DATABASE": URL, "CLEANAIR_SECRET_KEY_FILE": "/etc/cleanair/key"}
+    )
+    assert with_file.key_file == Path("/etc/cleanair/key")
+
+
+def test_the_database_is_shown_without_its_password() -> None:
+    assert database_label(URL) == "postgresql://cleanair@db.internal:5432/cleanair"
+    assert "s3cret" not in database_label(URL)
+    assert database_label("postgresql:///cleanair") == "postgresql:///cleanair"
+    assert database_label(Path("var/cleanair.db")) == "var/cleanair.db"
