@@ -299,6 +299,11 @@ class CleanAir:
         """Keep holding a plan being worked on (call well within the lease)."""
         return routes.renew_plan_lease(self.context, plan_id)
 
+    def release_plan(self, plan_id: uuid.UUID) -> bool:
+        """Hand back a plan this worker holds but will not finish: the next worker takes it
+        at once, and the attempt does not count."""
+        return routes.release_plan(self.context, plan_id)
+
     def prune_plans(self) -> int:
         """Delete plans finished longer ago than the retention period."""
         return routes.prune_plans(self.context)

@@ -32,6 +32,16 @@ class _Parser(argparse.ArgumentParser):
         super().error(escape_nonprintable(message))
 
 
+def _concurrency(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError("must be between 1 and 64")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cleanair",
@@ -43,6 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the HTTP API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
+
+    worker = sub.add_parser(
+        "worker", help="run route-plan workers with no HTTP, until SIGTERM or SIGINT"
+    )
+    worker.add_argument(
+        "--concurrency", type=_concurrency, default=2, help="plans worked on at once (1-64)"
+    )
 
     users = sub.add_parser("users", help="manage users").add_subparsers(
         dest="action", required=True, metavar="ACTION"
@@ -249,6 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cleanair_http.server import serve
 
             return serve(settings, args.host, args.port)
+        if args.command == "worker":
+            from cleanair_http.worker import work
+
+            return work(settings, args.concurrency)
         deployment = open_deployment(settings, with_sources=False)
     except SettingsError as exc:
         # One bad setting per line: those line breaks are the CLI's own, the rest is escaped.

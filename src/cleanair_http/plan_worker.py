@@ -2,9 +2,11 @@
 
 Plans live in the database, not in this process: each runner claims the oldest pending plan
 under a lease (so several server processes share the work and no plan runs twice), keeps the
-lease alive while it works, and stores the outcome. Path searches run in worker threads, off
-the event loop. A process that dies leaves its leases to expire and another (or the restarted
-one) takes the plans again. Finished plans are pruned after the retention period.
+lease alive while it works, and stores the outcome. A runner stopped mid-plan (SIGTERM,
+shutdown) hands its plan back, so the next worker takes it at once. Path searches run in
+worker threads, off the event loop. A process that dies leaves its leases to expire and
+another (or the restarted one) takes the plans again. Finished plans are pruned after the
+retention period.
 """
 
 from __future__ import annotations
@@ -81,16 +83,31 @@ class PlanWorker:
             if plan is None:
                 await self._rest()
                 continue
-            async with anyio.create_task_group() as group:
-                group.start_soon(self._keep_lease, plan)
-                await self._run(plan)
-                group.cancel_scope.cancel()
+            log.info("claimed a plan", extra={"plan": str(plan.id), "attempt": plan.attempts})
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._keep_lease, plan)
+                    await self._run(plan)
+                    group.cancel_scope.cancel()
+            except anyio.get_cancelled_exc_class():
+                # Stopping (SIGTERM, shutdown): hand the plan back, so the next worker takes
+                # it at once rather than after the lease.
+                with anyio.CancelScope(shield=True):
+                    await self._hand_back(plan)
+                raise
 
     async def _run(self, plan: Plan) -> None:
         try:
             await self._core.run_plan(plan)
         except Exception:
             log.exception("a plan failed with an internal error", extra={"plan": str(plan.id)})
+
+    async def _hand_back(self, plan: Plan) -> None:
+        try:
+            if await in_thread(lambda: self._core.release_plan(plan.id)):
+                log.info("handed a plan back", extra={"plan": str(plan.id)})
+        except Exception:  # its lease then runs out, and the plan is taken again after it
+            log.exception("could not hand a plan back", extra={"plan": str(plan.id)})
 
     async def _keep_lease(self, plan: Plan) -> None:
         every = max(1.0, self._core.policy.plan_lease_seconds / 3)

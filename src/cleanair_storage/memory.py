@@ -48,6 +48,7 @@ from cleanair_core.routes.plans import (
     claimed,
     completed,
     failed,
+    handed_back,
     is_claimable,
 )
 from cleanair_core.routes.results import PlanResult
@@ -342,6 +343,14 @@ class MemoryStore:
             if plan is None or plan.status is not PlanStatus.PENDING:
                 return False
             self._plans[plan_id] = attrs.evolve(plan, lease_until=until)
+            return True
+
+    def release_plan(self, plan_id: uuid.UUID) -> bool:
+        with self._lock:
+            plan = self._plans.get(plan_id)
+            if plan is None or plan.status is not PlanStatus.PENDING:
+                return False
+            self._plans[plan_id] = handed_back(plan)
             return True
 
     def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:

@@ -211,10 +211,13 @@ def test_a_dead_workers_plan_is_taken_again_once_its_lease_is_over(tmp_path: Pat
 
     async def main() -> None:
         dying = PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep)
+        # A killed process hands nothing back: its stop is simulated without the hand-back.
+        core.release_plan = lambda plan_id: False  # type: ignore[method-assign]
         async with dying.running():
             await sleep.until(lambda: sleep.napping(RENEW_EVERY) == 1)
         # Its process died mid-plan: nothing was stored, the lease runs on.
         assert stored(core, plan_id).attempts == 1
+        del core.release_plan
         air.release()
 
         async with PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep).running():
@@ -235,6 +238,40 @@ def test_a_dead_workers_plan_is_taken_again_once_its_lease_is_over(tmp_path: Pat
         anyio.run(main)
     finally:
         store.close()
+
+
+def test_a_stopped_worker_hands_its_plan_back_for_the_next_to_take_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, air = ManualClock(NOW), HeldAir()
+    store = SqliteStore(tmp_path / "cleanair.db")
+    core = make_core(store, clock, air)
+    plan_id = submit(core, paired(core))
+    sleep = ClockSleep(clock)
+
+    async def main() -> None:
+        stopping = PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep)
+        async with stopping.running():
+            await sleep.until(lambda: sleep.napping(RENEW_EVERY) == 1)
+        # Stopped mid-plan (SIGTERM): handed back, no lease, the attempt not counted.
+        handed_back = stored(core, plan_id)
+        assert handed_back.status is PlanStatus.PENDING
+        assert handed_back.lease_until is None
+        assert handed_back.attempts == 0
+        air.release()
+        async with PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep).running():
+            # No clock moves: the next worker takes it at once, not after the lease.
+            await sleep.until(lambda: stored(core, plan_id).status is PlanStatus.COMPLETED)
+        assert stored(core, plan_id).attempts == 1
+
+    with caplog.at_level(logging.INFO, logger="cleanair.plans"):
+        try:
+            anyio.run(main)
+        finally:
+            store.close()
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages.count("claimed a plan") == 2
+    assert messages.count("handed a plan back") == 1
 
 
 def test_an_idle_runner_looks_again_after_the_idle_time(tmp_path: Path) -> None:

@@ -300,6 +300,29 @@ def test_a_renewed_lease_postpones_the_next_claim(store: Store) -> None:
     assert reclaimed.attempts == 2
 
 
+def test_a_handed_back_plan_is_claimed_again_at_once_without_a_spent_attempt(
+    store: Store,
+) -> None:
+    plan = submit(store)
+    first = store.claim_plan(T0, LEASE)
+    assert first is not None
+    assert store.release_plan(plan.id) is True
+    assert store.get_plan(plan.id) == plan  # no lease, no attempt counted
+    again = store.claim_plan(T0, LEASE)  # within what was the first lease
+    assert again is not None
+    assert again.attempts == 1
+
+
+def test_only_a_pending_plan_can_be_handed_back(store: Store) -> None:
+    assert store.release_plan(uuid.uuid4()) is False
+    plan = submit(store)
+    assert plan_rules.fail(store, plan.id, "bad", T0, refund=False)
+    assert store.release_plan(plan.id) is False
+    never_claimed = submit(store)
+    assert store.release_plan(never_claimed.id) is True  # a no-op: attempts stay at 0
+    assert store.get_plan(never_claimed.id) == never_claimed
+
+
 def test_renewing_an_unknown_or_finished_plan(store: Store) -> None:
     assert store.renew_lease(uuid.uuid4(), T0) is False
     plan = submit(store)

@@ -99,6 +99,12 @@ def claimed(plan: Plan, now: datetime, lease: timedelta) -> Plan:
     return attrs.evolve(plan, lease_until=now + lease, attempts=plan.attempts + 1)
 
 
+def handed_back(plan: Plan) -> Plan:
+    """A claimed plan its worker gives up without failing (it is stopping): free for the next
+    worker at once, and the attempt not counted against it."""
+    return attrs.evolve(plan, lease_until=None, attempts=max(0, plan.attempts - 1))
+
+
 def completed(plan: Plan, result: PlanResult, now: datetime) -> Plan:
     """A pending plan finished with its result; its lease is released."""
     return attrs.evolve(
@@ -130,6 +136,11 @@ class PlanStore(Protocol):
 
     def renew_lease(self, plan_id: uuid.UUID, until: datetime) -> bool:
         """Extend a pending plan's lease (a worker still at it); False once it is finished."""
+        ...
+
+    def release_plan(self, plan_id: uuid.UUID) -> bool:
+        """Hand a pending plan back (`handed_back`): its worker is stopping; False if it is
+        not pending."""
         ...
 
     def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:

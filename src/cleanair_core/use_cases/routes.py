@@ -158,6 +158,11 @@ def renew_plan_lease(ctx: Context, plan_id: uuid.UUID) -> bool:
     return ctx.store.renew_lease(plan_id, ctx.now() + ctx.policy.plan_lease)
 
 
+def release_plan(ctx: Context, plan_id: uuid.UUID) -> bool:
+    """Hand back a plan this worker holds but will not finish (it is stopping)."""
+    return ctx.store.release_plan(plan_id)
+
+
 def prune_plans(ctx: Context) -> int:
     """Delete plans finished longer ago than the retention period."""
     cutoff = ctx.now() - timedelta(seconds=ctx.policy.plan_retention_seconds)

@@ -126,6 +126,15 @@ class PostgresPlans(PostgresLedger):
             )
             return cur.rowcount == 1
 
+    def release_plan(self, plan_id: uuid.UUID) -> bool:
+        with self._conn() as conn:
+            cur = conn.execute(
+                "UPDATE plans SET lease_until = NULL, attempts = greatest(attempts - 1, 0) "
+                "WHERE id = %s AND status = 'pending'",
+                (str(plan_id),),
+            )
+            return cur.rowcount == 1
+
     def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:
         with self._conn() as conn:
             cur = conn.execute(

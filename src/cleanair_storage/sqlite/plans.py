@@ -127,6 +127,15 @@ class SqlitePlans(SqliteLedger):
             )
             return cur.rowcount == 1
 
+    def release_plan(self, plan_id: uuid.UUID) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE plans SET lease_until = NULL, attempts = max(attempts - 1, 0) "
+                "WHERE id = ? AND status = 'pending'",
+                (str(plan_id),),
+            )
+            return cur.rowcount == 1
+
     def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:
         with self._write() as conn:
             cur = conn.execute(

@@ -1,0 +1,51 @@
+"""`cleanair worker`: route-plan workers with no HTTP, for machines that only plan.
+
+API processes may then run with `CLEANAIR_PLAN_WORKERS=0`, so planning scales on machines of
+its own. Every worker of every machine claims plans from the shared database (a PostgreSQL
+URL, or a SQLite file on one machine). SIGTERM or SIGINT stops it: plans in progress are
+handed back, so the next worker takes them at once, and the database is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+import anyio
+
+from cleanair_http.access_log import configure_logging
+from cleanair_http.bootstrap import open_deployment
+from cleanair_http.plan_worker import PlanWorker
+from cleanair_http.settings import Settings, database_label
+
+log = logging.getLogger("cleanair")
+
+
+def work(settings: Settings, concurrency: int) -> int:
+    """Run `concurrency` plan runners until SIGTERM or SIGINT; the exit status."""
+    configure_logging(settings.log_level)
+    deployment = open_deployment(settings)
+
+    async def main() -> None:
+        worker = PlanWorker(
+            deployment.core, runners=concurrency, idle_seconds=settings.plan_worker_idle_seconds
+        )
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            log.info(
+                "plan worker started",
+                extra={
+                    "runners": concurrency,
+                    "database": database_label(settings.database),
+                },
+            )
+            async with worker.running():
+                async for received in signals:
+                    log.info("plan worker stopping", extra={"signal": received.name})
+                    break
+        await deployment.aclose()
+
+    try:
+        anyio.run(main)
+    finally:
+        deployment.close()  # whatever aclose did not reach (it never ran, say)
+    return 0
