@@ -295,14 +295,15 @@ class CleanAir:
         """Claim and run one plan; the plan taken, or None when there was none."""
         return await routes.work_on_next_plan(self.context)
 
-    def renew_plan_lease(self, plan_id: uuid.UUID) -> bool:
-        """Keep holding a plan being worked on (call well within the lease)."""
-        return routes.renew_plan_lease(self.context, plan_id)
+    def renew_plan_lease(self, plan: Plan) -> bool:
+        """Keep holding a claimed plan being worked on (call well within the lease); False
+        once it is finished or, its lease having run out, another worker took it."""
+        return routes.renew_plan_lease(self.context, plan)
 
-    def release_plan(self, plan_id: uuid.UUID) -> bool:
-        """Hand back a plan this worker holds but will not finish: the next worker takes it
+    def release_plan(self, plan: Plan) -> bool:
+        """Hand back a claimed plan this worker will not finish: the next worker takes it
         at once, and the attempt does not count."""
-        return routes.release_plan(self.context, plan_id)
+        return routes.release_plan(self.context, plan)
 
     def prune_plans(self) -> int:
         """Delete plans finished longer ago than the retention period."""

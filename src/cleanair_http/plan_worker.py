@@ -104,7 +104,7 @@ class PlanWorker:
 
     async def _hand_back(self, plan: Plan) -> None:
         try:
-            if await in_thread(lambda: self._core.release_plan(plan.id)):
+            if await in_thread(lambda: self._core.release_plan(plan)):
                 log.info("handed a plan back", extra={"plan": str(plan.id)})
         except Exception:  # its lease then runs out, and the plan is taken again after it
             log.exception("could not hand a plan back", extra={"plan": str(plan.id)})
@@ -114,7 +114,7 @@ class PlanWorker:
         while True:
             await self._sleep(every)
             try:
-                if not await in_thread(lambda: self._core.renew_plan_lease(plan.id)):
+                if not await in_thread(lambda: self._core.renew_plan_lease(plan)):
                     return
             except Exception:  # a busy database must not end the worker; try again soon
                 log.exception("could not renew a plan's lease", extra={"plan": str(plan.id)})

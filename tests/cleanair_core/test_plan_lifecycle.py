@@ -188,10 +188,11 @@ def test_the_lease_length_is_the_policys(
 
 
 def test_a_renewed_lease_keeps_the_plan(core: CleanAir, alice: Caller, clock: ManualClock) -> None:
-    plan_id = submit(core, alice)
-    assert core.claim_next_plan() is not None
+    submit(core, alice)
+    claimed = core.claim_next_plan()
+    assert claimed is not None
     clock.advance(LEASE - 10)
-    assert core.renew_plan_lease(plan_id)  # the worker is still at it
+    assert core.renew_plan_lease(claimed)  # the worker is still at it
     clock.advance(20)  # past the first lease, inside the renewed one
     assert core.claim_next_plan() is None
     clock.advance(LEASE)
@@ -200,9 +201,11 @@ def test_a_renewed_lease_keeps_the_plan(core: CleanAir, alice: Caller, clock: Ma
 
 def test_a_finished_plan_cannot_be_renewed_or_taken_again(core: CleanAir, alice: Caller) -> None:
     plan_id = submit(core, alice)
-    assert run(core) is not None
+    worked = run(core)
+    assert worked is not None
     assert status(core, plan_id) is PlanStatus.COMPLETED
-    assert not core.renew_plan_lease(plan_id)
+    assert not core.renew_plan_lease(worked)
+    assert not core.release_plan(worked)
     assert core.claim_next_plan() is None
 
 
@@ -219,6 +222,27 @@ def test_a_late_worker_cannot_overwrite_a_finished_plan(
     plan = core.store.get_plan(plan_id)
     assert plan is not None
     assert plan.status is PlanStatus.COMPLETED
+    assert core.quota(alice).used == PLAN_COST
+
+
+def test_a_worker_whose_lease_ran_out_cannot_touch_the_plan_another_now_holds(
+    core: CleanAir, alice: Caller, clock: ManualClock
+) -> None:
+    """The claim's attempt number is a fencing token: only the current claim counts."""
+    plan_id = submit(core, alice)
+    stale = core.claim_next_plan()
+    assert stale is not None
+    clock.advance(LEASE)
+    current = core.claim_next_plan()  # the lease ran out: another worker takes the plan
+    assert current is not None
+    assert current.attempts == stale.attempts + 1
+    assert not core.renew_plan_lease(stale)
+    assert not core.release_plan(stale)
+    asyncio.run(core.run_plan(stale))  # the stale worker finishes its planning ...
+    assert status(core, plan_id) is PlanStatus.PENDING  # ... and cannot store it
+    assert core.renew_plan_lease(current)
+    asyncio.run(core.run_plan(current))
+    assert status(core, plan_id) is PlanStatus.COMPLETED
     assert core.quota(alice).used == PLAN_COST
 
 

@@ -146,11 +146,11 @@ class FlakyRenewStore(SqliteStore):
         super().__init__(path)
         self.renewals = 0
 
-    def renew_lease(self, plan_id, until):  # type: ignore[no-untyped-def]
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
         self.renewals += 1
         if self.renewals == 1:
             raise RuntimeError("database is locked")  # a transient storage error
-        return super().renew_lease(plan_id, until)
+        return super().renew_lease(plan_id, until, attempt)
 
 
 def test_a_long_plans_lease_is_renewed_every_third_even_after_a_failed_renewal(
@@ -212,7 +212,7 @@ def test_a_dead_workers_plan_is_taken_again_once_its_lease_is_over(tmp_path: Pat
     async def main() -> None:
         dying = PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep)
         # A killed process hands nothing back: its stop is simulated without the hand-back.
-        core.release_plan = lambda plan_id: False  # type: ignore[method-assign]
+        core.release_plan = lambda plan: False  # type: ignore[method-assign]
         async with dying.running():
             await sleep.until(lambda: sleep.napping(RENEW_EVERY) == 1)
         # Its process died mid-plan: nothing was stored, the lease runs on.

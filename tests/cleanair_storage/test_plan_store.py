@@ -313,6 +313,22 @@ def test_a_handed_back_plan_is_claimed_again_at_once_without_a_spent_attempt(
     assert again.attempts == 1
 
 
+def test_a_stale_claim_can_no_longer_renew_hand_back_complete_or_fail(store: Store) -> None:
+    plan = submit(store)
+    stale = store.claim_plan(T0, LEASE)
+    assert stale is not None
+    current = store.claim_plan(T0 + LEASE, LEASE)  # the lease ran out; a new claim
+    assert current is not None
+    old, now = stale.attempts, current.attempts
+    assert store.renew_lease(plan.id, T0 + 3 * LEASE, old) is False
+    assert store.release_plan(plan.id, old) is False
+    assert store.complete_plan(plan.id, RESULT, T0 + LEASE, old) is False
+    assert store.fail_plan(plan.id, "late", T0 + LEASE, old) is None
+    assert store.get_plan(plan.id) == current  # untouched by the stale claim
+    assert store.renew_lease(plan.id, T0 + 3 * LEASE, now) is True
+    assert store.complete_plan(plan.id, RESULT, T0 + LEASE, now) is True
+
+
 def test_only_a_pending_plan_can_be_handed_back(store: Store) -> None:
     assert store.release_plan(uuid.uuid4()) is False
     plan = submit(store)

@@ -99,6 +99,12 @@ def claimed(plan: Plan, now: datetime, lease: timedelta) -> Plan:
     return attrs.evolve(plan, lease_until=now + lease, attempts=plan.attempts + 1)
 
 
+def on_claim(plan: Plan, attempt: int | None) -> bool:
+    """Whether a worker holding claim `attempt` may still change `plan` (None: no claim is
+    checked, as for the API and the sweeps)."""
+    return plan.status is PlanStatus.PENDING and (attempt is None or plan.attempts == attempt)
+
+
 def handed_back(plan: Plan) -> Plan:
     """A claimed plan its worker gives up without failing (it is stopping): free for the next
     worker at once, and the attempt not counted against it."""
@@ -134,21 +140,33 @@ class PlanStore(Protocol):
         get the same plan while its lease runs."""
         ...
 
-    def renew_lease(self, plan_id: uuid.UUID, until: datetime) -> bool:
-        """Extend a pending plan's lease (a worker still at it); False once it is finished."""
+    # `attempt`, where a worker passes it, is its claim's fencing token (the plan's
+    # `attempts` when it was claimed): the change is made only while the plan is still on
+    # that claim, so a worker whose lease ran out, and whose plan another worker took since,
+    # can no longer extend, hand back or finish it (`on_claim`).
+
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
+        """Extend a pending plan's lease (a worker still at it); False once it is finished
+        or, with `attempt`, taken by another claim."""
         ...
 
-    def release_plan(self, plan_id: uuid.UUID) -> bool:
+    def release_plan(self, plan_id: uuid.UUID, attempt: int | None = None) -> bool:
         """Hand a pending plan back (`handed_back`): its worker is stopping; False if it is
-        not pending."""
+        not pending or, with `attempt`, taken by another claim."""
         ...
 
-    def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:
-        """Finish a pending plan with its result; False if it was not pending."""
+    def complete_plan(
+        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, attempt: int | None = None
+    ) -> bool:
+        """Finish a pending plan with its result; False if it was not pending or, with
+        `attempt`, taken by another claim."""
         ...
 
-    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime) -> Plan | None:
-        """Finish a pending plan as failed; the failed plan, or None if it was not pending."""
+    def fail_plan(
+        self, plan_id: uuid.UUID, error: str, now: datetime, attempt: int | None = None
+    ) -> Plan | None:
+        """Finish a pending plan as failed; the failed plan, or None if it was not pending
+        or, with `attempt`, taken by another claim."""
         ...
 
     def prune_plans(self, finished_before: datetime) -> int:
@@ -178,11 +196,19 @@ def submit(book: PlanBook, plan: Plan, debit: Debit, limits: CreditLimits) -> Pl
     return stored
 
 
-def fail(book: PlanBook, plan_id: uuid.UUID, error: str, now: datetime, *, refund: bool) -> bool:
+def fail(
+    book: PlanBook,
+    plan_id: uuid.UUID,
+    error: str,
+    now: datetime,
+    *,
+    refund: bool,
+    attempt: int | None = None,
+) -> bool:
     """Finish a pending plan as failed and, when `refund`, refund its debit, as one unit of
-    work; False (nothing changed) when it was not pending."""
+    work; False (nothing changed) when it was not pending (or not on claim `attempt`)."""
     with book.transaction() as work:
-        failed = work.fail_plan(plan_id, error, now)
+        failed = work.fail_plan(plan_id, error, now, attempt)
         if failed is None:
             return False
         if refund and failed.ledger_entry is not None:

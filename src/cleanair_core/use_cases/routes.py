@@ -142,7 +142,9 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
         if not is_expected_failure(error):
             raise
     else:
-        await ctx.offload(lambda: ctx.store.complete_plan(plan.id, result, ctx.now()))
+        await ctx.offload(
+            lambda: ctx.store.complete_plan(plan.id, result, ctx.now(), plan.attempts)
+        )
 
 
 async def work_on_next_plan(ctx: Context) -> Plan | None:
@@ -153,14 +155,15 @@ async def work_on_next_plan(ctx: Context) -> Plan | None:
     return plan
 
 
-def renew_plan_lease(ctx: Context, plan_id: uuid.UUID) -> bool:
-    """Keep holding a plan being worked on (call well within the lease)."""
-    return ctx.store.renew_lease(plan_id, ctx.now() + ctx.policy.plan_lease)
+def renew_plan_lease(ctx: Context, plan: Plan) -> bool:
+    """Keep holding a claimed plan being worked on (call well within the lease); False once
+    it is finished or another worker took it (the lease ran out)."""
+    return ctx.store.renew_lease(plan.id, ctx.now() + ctx.policy.plan_lease, plan.attempts)
 
 
-def release_plan(ctx: Context, plan_id: uuid.UUID) -> bool:
-    """Hand back a plan this worker holds but will not finish (it is stopping)."""
-    return ctx.store.release_plan(plan_id)
+def release_plan(ctx: Context, plan: Plan) -> bool:
+    """Hand back a claimed plan this worker will not finish (it is stopping)."""
+    return ctx.store.release_plan(plan.id, plan.attempts)
 
 
 def prune_plans(ctx: Context) -> int:
@@ -170,7 +173,7 @@ def prune_plans(ctx: Context) -> int:
 
 
 def _fail(ctx: Context, plan: Plan, reason: str) -> None:
-    plans.fail(ctx.store, plan.id, reason, ctx.now(), refund=True)
+    plans.fail(ctx.store, plan.id, reason, ctx.now(), refund=True, attempt=plan.attempts)
 
 
 def save_network(ctx: Context, network: StreetNetwork) -> None:

@@ -118,37 +118,45 @@ class PostgresPlans(PostgresLedger):
             ).fetchone()
         return None if row is None else _plan(row)
 
-    def renew_lease(self, plan_id: uuid.UUID, until: datetime) -> bool:
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
         with self._conn() as conn:
             cur = conn.execute(
-                "UPDATE plans SET lease_until = %s WHERE id = %s AND status = 'pending'",
-                (until, str(plan_id)),
+                "UPDATE plans SET lease_until = %s WHERE id = %s AND status = 'pending' "
+                "AND attempts = coalesce(%s::integer, attempts)",
+                (until, str(plan_id), attempt),
             )
             return cur.rowcount == 1
 
-    def release_plan(self, plan_id: uuid.UUID) -> bool:
+    def release_plan(self, plan_id: uuid.UUID, attempt: int | None = None) -> bool:
         with self._conn() as conn:
             cur = conn.execute(
                 "UPDATE plans SET lease_until = NULL, attempts = greatest(attempts - 1, 0) "
-                "WHERE id = %s AND status = 'pending'",
-                (str(plan_id),),
+                "WHERE id = %s AND status = 'pending' "
+                "AND attempts = coalesce(%s::integer, attempts)",
+                (str(plan_id), attempt),
             )
             return cur.rowcount == 1
 
-    def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:
+    def complete_plan(
+        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, attempt: int | None = None
+    ) -> bool:
         with self._conn() as conn:
             cur = conn.execute(
                 "UPDATE plans SET status = 'completed', result = %s, finished_at = %s, "
-                "lease_until = NULL WHERE id = %s AND status = 'pending'",
-                (encode_plan_result(result), now, str(plan_id)),
+                "lease_until = NULL WHERE id = %s AND status = 'pending' "
+                "AND attempts = coalesce(%s::integer, attempts)",
+                (encode_plan_result(result), now, str(plan_id), attempt),
             )
             return cur.rowcount == 1
 
-    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime) -> Plan | None:
+    def fail_plan(
+        self, plan_id: uuid.UUID, error: str, now: datetime, attempt: int | None = None
+    ) -> Plan | None:
         with self._conn() as conn:
             row = conn.execute(
-                f"{FAIL_PENDING_PLAN} WHERE id = %s AND status = 'pending' RETURNING {_COLUMNS}",
-                (error, now, str(plan_id)),
+                f"{FAIL_PENDING_PLAN} WHERE id = %s AND status = 'pending' "
+                f"AND attempts = coalesce(%s::integer, attempts) RETURNING {_COLUMNS}",
+                (error, now, str(plan_id), attempt),
             ).fetchone()
         return None if row is None else _plan(row)
 

@@ -119,38 +119,46 @@ class SqlitePlans(SqliteLedger):
             ).fetchall()
         return self._plan(rows[0]) if rows else None
 
-    def renew_lease(self, plan_id: uuid.UUID, until: datetime) -> bool:
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
         with self._write() as conn:
             cur = conn.execute(
-                "UPDATE plans SET lease_until = ? WHERE id = ? AND status = 'pending'",
-                (timestamp(until), str(plan_id)),
+                "UPDATE plans SET lease_until = ? WHERE id = ? AND status = 'pending' "
+                "AND attempts = coalesce(?, attempts)",
+                (timestamp(until), str(plan_id), attempt),
             )
             return cur.rowcount == 1
 
-    def release_plan(self, plan_id: uuid.UUID) -> bool:
+    def release_plan(self, plan_id: uuid.UUID, attempt: int | None = None) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE plans SET lease_until = NULL, attempts = max(attempts - 1, 0) "
-                "WHERE id = ? AND status = 'pending'",
-                (str(plan_id),),
+                "WHERE id = ? AND status = 'pending' "
+                "AND attempts = coalesce(?, attempts)",
+                (str(plan_id), attempt),
             )
             return cur.rowcount == 1
 
-    def complete_plan(self, plan_id: uuid.UUID, result: PlanResult, now: datetime) -> bool:
+    def complete_plan(
+        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, attempt: int | None = None
+    ) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE plans SET status = 'completed', result = ?, finished_at = ?, "
-                "lease_until = NULL WHERE id = ? AND status = 'pending'",
-                (encode_plan_result(result), timestamp(now), str(plan_id)),
+                "lease_until = NULL WHERE id = ? AND status = 'pending' "
+                "AND attempts = coalesce(?, attempts)",
+                (encode_plan_result(result), timestamp(now), str(plan_id), attempt),
             )
             return cur.rowcount == 1
 
-    def fail_plan(self, plan_id: uuid.UUID, error: str, now: datetime) -> Plan | None:
+    def fail_plan(
+        self, plan_id: uuid.UUID, error: str, now: datetime, attempt: int | None = None
+    ) -> Plan | None:
         with self._write() as conn:
             rows = conn.execute(
                 f"{FAIL_PENDING_PLAN} WHERE id = ? AND status = 'pending' "
+                "AND attempts = coalesce(?, attempts) "
                 f"RETURNING {self._PLAN_COLUMNS}",
-                (error, timestamp(now), str(plan_id)),
+                (error, timestamp(now), str(plan_id), attempt),
             ).fetchall()
         return self._plan(rows[0]) if rows else None
 
