@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 
 import numpy as np
 
@@ -12,6 +13,10 @@ from cleanair_core.offload import WouldBlock
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
 from cleanair_storage.network_arrays import NETWORK_ARRAYS, array_bytes, array_of
 from cleanair_storage.sqlite.database import SqliteDatabase, instant_or_none, timestamp
+
+#: Tries, and the pause between them, to cut the WAL back after a large write.
+SHRINK_ATTEMPTS = 20
+SHRINK_RETRY_S = 0.025
 
 
 class SqliteStreetNetworks(SqliteDatabase):
@@ -50,11 +55,17 @@ class SqliteStreetNetworks(SqliteDatabase):
         a unit of work, the WAL is left for the checkpoint thread)."""
         if self._in_transaction():
             return
-        with (
-            contextlib.suppress(sqlite3.OperationalError, StoreUnavailable, WouldBlock),
-            self._autocommit() as conn,
-        ):
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for _ in range(SHRINK_ATTEMPTS):
+            with (
+                contextlib.suppress(sqlite3.OperationalError, StoreUnavailable, WouldBlock),
+                self._autocommit() as conn,
+            ):
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if not busy:
+                    return
+            # Another connection's checkpoint (a server's background thread) held it: that
+            # one ends within milliseconds, so try again shortly.
+            time.sleep(SHRINK_RETRY_S)
 
     def load_networks(self) -> list[StreetNetwork]:
         rows = (
