@@ -10,6 +10,7 @@ from litestar.datastructures import State
 from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, ControllerRouterHandler
 
+from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
 from cleanair_http.auth import BearerAuthMiddleware, authenticated
@@ -31,6 +32,7 @@ def create_app(
     extra_route_handlers: Sequence[ControllerRouterHandler] = (),
     *,
     on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),
+    plan_wakeups: PlanWakeups | None = None,
 ) -> Litestar:
     """A Litestar app over a wired core; the caller owns the core's lifetime. Pass
     `on_shutdown=[deployment.aclose]` to close the deployment on the app's own event loop
@@ -46,6 +48,7 @@ def create_app(
             core,
             runners=settings.plan_workers,
             idle_seconds=settings.plan_worker_idle_seconds,
+            wakeups=plan_wakeups,
         )
         if settings.plan_workers > 0
         else None

@@ -27,6 +27,7 @@ from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.network import StreetNetwork
+from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.offloading import here_or_in_thread, in_thread
@@ -118,6 +119,8 @@ class Deployment:
     def __init__(self) -> None:
         self._closers: list[tuple[str, Closer]] = []
         self._core: CleanAir | None = None
+        #: Tells plan workers at once of plans made claimable anywhere (PostgreSQL only).
+        self.plan_wakeups: PlanWakeups | None = None
 
     @property
     def core(self) -> CleanAir:
@@ -164,6 +167,9 @@ def open_deployment(
             store = PostgresStore(settings.database)
             # Each call waits on the network: always on a worker thread.
             store_calls = in_thread
+            from cleanair_storage.postgres.wakeups import PostgresPlanWakeups
+
+            deployment.plan_wakeups = PostgresPlanWakeups(settings.database)
         else:
             key = settings.secret_key or load_or_create_key(settings.key_file)
             store = SqliteStore(settings.database)

@@ -11,6 +11,7 @@ retention period.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from cleanair_core.errors import StoreUnavailable
-from cleanair_core.routes.plans import Plan
+from cleanair_core.routes.plans import Plan, PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.offloading import in_thread
 
@@ -34,12 +35,20 @@ class PlanWorker:
     """Route plans worked on in the background by `runners` tasks, while `running` lasts."""
 
     def __init__(
-        self, core: CleanAir, *, runners: int, idle_seconds: float, sleep: Sleep = anyio.sleep
+        self,
+        core: CleanAir,
+        *,
+        runners: int,
+        idle_seconds: float,
+        sleep: Sleep = anyio.sleep,
+        wakeups: PlanWakeups | None = None,
     ) -> None:
         """`idle_seconds`: how long an idle runner waits before looking for plans again (a
-        plan submitted to this process wakes it at once; this catches plans submitted to
-        other processes). Every wait, that one included, is a call of `sleep`."""
+        plan submitted to this process wakes it at once, as does one submitted anywhere
+        when `wakeups` tells of it; the wait catches the rest). Every wait, that one
+        included, is a call of `sleep`."""
         self._core = core
+        self._wakeups = wakeups
         self._runners = runners
         self.idle_seconds = idle_seconds
         self._sleep = sleep
@@ -53,14 +62,26 @@ class PlanWorker:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Run the runners and the pruner for as long as the context lasts."""
-        async with anyio.create_task_group() as group:
-            for _ in range(self._runners):
-                group.start_soon(self._runner)
-            group.start_soon(self._pruner)
-            try:
-                yield
-            finally:
-                group.cancel_scope.cancel()
+        subscription = None
+        if self._wakeups is not None:
+            loop = asyncio.get_running_loop()
+
+            def wake() -> None:  # on the wake-ups' thread: hand it to this loop
+                loop.call_soon_threadsafe(self.notify)
+
+            subscription = self._wakeups.subscribe(wake)
+        try:
+            async with anyio.create_task_group() as group:
+                for _ in range(self._runners):
+                    group.start_soon(self._runner)
+                group.start_soon(self._pruner)
+                try:
+                    yield
+                finally:
+                    group.cancel_scope.cancel()
+        finally:
+            if subscription is not None:
+                await in_thread(subscription.close)
 
     async def _runner(self) -> None:
         while True:

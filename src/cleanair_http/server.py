@@ -20,7 +20,12 @@ log = logging.getLogger("cleanair")
 def serve(settings: Settings, host: str, port: int) -> int:
     configure_logging(settings.log_level)
     deployment = open_deployment(settings)
-    app = create_app(deployment.core, settings, on_shutdown=[deployment.aclose])
+    app = create_app(
+        deployment.core,
+        settings,
+        on_shutdown=[deployment.aclose],
+        plan_wakeups=deployment.plan_wakeups,
+    )
     database = escape_nonprintable(database_label(settings.database))
     print(
         f"cleanair {settings.environment.value} API on http://{escape_nonprintable(host)}:{port} "

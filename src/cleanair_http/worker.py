@@ -28,7 +28,10 @@ def work(settings: Settings, concurrency: int) -> int:
 
     async def main() -> None:
         worker = PlanWorker(
-            deployment.core, runners=concurrency, idle_seconds=settings.plan_worker_idle_seconds
+            deployment.core,
+            runners=concurrency,
+            idle_seconds=settings.plan_worker_idle_seconds,
+            wakeups=deployment.plan_wakeups,
         )
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             log.info(

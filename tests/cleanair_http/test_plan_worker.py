@@ -9,6 +9,7 @@ moved the manual clock past it: no test lets real time pass.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -272,6 +273,54 @@ def test_a_stopped_worker_hands_its_plan_back_for_the_next_to_take_at_once(
     messages = [record.getMessage() for record in caplog.records]
     assert messages.count("claimed a plan") == 2
     assert messages.count("handed a plan back") == 1
+
+
+class ThreadWakeups:
+    """`PlanWakeups` whose wake-ups the test sends, from a thread of their own as the
+    PostgreSQL listener does."""
+
+    def __init__(self) -> None:
+        self.wakes: list[Callable[[], None]] = []
+        self.closed = 0
+
+    def subscribe(self, wake: Callable[[], None]) -> ThreadWakeups:
+        self.wakes.append(wake)
+        return self
+
+    def send(self) -> None:
+        for wake in self.wakes:
+            sender = threading.Thread(target=wake)
+            sender.start()
+            sender.join()
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_wake_up_from_elsewhere_starts_an_idle_runner_at_once(tmp_path: Path) -> None:
+    """A plan submitted to another process or machine: the wake-up, not the idle time."""
+    clock, air = ManualClock(NOW), HeldAir()
+    air.release()
+    store = SqliteStore(tmp_path / "cleanair.db")
+    core = make_core(store, clock, air)
+    caller = paired(core)
+    sleep = ClockSleep(clock)
+    wakeups = ThreadWakeups()
+
+    async def main() -> None:
+        worker = PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep, wakeups=wakeups)
+        async with worker.running():
+            await sleep.until(lambda: sleep.napping(IDLE) == 1)
+            plan_id = submit(core, caller)  # elsewhere: this worker is not notified directly
+            wakeups.send()
+            # No clock moves: the runner wakes and plans it.
+            await sleep.until(lambda: stored(core, plan_id).status is PlanStatus.COMPLETED)
+        assert wakeups.closed == 1
+
+    try:
+        anyio.run(main)
+    finally:
+        store.close()
 
 
 def test_an_idle_runner_looks_again_after_the_idle_time(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ a crash. Finished plans are pruned after a retention period.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -171,6 +172,23 @@ class PlanStore(Protocol):
 
     def prune_plans(self, finished_before: datetime) -> int:
         """Delete plans finished before `finished_before`; returns how many."""
+        ...
+
+
+class Subscription(Protocol):
+    """A running subscription; `close()` ends it and frees what it holds."""
+
+    def close(self) -> None: ...
+
+
+class PlanWakeups(Protocol):
+    """Tells idle workers at once that a plan can be claimed (submitted or handed back), in
+    whichever process or machine that happened. Without it, idle workers look again after
+    their idle wait."""
+
+    def subscribe(self, wake: Callable[[], None]) -> Subscription:
+        """Call `wake` (from any thread) whenever a plan becomes claimable, until the
+        subscription is closed."""
         ...
 
 

@@ -19,6 +19,7 @@ from cleanair_core.routes.results import PlanResult
 from cleanair_storage.plan_results import decode_plan_result, encode_plan_result
 from cleanair_storage.postgres.database import FAIL_PENDING_PLAN
 from cleanair_storage.postgres.ledger import PostgresLedger
+from cleanair_storage.postgres.wakeups import CHANNEL
 
 _COLUMNS = (
     "id, owner, connection_id, start_lat, start_lon, end_lat, end_lon, activity, "
@@ -98,6 +99,8 @@ class PostgresPlans(PostgresLedger):
                     plan.lease_until,
                 ),
             )
+            # Delivered when (and only if) this transaction commits; the payload is the plan.
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(plan.id)))
 
     def get_plan(self, plan_id: uuid.UUID) -> Plan | None:
         with self._conn() as conn:
@@ -135,6 +138,8 @@ class PostgresPlans(PostgresLedger):
                 "AND attempts = coalesce(%s::integer, attempts)",
                 (str(plan_id), attempt),
             )
+            if cur.rowcount == 1:  # claimable again: wake idle workers
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(plan_id)))
             return cur.rowcount == 1
 
     def complete_plan(
