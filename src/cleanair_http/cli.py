@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the HTTP API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--workers",
+        type=_concurrency,
+        default=1,
+        help="API processes sharing the port and the database (1-64)",
+    )
 
     worker = sub.add_parser(
         "worker", help="run route-plan workers with no HTTP, until SIGTERM or SIGINT"
@@ -265,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from cleanair_http.server import serve
 
-            return serve(settings, args.host, args.port)
+            return serve(settings, args.host, args.port, args.workers)
         if args.command == "worker":
             from cleanair_http.worker import work
 

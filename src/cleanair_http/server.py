@@ -1,9 +1,22 @@
-"""`cleanair serve`: the API under uvicorn."""
+"""`cleanair serve`: the API under uvicorn, in one process or several on one listening socket.
+
+With `--workers N` (N > 1) the command binds the socket itself, then forks N processes that
+each open their own deployment (database connections, plan workers, sources) and serve on
+that socket: the kernel hands each new connection to one of them. Everything they share
+(credits, rate limits, plans) is in the database, so limits hold across them. SIGTERM or
+SIGINT to the command is passed on to every process, which then shuts down gracefully; the
+command exits once they all have (non-zero if any failed).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
+import socket
 import sys
+from types import FrameType
 
 import uvicorn
 
@@ -17,8 +30,44 @@ from cleanair_http.terminal import escape_nonprintable
 log = logging.getLogger("cleanair")
 
 
-def serve(settings: Settings, host: str, port: int) -> int:
+def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
+    """Serve the API on `host:port` in `workers` processes; the exit status."""
     configure_logging(settings.log_level)
+    if workers == 1:
+        return _serve(settings, {"host": host, "port": port}, (host, port))
+    listening = socket.create_server((host, port), backlog=2048)
+    listening.set_inheritable(True)
+    _banner(settings, host, port, workers=workers)
+    children: list[int] = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # a serving process: its own deployment on the shared socket
+            status = 1
+            try:
+                status = _serve(settings, {"fd": listening.fileno()}, None)
+            finally:
+                os._exit(status)
+        children.append(pid)
+    listening.close()
+
+    def pass_on(signum: int, _: FrameType | None) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):  # that one has already ended
+                os.kill(child, signum)
+
+    signal.signal(signal.SIGTERM, pass_on)
+    signal.signal(signal.SIGINT, pass_on)
+    failed = 0
+    for child in children:
+        _, status = os.waitpid(child, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            failed += 1
+            log.error("a serving process ended with an error", extra={"pid": child})
+    return 1 if failed else 0
+
+
+def _serve(settings: Settings, bind: dict[str, object], announce: tuple[str, int] | None) -> int:
+    """One serving process; `announce`: the address to print the banner for, once open."""
     deployment = open_deployment(settings)
     app = create_app(
         deployment.core,
@@ -26,23 +75,12 @@ def serve(settings: Settings, host: str, port: int) -> int:
         on_shutdown=[deployment.aclose],
         plan_wakeups=deployment.plan_wakeups,
     )
-    database = escape_nonprintable(database_label(settings.database))
-    print(
-        f"cleanair {settings.environment.value} API on http://{escape_nonprintable(host)}:{port} "
-        f"(database {database}; OpenAPI at /schema/openapi.json)\n"
-        "To pair a client, in another shell:\n"
-        "  .venv/bin/cleanair users add alice\n"
-        "  .venv/bin/cleanair pairing-code alice\n"
-        'then POST {"code": "<code>", "name": "my app"} to /v1/connections/token '
-        "within 60 seconds.",
-        file=sys.stderr,
-        flush=True,
-    )
+    if announce is not None:
+        _banner(settings, *announce, workers=1)
     try:
         uvicorn.run(
             with_access_log(app),
-            host=host,
-            port=port,
+            **bind,  # type: ignore[arg-type]  # host and port, or a shared socket's fd
             access_log=False,  # ours is structured and never shows tokens or query strings
             log_config=None,
             server_header=False,
@@ -59,3 +97,19 @@ def serve(settings: Settings, host: str, port: int) -> int:
     finally:
         deployment.close()  # whatever the app's shutdown has not closed (it never started, say)
     return 0
+
+
+def _banner(settings: Settings, host: str, port: int, *, workers: int) -> None:
+    database = escape_nonprintable(database_label(settings.database))
+    processes = f"{workers} processes, " if workers > 1 else ""
+    print(
+        f"cleanair {settings.environment.value} API on http://{escape_nonprintable(host)}:{port} "
+        f"({processes}database {database}; OpenAPI at /schema/openapi.json)\n"
+        "To pair a client, in another shell:\n"
+        "  .venv/bin/cleanair users add alice\n"
+        "  .venv/bin/cleanair pairing-code alice\n"
+        'then POST {"code": "<code>", "name": "my app"} to /v1/connections/token '
+        "within 60 seconds.",
+        file=sys.stderr,
+        flush=True,
+    )

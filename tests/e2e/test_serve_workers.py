@@ -1,0 +1,90 @@
+"""End to end: `cleanair serve --workers 2` runs two API processes on one port and database.
+
+Both answer (the kernel spreads connections over them), limits hold across them (60
+concurrent score calls with a daily cap of 40 give exactly 40 successes), and SIGINT to the
+command stops them all cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from support.servers import CLI, free_port, pair, server_env
+
+pytestmark = pytest.mark.e2e
+
+CAP = 40
+CALLS = 60
+
+
+def children_of(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while we looked
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+async def score_calls(base: str, headers: dict[str, str]) -> list[int]:
+    async def one() -> int:
+        # A new connection per call, so the kernel may hand each to either process.
+        async with httpx.AsyncClient(timeout=60) as client:
+            answer = await client.post(
+                f"{base}/v1/airquality/score", json={"lat": 60.17, "lon": 24.94}, headers=headers
+            )
+        return answer.status_code
+
+    return list(await asyncio.gather(*(one() for _ in range(CALLS))))
+
+
+def test_two_api_processes_share_the_port_and_the_limits(tmp_path: Path) -> None:
+    env = server_env(
+        tmp_path, CLEANAIR_DAILY_CREDITS=str(CAP), CLEANAIR_RATE_LIMIT_PER_MINUTE="10000"
+    )
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr:
+        command = subprocess.Popen(
+            [CLI, "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # both processes up: two children, and the port answering
+            try:
+                if len(children_of(command.pid)) == 2:
+                    httpx.get(f"{base}/schema/openapi.json", timeout=1)
+                    break
+            except httpx.TransportError:
+                pass
+            assert command.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        processes = children_of(command.pid)
+        headers = pair(env, base)
+        statuses = asyncio.run(score_calls(base, headers))
+        assert statuses.count(200) == CAP
+        assert set(statuses) == {200, 429}
+    finally:
+        command.send_signal(signal.SIGINT)
+        status = command.wait(timeout=60)
+    assert status == 0, log.read_text()
+    assert not children_of(command.pid)
+    assert "2 processes" in log.read_text()
+    assert len(processes) == 2
+    assert not any(Path(f"/proc/{pid}").exists() for pid in processes)  # ended and reaped
