@@ -13,6 +13,7 @@
    path searches (SciPy vs NetworkX) and the memory of a loaded network; `bench/planning.py`.
 9. Route quality against the exact optimum on the same data (`bench/quality.py`).
 10. Score latency while plans run on a million-node network (`bench/loaded.py`).
+11. Credit debits on PostgreSQL against a bare conditional update (`bench/postgres.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -38,7 +39,7 @@ from typing import Any
 import attrs
 from litestar import Litestar, get
 
-from bench import loaded, planning, quality
+from bench import loaded, planning, postgres, quality
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
@@ -459,6 +460,7 @@ async def main() -> None:
     await planning.main()
     await quality.main(import_network(DEFAULT_NETWORK_FILE, "helsinki"))
     await loaded.main()
+    postgres.main()
 
 
 if __name__ == "__main__":

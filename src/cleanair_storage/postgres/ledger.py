@@ -1,10 +1,11 @@
 """PostgreSQL: the credit ledger, its windows and charge holds (`CreditLedger`).
 
-A debit takes a transaction-level advisory lock on its pool (a hash of the pool's name)
-before it reads the pool's windows, so two debits of one pool, in any processes on any
-machines, check and spend one after the other: no overspend. Debits of different pools do
-not wait for each other. A refund locks the debit's ledger row first, so it is reversed at
-most once however many refunds race (and the ledger's unique `reverses` backs that up).
+A debit is one conditional statement on the pool's two window counters: each is added to
+only where it stays within its limit, and PostgreSQL locks the counter row and re-checks the
+condition against its latest committed value, so no number of processes on any number of
+machines can overspend. Debits of different pools do not wait for each other. A refund
+locks the debit's ledger row first, so it is reversed at most once however many refunds race
+(and the ledger's unique `reverses` backs that up).
 """
 
 from __future__ import annotations
@@ -71,25 +72,69 @@ class PostgresLedger(PostgresDatabase):
 
     @classmethod
     def _debit(cls, conn: Connection, debit: Debit, limits: CreditLimits) -> LedgerEntry:
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (debit.pool,))
-        check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
-        entry = cls._append(
-            conn,
+        check_fits(Usage(0, 0), debit.amount, limits, debit.at)  # fits an empty pool at all
+        month_window, day_window = windows_at(debit.at)
+        # The atomic conditional: each window's counter is added to only where it stays
+        # within its limit. ON CONFLICT locks the counter row and re-checks the condition
+        # against its latest committed value, so concurrent debits of one pool, in any
+        # process on any machine, can never both take the last credits.
+        month, day = month_key(debit.at), day_key(debit.at)
+        # One statement: the windows' conditional update, then, only if both windows took
+        # the debit, its ledger entry and its hold.
+        row = conn.execute(
+            "WITH granted AS ("
+            ' INSERT INTO credit_windows (pool, "window", used)'
+            " VALUES (%(pool)s, %(mw)s, %(amount)s), (%(pool)s, %(dw)s, %(amount)s)"
+            ' ON CONFLICT (pool, "window") DO UPDATE'
+            " SET used = credit_windows.used + EXCLUDED.used"
+            " WHERE credit_windows.used + EXCLUDED.used <= CASE"
+            ' WHEN credit_windows."window" = %(mw)s THEN %(monthly)s ELSE %(daily)s END'
+            ' RETURNING "window"),'
+            " entry AS ("
+            " INSERT INTO ledger (pool, connection_id, label, amount, at, month, day)"
+            " SELECT %(pool)s, %(conn)s, %(label)s, %(amount)s, %(at)s, %(month)s, %(day)s"
+            " WHERE (SELECT count(*) FROM granted) = 2 RETURNING id),"
+            " hold AS ("
+            " INSERT INTO charge_holds (entry_id, until)"
+            " SELECT id, %(until)s FROM entry WHERE %(until)s::timestamptz IS NOT NULL)"
+            ' SELECT (SELECT id FROM entry), ARRAY(SELECT "window" FROM granted)',
+            {
+                "pool": debit.pool,
+                "mw": month_window,
+                "dw": day_window,
+                "amount": debit.amount,
+                "monthly": limits.monthly,
+                "daily": limits.daily,
+                "conn": debit.connection_id,
+                "label": debit.label,
+                "at": debit.at,
+                "month": month,
+                "day": day,
+                "until": debit.hold_until,
+            },
+        ).fetchone()
+        assert row is not None
+        entry_id, granted = row
+        if entry_id is None:
+            # One window had no room: take back what the other got, and say which blocks.
+            for window in granted:
+                conn.execute(
+                    'UPDATE credit_windows SET used = used - %s WHERE pool = %s AND "window" = %s',
+                    (debit.amount, debit.pool, window),
+                )
+            check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
+            raise AssertionError("a window refused a debit that fits")  # pragma: no cover
+        return LedgerEntry(
+            int(entry_id),
             debit.pool,
             debit.connection_id,
             debit.label,
             debit.amount,
             debit.at,
-            month_key(debit.at),
-            day_key(debit.at),
+            month,
+            day,
             None,
         )
-        if debit.hold_until is not None:
-            conn.execute(
-                "INSERT INTO charge_holds (entry_id, until) VALUES (%s, %s)",
-                (entry.id, debit.hold_until),
-            )
-        return entry
 
     @classmethod
     def _refund(cls, conn: Connection, entry_id: int, at: datetime) -> LedgerEntry | None:
