@@ -56,7 +56,10 @@ def _free_port() -> int:
 class PostgresServer:
     """One throwaway cluster; `database()` makes a fresh, empty database on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        """`durable`: commits survive a crash (`halt`); otherwise the server runs without
+        fsync and synchronous commits, which is faster and what most tests need."""
+        self.durable = durable
         self.bin = bin_dir()
         self.root = Path(tempfile.mkdtemp(prefix="cleanair-pg-"))
         self.data, self.sockets = self.root / "data", self.root / "run"
@@ -88,11 +91,18 @@ class PostgresServer:
             "--locale=C",
             "--no-sync",
         )  # fmt: skip
-        options = (
-            f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            "-c max_connections=200"
-        )
+        self.resume()
+
+    def halt(self) -> None:
+        """Stop the server at once (as a crash would), keeping its data for `resume`."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+
+    def resume(self) -> None:
+        """Start a halted server again, on the same port and data."""
+        options = f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
+        options += "-c max_connections=200"
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             str(self.bin / "pg_ctl"),
             "-D", str(self.data),

@@ -1,0 +1,59 @@
+"""A PostgreSQL server that goes away: calls are StoreUnavailable (nothing half-written),
+and the store recovers by itself once the server is back.
+
+This test runs its own server, so it can crash and restart it without disturbing the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from cleanair_core.access.accounts import User
+from cleanair_core.credits.ledger import CreditLimits, Debit, Usage
+from cleanair_core.errors import StoreUnavailable
+from cleanair_storage.postgres import PostgresStore
+from support.postgres import PostgresServer
+
+AT = datetime(2026, 11, 24, 12, tzinfo=UTC)
+LIMITS = CreditLimits(monthly=100, daily=100)
+
+
+@pytest.fixture
+def own_server() -> Iterator[PostgresServer]:
+    server = PostgresServer(durable=True)  # what was committed survives its crash
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def test_an_outage_is_store_unavailable_and_the_store_recovers(own_server: PostgresServer) -> None:
+    store = PostgresStore(own_server.database(), timeout=2.0)
+    try:
+        store.debit(Debit("user:alice", "c", "score", 1, AT), LIMITS)
+        own_server.halt()  # the server crashes mid-service
+        with pytest.raises(StoreUnavailable):
+            store.debit(Debit("user:alice", "c", "score", 5, AT), LIMITS)
+        with pytest.raises(StoreUnavailable):
+            store.add_user(User("bob", True, AT))
+        own_server.resume()
+        # Back by itself: a call may still meet a connection the crash broke (503), then
+        # the pool replaces it.
+        for _ in range(3):
+            try:
+                usage = store.usage("user:alice", AT)
+                break
+            except StoreUnavailable:
+                continue
+        else:
+            pytest.fail("the store did not recover")
+        assert usage == Usage(month=1, day=1)  # the failed debit left nothing behind
+        store.debit(Debit("user:alice", "c", "score", 2, AT), LIMITS)
+        assert store.usage("user:alice", AT) == Usage(month=3, day=3)
+        assert store.get_user("bob") is None
+    finally:
+        store.close()
