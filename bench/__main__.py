@@ -248,9 +248,15 @@ def post_request(path: str, token: str, body: bytes) -> bytes:
     ).encode() + body
 
 
-async def served() -> dict[str, Stats]:
+async def served(
+    database: str = "sqlite", processes: int = 1, only: tuple[str, ...] | None = None
+) -> dict[str, Stats]:
+    """Each request's figures against one bench server (see `bench/served.py`); `only`
+    limits the requests measured."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "bench.served"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "bench.served", database, str(processes)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None
@@ -275,6 +281,8 @@ async def served() -> dict[str, Stats]:
                 SERVED_ROUTE_REQUESTS,
             ),
         }
+        if only is not None:
+            requests = {name: request for name, request in requests.items() if name in only}
         runs: dict[str, list[Stats]] = {name: [] for name in requests}
         for request, n in requests.values():
             await served_round(port, request, n // 3)
@@ -373,6 +381,25 @@ async def core_routes() -> RouteFigures:
     )
 
 
+async def served_matrix() -> None:
+    """The score endpoint served by 1 and 2 API processes on SQLite and on PostgreSQL, each
+    as a ratio to the bare endpoint of the same server."""
+    print(
+        f"served score endpoint by database and API processes ({CONNECTIONS} keep-alive "
+        "connections from one client process; ratio to the bare endpoint of the same server):"
+    )
+    for name in ("SQLite", "PostgreSQL"):
+        for processes in (1, 2):
+            location = "sqlite" if name == "SQLite" else postgres.test_server_url()
+            figures = await served(location, processes, only=("bare", "score"))
+            ratio = figures["score"][0] / figures["bare"][0]
+            print(
+                f"  {name:<10} {processes} process{'es' if processes > 1 else '  '}  "
+                f"bare {figures['bare'][0]:>7,.0f}/s  score {figures['score'][0]:>7,.0f}/s  "
+                f"{ratio:5.2f}x bare"
+            )
+
+
 def debits() -> Stats:
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteStore(Path(tmp) / "bench.db")
@@ -461,6 +488,7 @@ async def main() -> None:
     await quality.main(import_network(DEFAULT_NETWORK_FILE, "helsinki"))
     await loaded.main()
     postgres.main()
+    await served_matrix()
 
 
 if __name__ == "__main__":

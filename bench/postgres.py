@@ -62,6 +62,11 @@ def store_debits(store: PostgresStore | SqliteStore, n: int, threads: int) -> fl
     return rate(n, time.perf_counter() - started)
 
 
+def test_server_url() -> str:
+    """A fresh database on the tests' throwaway server (started on first use)."""
+    return shared_server().database()
+
+
 def main() -> None:
     server = shared_server()
     url = server.database()

@@ -1,13 +1,21 @@
 """A benchmark server: the real app plus a bare JSON route, over a throw-away database.
 
-Started by `bench/__main__.py` in a subprocess; prints `READY <port> <token>` on stdout once
-listening. Both routes share one process, one event loop and one HTTP stack, so their ratio
-measures our endpoint's own cost under real HTTP.
+Started by `bench/__main__.py` in a subprocess:
+
+    python -m bench.served [sqlite | postgresql://...] [processes]
+
+It prints `READY <port> <token>` on stdout once listening. Every serving process has both
+routes on one event loop and one HTTP stack, so their ratio measures our endpoint's own cost
+under real HTTP. With several processes they share one listening socket (as `cleanair serve
+--workers` does) and one database: a SQLite file, or the PostgreSQL database given.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -16,10 +24,14 @@ from litestar import get
 
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
+from cleanair_core.offload import Offload
+from cleanair_core.ports import Store
 from cleanair_http.app import create_app
 from cleanair_http.bootstrap import Deployment, build_sources
 from cleanair_http.offloading import here_or_in_thread, in_thread
+from cleanair_http.server import listening_socket
 from cleanair_http.settings import Settings
+from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
 
 
@@ -28,28 +40,60 @@ async def bare() -> dict[str, bool]:
     return {"ok": True}
 
 
+def open_store(database: str) -> tuple[Store, Offload]:
+    """The store and its one-step-call offload, as the composition root chooses them."""
+    if database.startswith("postgresql://"):
+        return PostgresStore(database), in_thread
+    return SqliteStore(database), here_or_in_thread
+
+
+def serve(database: str, key: bytes, sock: socket.socket) -> None:
+    """One serving process on `sock`."""
+    store, store_calls = open_store(database)
+    keys = TokenKeys(key)
+    policy = Policy(requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9))
+    sources = build_sources(Settings(), store, keys, Deployment())
+    core = CleanAir(
+        store, keys, policy, sources=sources, offload=in_thread, store_calls=store_calls
+    )
+    app = create_app(core, Settings(plan_workers=0), extra_route_handlers=[bare])
+    config = uvicorn.Config(app, log_config=None, access_log=False, server_header=False)
+    uvicorn.Server(config).run(sockets=[sock])  # as `cleanair serve --workers` does
+    store.close()
+
+
 def main() -> None:
+    database_arg = sys.argv[1] if len(sys.argv) > 1 else "sqlite"
+    processes = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteStore(Path(tmp) / "bench.db")
-        keys = TokenKeys(generate_key())
-        policy = Policy(requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9))
-        sources = build_sources(Settings(), store, keys, Deployment())
-        core = CleanAir(
-            store, keys, policy, sources=sources, offload=in_thread, store_calls=here_or_in_thread
-        )
+        database = str(Path(tmp) / "bench.db") if database_arg == "sqlite" else database_arg
+        key = generate_key()
+        store, _ = open_store(database)
+        keys = TokenKeys(key)
+        core = CleanAir(store, keys, Policy())
         core.add_user("bench")
         token = core.redeem_pairing_code(core.create_pairing_code("bench"), "b", "127.0.0.1")
-        app = create_app(core, extra_route_handlers=[bare])
-        with socket.socket() as probe:  # a free port; uvicorn binds it itself
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        config = uvicorn.Config(
-            app, port=port, log_config=None, access_log=False, server_header=False
-        )
-        server = uvicorn.Server(config)
-        print(f"READY {port} {token.token}", flush=True)
-        server.run()
         store.close()
+        listening = listening_socket("127.0.0.1", 0)
+        port = listening.getsockname()[1]
+        children = []
+        for _ in range(processes):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    serve(database, key, listening)
+                finally:
+                    os._exit(0)
+            children.append(pid)
+        print(f"READY {port} {token.token}", flush=True)
+
+        def stop(signum: int, _: object) -> None:
+            for child in children:
+                os.kill(child, signal.SIGINT)
+
+        signal.signal(signal.SIGTERM, stop)
+        for child in children:
+            os.waitpid(child, 0)
 
 
 if __name__ == "__main__":

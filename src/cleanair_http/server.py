@@ -34,9 +34,8 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     """Serve the API on `host:port` in `workers` processes; the exit status."""
     configure_logging(settings.log_level)
     if workers == 1:
-        return _serve(settings, {"host": host, "port": port}, (host, port))
-    listening = socket.create_server((host, port), backlog=2048)
-    listening.set_inheritable(True)
+        return _serve(settings, host, port, None, announce=True)
+    listening = listening_socket(host, port)
     _banner(settings, host, port, workers=workers)
     children: list[int] = []
     for _ in range(workers):
@@ -44,7 +43,7 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
         if pid == 0:  # a serving process: its own deployment on the shared socket
             status = 1
             try:
-                status = _serve(settings, {"fd": listening.fileno()}, None)
+                status = _serve(settings, host, port, listening, announce=False)
             finally:
                 os._exit(status)
         children.append(pid)
@@ -66,8 +65,37 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     return 1 if failed else 0
 
 
-def _serve(settings: Settings, bind: dict[str, object], announce: tuple[str, int] | None) -> int:
-    """One serving process; `announce`: the address to print the banner for, once open."""
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on `host:port`, to share with forked serving processes.
+
+    Made with the protocol number IPPROTO_TCP, as asyncio's own listeners are: asyncio sets
+    TCP_NODELAY on accepted connections only for such sockets (`socket.create_server` gives
+    protocol 0), and without it every small response waits ~40 ms for a delayed ACK."""
+    family, kind, protocol, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+    )[0]
+    sock = socket.socket(family, kind, protocol)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    listening: socket.socket | None,
+    *,
+    announce: bool,
+) -> int:
+    """One serving process, on `listening` when given (shared with others), else binding
+    `host:port` itself; `announce` prints the banner once the deployment is open."""
     deployment = open_deployment(settings)
     app = create_app(
         deployment.core,
@@ -75,25 +103,27 @@ def _serve(settings: Settings, bind: dict[str, object], announce: tuple[str, int
         on_shutdown=[deployment.aclose],
         plan_wakeups=deployment.plan_wakeups,
     )
-    if announce is not None:
-        _banner(settings, *announce, workers=1)
+    if announce:
+        _banner(settings, host, port, workers=1)
+    config = uvicorn.Config(
+        with_access_log(app),
+        host=host,
+        port=port,
+        access_log=False,  # ours is structured and never shows tokens or query strings
+        log_config=None,
+        server_header=False,
+        # The client's address is decided in one place, client_address.py, from
+        # CLEANAIR_TRUSTED_PROXIES. uvicorn's own X-Forwarded-For handling (on by default,
+        # trusting 127.0.0.1 or $FORWARDED_ALLOW_IPS) would rewrite the peer first, so a
+        # client behind a local proxy, or on loopback, could pick any address it liked.
+        proxy_headers=False,
+        forwarded_allow_ips=[],  # and, were it ever turned on, trust nobody
+        http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
+    )
     try:
-        uvicorn.run(
-            with_access_log(app),
-            **bind,  # type: ignore[arg-type]  # host and port, or a shared socket's fd
-            access_log=False,  # ours is structured and never shows tokens or query strings
-            log_config=None,
-            server_header=False,
-            # The client's address is decided in one place, client_address.py, from
-            # CLEANAIR_TRUSTED_PROXIES. uvicorn's own X-Forwarded-For handling (on by default,
-            # trusting 127.0.0.1 or $FORWARDED_ALLOW_IPS) would rewrite the peer first, so a
-            # client behind a local proxy, or on loopback, could pick any address it liked.
-            proxy_headers=False,
-            forwarded_allow_ips=[],  # and, were it ever turned on, trust nobody
-            http=with_deadlines(
-                settings.header_timeout, settings.body_timeout, settings.send_timeout
-            ),
-        )
+        # A shared socket is handed over as the socket object: uvicorn's own `fd` option
+        # rebuilds it as a UNIX socket, and TCP connections would lose TCP_NODELAY.
+        uvicorn.Server(config).run(sockets=None if listening is None else [listening])
     finally:
         deployment.close()  # whatever the app's shutdown has not closed (it never started, say)
     return 0

@@ -1,0 +1,34 @@
+"""The socket `serve --workers` shares: connections accepted on it get TCP_NODELAY."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from cleanair_http.server import listening_socket
+
+
+def test_connections_on_the_shared_socket_are_not_delayed_by_nagle() -> None:
+    """Without TCP_NODELAY every small response waits ~40 ms for the client's delayed ACK;
+    asyncio sets it only on sockets made with the TCP protocol number."""
+    sock = listening_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    assert sock.proto == socket.IPPROTO_TCP
+    nodelay: list[int] = []
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            accepted = transport.get_extra_info("socket")
+            nodelay.append(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            while not nodelay:
+                await asyncio.sleep(0)
+            writer.close()
+
+    asyncio.run(asyncio.wait_for(main(), timeout=10))
+    assert nodelay[0] != 0
