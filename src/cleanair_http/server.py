@@ -124,6 +124,8 @@ def _serve(
         # A shared socket is handed over as the socket object: uvicorn's own `fd` option
         # rebuilds it as a UNIX socket, and TCP connections would lose TCP_NODELAY.
         uvicorn.Server(config).run(sockets=None if listening is None else [listening])
+    except KeyboardInterrupt:
+        pass  # SIGINT ends the server gracefully (as `uvicorn.run` treats it): no traceback
     finally:
         deployment.close()  # whatever the app's shutdown has not closed (it never started, say)
     return 0
