@@ -35,6 +35,9 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     configure_logging(settings.log_level)
     if workers == 1:
         return _serve(settings, host, port, None, announce=True)
+    # Open (and close) the deployment here first: a bad database or key is then one clear
+    # error from this command, not N from its processes. Nothing stays open across the fork.
+    open_deployment(settings, with_sources=False).close()
     listening = listening_socket(host, port)
     _banner(settings, host, port, workers=workers)
     children: list[int] = []
@@ -44,6 +47,8 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
             status = 1
             try:
                 status = _serve(settings, host, port, listening, announce=False)
+            except BaseException as exc:  # os._exit skips the usual report: make it here
+                print(f"cleanair: {escape_nonprintable(str(exc))}", file=sys.stderr, flush=True)
             finally:
                 os._exit(status)
         children.append(pid)

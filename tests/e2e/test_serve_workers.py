@@ -88,3 +88,23 @@ def test_two_api_processes_share_the_port_and_the_limits(tmp_path: Path) -> None
     assert "2 processes" in log.read_text()
     assert len(processes) == 2
     assert not any(Path(f"/proc/{pid}").exists() for pid in processes)  # ended and reaped
+
+
+def test_a_bad_deployment_is_one_clear_error_before_any_process_starts(tmp_path: Path) -> None:
+    env = server_env(
+        tmp_path,
+        CLEANAIR_DATABASE="postgresql://cleanair@127.0.0.1:9/cleanair",
+        CLEANAIR_SECRET_KEY_FILE=str(tmp_path / "missing.key"),
+    )
+    done = subprocess.run(
+        [CLI, "serve", "--port", str(free_port()), "--workers", "3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("does not exist: with a PostgreSQL database") == 1
+    assert "Traceback" not in done.stderr
+    assert "API on http" not in done.stderr  # no banner: nothing was served
