@@ -45,7 +45,7 @@ class AccessLog:
                     "path": scope["path"],  # no query string: it could carry anything
                     "status": status,
                     "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                    # Only a caller a guard authenticated: never the raw token.
+                    # Only a caller the middleware authenticated: never the raw token.
                     "connection": str(caller.connection_id) if isinstance(caller, Caller) else None,
                 },
             )

@@ -13,7 +13,7 @@ from litestar.types import ASGIApp, ControllerRouterHandler
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
-from cleanair_http.auth import BearerAuthMiddleware, authenticated
+from cleanair_http.auth import BearerAuthMiddleware
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
@@ -39,7 +39,8 @@ def create_app(
     when it stops (its HTTP clients belong to that loop).
 
     `extra_route_handlers` lets an embedder (or a test) mount more endpoints that reuse the
-    bearer middleware, guards and error mapping.
+    bearer middleware (with `opt=auth.requires(...)` for a rate limit and a scope) and
+    error mapping.
     """
 
     settings = settings or Settings()
@@ -82,8 +83,6 @@ def create_app(
             watch_disconnects,
             DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"]),
         ],
-        # Before any route's own guards: no route ever runs for an unchecked token.
-        guards=[authenticated],
         exception_handlers=EXCEPTION_HANDLERS,
         # Every malformed JSON body is a 422, including those msgspec does not call malformed.
         request_class=JsonBodyRequest,

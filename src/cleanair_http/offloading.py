@@ -1,11 +1,11 @@
 """The service's offloads: no store call waits on the event loop.
 
 Path searches and store calls that write more than once run in a worker thread (`in_thread`).
-One-step store calls (a guard's authentication and rate-limit hit, a charge's debit, a read)
-use `here_or_in_thread`: tried right here with the store told not to wait, and handed to a
-thread only when it would have had to (a lock held by another process, a CLI import say, or
-by this process's other threads). So the common case pays no thread hop, and a held lock
-still stalls only the requests that must write.
+One-step store calls (the bearer middleware's authentication and rate-limit hit, a charge's
+debit, a read) use `here_or_in_thread`: tried right here with the store told not to wait, and
+handed to a thread only when it would have had to (a lock held by another process, a CLI
+import say, or by this process's other threads). So the common case pays no thread hop, and
+a held lock still stalls only the requests that must write.
 """
 
 from __future__ import annotations

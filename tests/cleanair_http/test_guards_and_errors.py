@@ -10,11 +10,11 @@ from litestar.params import JSONBody
 
 from cleanair_core import Billable, CleanAir, ManualClock, Scope
 from cleanair_core.errors import SourceUnavailable
-from cleanair_http.auth import authorized_for, caller_of, core_of
+from cleanair_http.auth import caller_of, core_of, requires
 from support.http import Client, MakeClient, bearer, pair
 
 
-@post("/test/charge", guards=[authorized_for(Scope.AQ_READ)])
+@post("/test/charge", opt=requires(Scope.AQ_READ))
 async def charge_handler(
     request: Request[Any, Any, Any], data: JSONBody[dict[str, object]]
 ) -> dict[str, int]:
@@ -25,7 +25,7 @@ async def charge_handler(
     return {"ok": 1}
 
 
-@post("/test/plan", guards=[authorized_for(Scope.ROUTES_PLAN, user_owned=True)])
+@post("/test/plan", opt=requires(Scope.ROUTES_PLAN, user_owned=True))
 async def plan_handler() -> dict[str, int]:
     return {"ok": 1}
 
@@ -54,7 +54,7 @@ def guarded(make_client: MakeClient) -> Client:
 def test_a_route_without_a_guard_of_its_own_still_needs_a_valid_token(
     core: CleanAir, guarded: Client
 ) -> None:
-    """The app-wide guard checks the token before any route runs (an embedder's extra
+    """The bearer middleware checks the token before any route runs (an embedder's extra
     route, say), so a well-formed but unknown token never gets through."""
     token = pair(core, guarded)
     unknown = "ca_tst_" + "x" * 43

@@ -64,7 +64,7 @@ class Caller:
 class Authorized:
     """Proof, for one request, that `caller` passed the checks for `scope`.
 
-    Made only by `authorize` (the HTTP guards call it before the body is decoded); use cases
+    Made only by `authorize` (the HTTP middleware calls it before the body is decoded); use cases
     take this proof instead of a `Caller`, so no check runs twice and none can be forgotten.
     `premium` and `user_owned` say which of the optional checks were made.
     """

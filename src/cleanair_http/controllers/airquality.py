@@ -16,11 +16,11 @@ from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.routes.enrichment import Waypoint
 from cleanair_http import responses, schemas
-from cleanair_http.auth import authorization_of, authorized_for, core_of
+from cleanair_http.auth import authorization_of, core_of, requires
 from cleanair_http.client_address import client_address
 from cleanair_http.openapi import SECURITY, error_responses
 
-_GUARDS = [authorized_for(Scope.AQ_READ)]
+_AQ_READ = requires(Scope.AQ_READ)
 
 
 def _point(lat: float | None, lon: float | None) -> Point | None:
@@ -44,7 +44,7 @@ def _client_label(raw: str | None) -> str | None:
 @post(
     "/v1/airquality/score",
     status_code=200,
-    guards=_GUARDS,
+    opt=_AQ_READ,
     security=SECURITY,
     summary="Score a point",
     tags=["air quality"],
@@ -75,7 +75,7 @@ async def score_point(
 @post(
     "/v1/airquality/forecast",
     status_code=200,
-    guards=_GUARDS,
+    opt=_AQ_READ,
     security=SECURITY,
     summary="Forecast a day",
     tags=["air quality"],
@@ -116,7 +116,7 @@ async def forecast_day(
 @post(
     "/v1/airquality/routes",
     status_code=200,
-    guards=[authorized_for(Scope.AQ_ROUTES)],
+    opt=requires(Scope.AQ_ROUTES),
     security=SECURITY,
     summary="Enrich a route",
     tags=["air quality"],

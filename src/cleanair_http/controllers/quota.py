@@ -7,14 +7,14 @@ from typing import Any
 from litestar import Request, get
 
 from cleanair_http import responses, schemas
-from cleanair_http.auth import caller_of, core_of, rate_limited
+from cleanair_http.auth import caller_of, core_of, requires
 from cleanair_http.offloading import here_or_in_thread
 from cleanair_http.openapi import SECURITY, error_responses
 
 
 @get(
     "/v1/quota",
-    guards=[rate_limited()],
+    opt=requires(),
     security=SECURITY,
     summary="Read the credit pool",
     tags=["quota"],

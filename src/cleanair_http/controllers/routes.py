@@ -12,7 +12,7 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
 from cleanair_http import responses, schemas
-from cleanair_http.auth import authorization_of, authorized_for, core_of, polls_limited
+from cleanair_http.auth import authorization_of, core_of, requires
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.openapi import SECURITY, error_responses
 
@@ -20,7 +20,7 @@ from cleanair_http.openapi import SECURITY, error_responses
 @post(
     "/v1/routes",
     status_code=202,
-    guards=[authorized_for(Scope.ROUTES_PLAN, user_owned=True)],
+    opt=requires(Scope.ROUTES_PLAN, user_owned=True),
     security=SECURITY,
     summary="Submit a route plan",
     tags=["route plans"],
@@ -59,7 +59,8 @@ async def submit_plan(
 @get(
     "/v1/routes/{request_id:str}",
     status_code=200,
-    guards=[polls_limited],
+    # A lapsed user may still collect a plan already paid for: no premium check.
+    opt=requires(Scope.ROUTES_PLAN, premium=False, polls=True),
     security=SECURITY,
     summary="Poll a route plan",
     tags=["route plans"],
