@@ -2,7 +2,8 @@
 
 1. In process: requests go straight through the ASGI interface (no sockets), so the figures
    are the application's own cost. Rounds alternate between the bare endpoint and ours so
-   machine noise hits both alike.
+   machine noise hits both alike. Floors (`bench/floors.py`): the same HTTP work with no store
+   and no model, and the store calls alone, bound what a score request could reach.
 2. Served: one uvicorn process serves the real app and a bare route side by side; a client
    in this process keeps 8 connections busy. This is what a caller sees, HTTP included.
 3. Core alone: scoring 10,000 points with the embedded model, no HTTP, no storage.
@@ -39,7 +40,7 @@ from typing import Any
 import attrs
 from litestar import Litestar, get
 
-from bench import loaded, planning, postgres, quality
+from bench import floors, loaded, planning, postgres, quality
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
@@ -172,8 +173,12 @@ async def in_process() -> dict[str, Stats]:
         ours = create_app(core)
         body = route_body()
         bare_app = Litestar([bare], openapi_config=None)
+        framework = floors.framework_app()
         jobs: dict[str, Callable[[], Awaitable[list[float]]]] = {
             "bare": lambda: run_requests(bare_app, "GET", "/bare", None, REQUESTS),
+            "framework": lambda: run_requests(
+                framework, "POST", "/floor", token, REQUESTS, SCORE_BODY
+            ),
             "quota": lambda: run_requests(ours, "GET", "/v1/quota", token, REQUESTS),
             "score": lambda: run_requests(
                 ours, "POST", "/v1/airquality/score", token, REQUESTS, SCORE_BODY
@@ -446,6 +451,14 @@ async def main() -> None:
     print(line("POST /v1/airquality/score", local["score"], local["bare"][0]))
     print(line(ROUTE_NAME, local["route"], local["bare"][0]))
     print(versus(local["route"], local["score"], "score"))
+    print(line("POST, body + auth middleware, no work", local["framework"], local["bare"][0]))
+    store_s = floors.store_floor()
+    ceiling = 1 / (1 / local["framework"][0] + store_s) / local["bare"][0]
+    print(
+        f"  floors (bench/floors.py): a score request's durable SQLite calls alone "
+        f"{store_s * 1e6:.0f} µs; with the framework's part, no score endpoint on this stack "
+        f"exceeds {ceiling:.2f}x bare in process (aim 0.15x)"
+    )
     remote = await served()
     print(f"served (uvicorn, {CONNECTIONS} keep-alive connections from one client process):")
     print(line("GET /bare (same server)", remote["bare"], None))
