@@ -301,3 +301,64 @@ def test_every_corner_of_a_ladder_is_found() -> None:
     assert frontier.complete
     top_rows = [max(node // cols for node in c.path.nodes) for c in frontier.corners]
     assert top_rows == [0, 1, 2, 3]
+
+
+class DriftingNodeAir(NodeAir):
+    """NodeAir at the start of each hour, drifting within it at a rate of each node's own:
+    a source whose values move inside its update interval."""
+
+    def __init__(
+        self, network: StreetNetwork, loads: Sequence[float], drifts: Sequence[float]
+    ) -> None:
+        super().__init__(network, loads)
+        self._drift = {
+            (round(float(a), 9), round(float(o), 9)): drift
+            for a, o, drift in zip(network.node_lat, network.node_lon, drifts, strict=True)
+        }
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        at_hour = await super().concentrations(samples)
+        drifted: list[Concentrations] = []
+        for sample, air in zip(samples, at_hour, strict=True):
+            minutes = sample.at.minute + sample.at.second / 60
+            rate = self._drift[(round(sample.point.lat, 9), round(sample.point.lon, 9))]
+            drifted.append({p: v * (1 + rate * minutes) for p, v in air.items() if v is not None})
+        return drifted
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_grids, st.data())
+def test_each_route_reports_the_dose_the_search_weighed_it_by(
+    case: tuple[tuple[int, int], list[float], int, int], data: st.DataObject
+) -> None:
+    """Within the hour the search assumed, every returned route's reported dose is its search
+    cost times one factor for the whole plan, even from a source that drifts within the
+    hour: so the route reported cleanest is the one the search found cleanest."""
+    (rows, cols), loads, origin, destination = case
+    drifts = data.draw(st.lists(st.floats(0.0, 0.5), min_size=len(loads), max_size=len(loads)))
+    network = grid(rows, cols)
+    request = PlanRequest(network.node(origin), network.node(destination), WALK, NOW)
+    source = DriftingNodeAir(network, loads, drifts)
+    result = asyncio.run(plan_routes(request, LoadedNetworks([network]), source))
+    steady = asyncio.run(plan_routes(request, LoadedNetworks([network]), NodeAir(network, loads)))
+    # The source's value for an hour is its value at the hour's start, as for a score: what
+    # it does within the hour changes nothing, neither the routes nor what is said of them.
+    assert [r.route.points for r in result.routes] == [r.route.points for r in steady.routes]
+    assert [r.goal for r in result.routes] == [r.goal for r in steady.routes]
+    doses = edge_doses(network, loads)
+    factors = []
+    for route in result.routes:
+        assert route.route.times[-1].hour == NOW.hour  # a walk of minutes on a small grid
+        nodes = node_path(network, route.route.points)
+        searched = sum(
+            float(doses[k])
+            for a, b in itertools.pairwise(nodes)
+            for k in range(network.edge_count)
+            if {int(network.edge_from[k]), int(network.edge_to[k])} == {a, b}
+        )
+        reported = route.route.summary.inhaled_dose
+        assert reported is not None
+        if searched > 0:
+            factors.append(reported / searched)
+    # Waypoint times are whole microseconds: the factors agree to about 1e-9.
+    assert all(f == pytest.approx(factors[0], rel=1e-6) for f in factors)

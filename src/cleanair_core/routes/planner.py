@@ -15,7 +15,9 @@ How (docs/routing.md gives the numbers and why):
 4. Alternatives: the supported length/dose frontier between the baseline and the least-dose
    route (`frontier.py`): each route found is exactly the least-dose route no longer than
    itself. The best one within each of LENGTH_BUDGETS (LARAC's answer) comes first.
-5. Every route is enriched (measures per waypoint at its estimated time, summary, dose).
+5. Every route is enriched (measures per waypoint at its estimated time, summary, dose) with
+   the node air of step 3, each node's for the hour the route reaches it: its dose is then
+   its search cost times one factor for the whole plan.
 6. Honest choice, cleanest first: an alternative is offered only when it cuts the dose by at
    least MATERIAL_REDUCTION_PCT, is at most MAX_DETOUR longer than the baseline and shares at
    most MAX_SHARED of its length with every route already kept (the baseline first).
@@ -35,12 +37,12 @@ import numpy.typing as npt
 from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.dose import GUIDELINE_LEVELS
 from cleanair_core.air.exposure import EnvironmentType
-from cleanair_core.air.pollutants import SCORED
+from cleanair_core.air.pollutants import SCORED, Concentrations
 from cleanair_core.air.quality_source import AirQualitySource
-from cleanair_core.errors import PlanRejected
+from cleanair_core.errors import PlanRejected, SourceUnavailable
 from cleanair_core.geo import Point, distances_m
 from cleanair_core.offload import Offload, inline
-from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route
+from cleanair_core.routes.enrichment import EnrichedRoute, enrich
 from cleanair_core.routes.frontier import (
     Corner,
     Frontier,
@@ -183,6 +185,7 @@ async def plan_routes(
     `network_air` keeps the air at the network's nodes for later plans of the same hour (a
     new one per call when not given)."""
     run: Offload = offload or inline
+    network_air = network_air or NetworkAir()
     graph = await plan_graph(request, networks, source, offload, network_air)
     shortest = graph.shortest
     longest = shortest * (1 + MAX_DETOUR)
@@ -198,9 +201,9 @@ async def plan_routes(
         )
     )
     network = graph.router.network
-    baseline = await _candidate(network, graph.baseline, request, source)
+    baseline = await _candidate(network, graph.baseline, request, source, network_air)
     candidates = [
-        await _candidate(network, corner.path, request, source)
+        await _candidate(network, corner.path, request, source, network_air)
         for corner in _worth_enriching(frontier.corners, shortest)
     ]
     return _result(
@@ -287,12 +290,30 @@ def _edge_doses(network: StreetNetwork, loads: FloatArray) -> FloatArray:
 
 
 async def _candidate(
-    network: StreetNetwork, path: Path, request: PlanRequest, source: AirQualitySource
+    network: StreetNetwork,
+    path: Path,
+    request: PlanRequest,
+    source: AirQualitySource,
+    network_air: NetworkAir,
 ) -> _Candidate:
+    """A route enriched with the air the search weighed: each node's value for the source's
+    hour it is reached in (the plan's node air, so a route in the search's hours asks the
+    source nothing). Its dose is then the search's own cost of the route, up to one factor
+    for the whole plan, wherever each node is reached in the hour the search assumed."""
+    nodes = np.asarray(path.nodes, dtype=np.intp)
     points = [network.node(i) for i in path.nodes]
     activity = request.activity.activity
     times = estimated_times(points, request.start_time, speed_m_s(activity))
-    route = await enrich_route(source, points, times, activity, EnvironmentType.OUTDOOR)
+    seconds = np.array([(at - request.start_time).total_seconds() for at in times])
+    hours, hour_of_node = hours_reached(request.start_time, seconds, source.update_interval)
+    air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node)
+    airs: list[Concentrations] = [
+        {p: float(v) for p, v in zip(SCORED, row, strict=True) if not math.isnan(v)}
+        for row in air.tolist()
+    ]
+    route = enrich(points, times, airs, activity, EnvironmentType.OUTDOOR)
+    if not route.has_data:
+        raise SourceUnavailable("No air-quality data is available along this route")
     distance = float(sum(float(network.edge_length[e]) for e in path.edges))
     return _Candidate(path, distance, route)
 
