@@ -91,6 +91,12 @@ class CleanAir:
         return self.context.clock
 
     @property
+    def store_calls(self) -> Offload:
+        """Where one-step store calls run: the event loop's caller awaits it for every store
+        call it makes itself (a request's authentication, a quota read)."""
+        return self.context.store_calls
+
+    @property
     def held_charges(self) -> HeldCharges:
         """The charges this object has reserved and not yet settled."""
         return self.context.held_charges

@@ -19,7 +19,6 @@ from cleanair_core.access.connections import Authorized, Caller
 from cleanair_core.access.scopes import Scope
 from cleanair_core.errors import NotAuthenticated
 from cleanair_core.service import CleanAir
-from cleanair_http.offloading import here_or_in_thread
 
 AnyConnection = ASGIConnection[Any, Any, Any, Any]
 #: The key of a route's `opt` holding its `Access`.
@@ -100,4 +99,4 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
             raise NotAuthenticated()
         core = core_of(connection)
         access: Access | None = connection.route_handler.opt.get(ACCESS)
-        return await here_or_in_thread(lambda: _checked(core, token, access))
+        return await core.store_calls(lambda: _checked(core, token, access))

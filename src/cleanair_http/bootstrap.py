@@ -24,6 +24,7 @@ from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.keys import TokenKeys, generate_key
+from cleanair_core.offload import Offload
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.network import StreetNetwork
@@ -147,6 +148,13 @@ class Deployment:
         asyncio.run(self.aclose())
 
 
+def store_calls_for(settings: Settings) -> Offload:
+    """Where the deployment's one-step store calls run: PostgreSQL's each wait on the network,
+    so always in a worker thread; SQLite's right on the event loop unless the store would
+    have to wait (`here_or_in_thread`)."""
+    return in_thread if isinstance(settings.database, str) else here_or_in_thread
+
+
 def open_deployment(
     settings: Settings, clock: Clock | None = None, *, with_sources: bool = True
 ) -> Deployment:
@@ -165,15 +173,13 @@ def open_deployment(
             from cleanair_storage.postgres import PostgresStore
 
             store = PostgresStore(settings.database)
-            # Each call waits on the network: always on a worker thread.
-            store_calls = in_thread
             from cleanair_storage.postgres.wakeups import PostgresPlanWakeups
 
             deployment.plan_wakeups = PostgresPlanWakeups(settings.database)
         else:
             key = settings.secret_key or load_or_create_key(settings.key_file)
             store = SqliteStore(settings.database)
-            store_calls = here_or_in_thread
+        store_calls = store_calls_for(settings)
         opened = store
         deployment.opened("the database", lambda: in_thread(opened.close))
         keys = TokenKeys(key)
@@ -229,7 +235,7 @@ def build_sources(
         deployment.opened("the Ichnaea client", ichnaea.aclose)
         wifi = ichnaea
     else:
-        wifi = LocalWifiGeolocator(store, keys, here_or_in_thread)
+        wifi = LocalWifiGeolocator(store, keys, store_calls_for(settings))
     return Sources(
         air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
     )

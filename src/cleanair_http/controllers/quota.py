@@ -8,7 +8,6 @@ from litestar import Request, get
 
 from cleanair_http import responses, schemas
 from cleanair_http.auth import caller_of, core_of, requires
-from cleanair_http.offloading import here_or_in_thread
 from cleanair_http.openapi import SECURITY, error_responses
 
 
@@ -23,5 +22,5 @@ from cleanair_http.openapi import SECURITY, error_responses
 async def read_quota(request: Request[Any, Any, Any]) -> schemas.Quota:
     """Credits used and remaining this month (UTC) and today (UTC). Free; any valid token."""
     core, caller = core_of(request), caller_of(request)
-    quota = await here_or_in_thread(lambda: core.quota(caller))
+    quota = await core.store_calls(lambda: core.quota(caller))
     return responses.quota(quota)

@@ -13,7 +13,7 @@ from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
 from cleanair_http import responses, schemas
 from cleanair_http.auth import authorization_of, core_of, requires
-from cleanair_http.offloading import here_or_in_thread, in_thread
+from cleanair_http.offloading import in_thread
 from cleanair_http.openapi import SECURITY, error_responses
 
 
@@ -88,5 +88,5 @@ async def poll_plan(
     if str(plan_id) != request_id.lower():  # braces, urn: or no hyphens: not the uuid format
         raise Unprocessable()
     core, proof = core_of(request), authorization_of(request)
-    plan = await here_or_in_thread(lambda: core.poll_plan(proof, plan_id))
+    plan = await core.store_calls(lambda: core.poll_plan(proof, plan_id))
     return responses.plan_poll(plan)
