@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -51,6 +52,10 @@ def worker_processes(
                 stdout=subprocess.DEVNULL,
                 stderr=log,
                 text=True,
+                # Its own session, as a service manager starts it: with the kernel's
+                # autogroup scheduling one session shares one slice of the CPU however
+                # many processes it runs, so workers added to this one would add nothing.
+                start_new_session=True,
             )
             processes.append(process)
             stack.callback(_stop, process)
@@ -115,16 +120,28 @@ class PlanSubmitter:
         self.store.close()
 
 
-def created_and_claimed(
+@dataclass(frozen=True)
+class Claim:
+    """When a plan was created and when a worker claimed it. `exact`: read from its lease;
+    otherwise the plan had finished before it was seen claimed, and `claimed` is when it
+    finished (later than the claim: never a flattering figure)."""
+
+    created: datetime
+    claimed: datetime
+    exact: bool
+
+    @property
+    def latency(self) -> timedelta:
+        return self.claimed - self.created
+
+
+def watch_claim(
     conn: psycopg.Connection[tuple[object, ...]],
     plan_id: uuid.UUID,
     lease: timedelta,
     timeout: float,
-) -> tuple[datetime, datetime] | None:
-    """When the plan was created and when a worker claimed it, watched every POLL_S until
-    `timeout` (None if it was not claimed by then). A plan finished before it was seen
-    under its lease counts as claimed when it finished (later than the claim: never a
-    flattering figure)."""
+) -> Claim | None:
+    """The plan's claim, watched every POLL_S until `timeout` (None if not claimed by then)."""
     deadline = time.monotonic() + timeout
     while True:
         row = conn.execute(
@@ -132,12 +149,12 @@ def created_and_claimed(
             (str(plan_id),),
         ).fetchone()
         assert row is not None, f"no plan {plan_id}"
-        created, lease_until, finished, attempts = row
+        created, lease_until, finished_at, attempts = row
         assert isinstance(created, datetime)
         if isinstance(lease_until, datetime) and isinstance(attempts, int) and attempts > 0:
-            return created, lease_until - lease
-        if isinstance(finished, datetime):
-            return created, finished
+            return Claim(created, lease_until - lease, exact=True)
+        if isinstance(finished_at, datetime):
+            return Claim(created, finished_at, exact=False)
         if time.monotonic() > deadline:
             return None
         time.sleep(POLL_S)
