@@ -15,6 +15,9 @@
 9. Route quality against the exact optimum on the same data (`bench/quality.py`).
 10. Score latency while plans run on a million-node network (`bench/loaded.py`).
 11. Credit debits on PostgreSQL against a bare conditional update (`bench/postgres.py`).
+12.-13. Plans per second with 1 and 2 `cleanair worker` processes over one PostgreSQL
+   database, and how soon an idle worker in another process claims a submitted plan
+   (`bench/workers.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -40,7 +43,7 @@ from typing import Any
 import attrs
 from litestar import Litestar, get
 
-from bench import floors, loaded, planning, postgres, quality
+from bench import floors, loaded, planning, postgres, quality, workers
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
@@ -501,6 +504,7 @@ async def main() -> None:
     await quality.main(import_network(DEFAULT_NETWORK_FILE, "helsinki"))
     await loaded.main()
     postgres.main()
+    workers.main()
     await served_matrix()
 
 

@@ -133,6 +133,10 @@ class TimedNetworks:
     def __init__(self, router: TimedRouter) -> None:
         self.router = router
 
+    @property
+    def names(self) -> list[str]:
+        return [self.router.network.name]
+
     def covering(self, points: Sequence[Point]) -> TimedRouter | None:
         return self.router if all(self.router.network.covers(p) for p in points) else None
 

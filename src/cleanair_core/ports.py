@@ -83,6 +83,13 @@ class Store(
         (a debit and the plan it pays for, a failed plan and its refund) with it."""
         ...
 
+    def schema_is_current(self) -> bool:
+        """Whether the database holds exactly the schema this code migrates to: False when it
+        was never migrated (emptied or replaced under a running process) or a newer release
+        has migrated it since. One read, so it answers only when the database does
+        (StoreUnavailable otherwise): the readiness probe asks it."""
+        ...
+
     def close(self) -> None:
         """Release the store's connections and files; the store is unusable afterwards."""
 

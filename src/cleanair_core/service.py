@@ -32,8 +32,9 @@ from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.enrichment import EnrichedRoute, Waypoint
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
 from cleanair_core.routes.plans import Plan
-from cleanair_core.use_cases import access, air, credits, routes
+from cleanair_core.use_cases import access, air, credits, health, routes
 from cleanair_core.use_cases.context import Context
+from cleanair_core.use_cases.health import Readiness
 
 
 class CleanAir:
@@ -314,3 +315,10 @@ class CleanAir:
     def prune_plans(self) -> int:
         """Delete plans finished longer ago than the retention period."""
         return routes.prune_plans(self.context)
+
+    # -- health ----------------------------------------------------------------------------
+
+    async def readiness(self) -> Readiness:
+        """Whether the database answers with the current schema and the place data and a
+        street network are loaded; the reasons when not. Free, for any caller."""
+        return await health.readiness(self.context)

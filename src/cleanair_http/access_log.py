@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Collection
 from typing import Any
 
 from litestar.enums import ScopeType
@@ -16,13 +17,20 @@ log = logging.getLogger("cleanair.access")
 
 
 class AccessLog:
-    """ASGI wrapper around the whole app, so 404s and 405s are logged too."""
+    """ASGI wrapper around the whole app, so 404s and 405s are logged too. Requests to
+    `quiet_paths` (health probes, every few seconds from every orchestrator and balancer)
+    are logged at DEBUG, so at INFO they do not drown the requests of callers."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, quiet_paths: Collection[str] = ()) -> None:
         self.app = app
+        self.quiet_paths = frozenset(quiet_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP or not log.isEnabledFor(logging.INFO):
+        if scope["type"] != ScopeType.HTTP:
+            await self.app(scope, receive, send)
+            return
+        level = logging.DEBUG if scope["path"] in self.quiet_paths else logging.INFO
+        if not log.isEnabledFor(level):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
@@ -38,7 +46,8 @@ class AccessLog:
             await self.app(scope, receive, send_and_record)
         finally:
             caller = scope.get("user")
-            log.info(
+            log.log(
+                level,
                 "request",
                 extra={
                     "method": scope.get("method"),

@@ -17,6 +17,7 @@ from cleanair_http.auth import BearerAuthMiddleware
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
+from cleanair_http.controllers.health import PROBE_PATHS, live, ready
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
@@ -77,6 +78,8 @@ def create_app(
             enrich_route,
             submit_plan,
             poll_plan,
+            live,
+            ready,
             *extra_route_handlers,
         ],
         middleware=[
@@ -98,5 +101,6 @@ def create_app(
 
 
 def with_access_log(app: Litestar) -> ASGIApp:
-    """The app as served: wrapped so that every request, routed or not, is logged once."""
-    return AccessLog(app)
+    """The app as served: wrapped so that every request, routed or not, is logged once (the
+    probes at DEBUG)."""
+    return AccessLog(app, quiet_paths=PROBE_PATHS)

@@ -79,6 +79,10 @@ class MemoryStore:
     def close(self) -> None:
         """Nothing to release."""
 
+    def schema_is_current(self) -> bool:
+        """Always: process memory has no stored schema to fall behind or run ahead."""
+        return True
+
     @contextmanager
     def transaction(self) -> Iterator[Self]:
         """The unit of work: the store's (reentrant) lock held for the block, and its state

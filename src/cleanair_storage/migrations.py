@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 migrations = Migrations("cleanair")
+
+
+@functools.cache
+def migration_names() -> frozenset[str]:
+    """The name of every migration this code knows (on an empty database all are pending)."""
+    return frozenset(migration.name for migration in migrations.pending(Database(memory=True)))
 
 
 @migrations()

@@ -36,6 +36,8 @@ def test_an_outage_is_store_unavailable_and_the_store_recovers(own_server: Postg
     try:
         store.debit(Debit("user:alice", "c", "score", 1, AT), LIMITS)
         own_server.halt()  # the server crashes mid-service
+        with pytest.raises(StoreUnavailable):  # what the readiness probe asks
+            store.schema_is_current()
         with pytest.raises(StoreUnavailable):
             store.debit(Debit("user:alice", "c", "score", 5, AT), LIMITS)
         with pytest.raises(StoreUnavailable):

@@ -550,3 +550,10 @@ def test_a_failed_step_inside_a_unit_of_work_undoes_the_earlier_ones(store: Stor
         pay_then_duplicate()
     assert store.usage(POOL, T0) == Usage(0, 0)
     assert store.connections_of(ALICE) == [first]
+
+
+# -- readiness --------------------------------------------------------------------------------
+
+
+def test_an_opened_store_has_the_current_schema(store: Store) -> None:
+    assert store.schema_is_current() is True

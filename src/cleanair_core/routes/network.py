@@ -250,4 +250,9 @@ class Router(Protocol):
 class StreetNetworks(Protocol):
     """The loaded networks; a plan uses the one that covers both of its ends."""
 
+    @property
+    def names(self) -> Sequence[str]:
+        """The loaded networks' names (none: every plan is rejected)."""
+        ...
+
     def covering(self, points: Sequence[Point]) -> Router | None: ...

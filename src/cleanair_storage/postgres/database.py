@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
 from cleanair_storage.postgres.migrations import migrate
+from cleanair_storage.postgres.schema import MIGRATIONS
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,6 +101,17 @@ class PostgresDatabase:
         except BaseException:
             self._pool.close()
             raise
+
+    def schema_is_current(self) -> bool:
+        """Whether the recorded migrations are exactly those this code knows."""
+        with self._conn() as conn:
+            row = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+            if row is None or not row[0]:  # the database was emptied or replaced since
+                return False
+            applied = {
+                int(str(v)) for (v,) in conn.execute("SELECT version FROM schema_migrations")
+            }
+        return applied == {version for version, _, _ in MIGRATIONS}
 
     def close(self) -> None:
         """Close every pooled connection."""
