@@ -201,3 +201,13 @@ def m006_street_network_traffic(db: Database) -> None:
     # Each edge's estimated motor vehicles a day (StreetNetwork.edge_traffic), for the
     # street-level air. Networks stored before have NULL and load with the class defaults.
     db.execute("ALTER TABLE street_networks ADD COLUMN edge_traffic BLOB")
+
+
+@migrations()
+def m007_plan_claims(db: Database) -> None:
+    # The fencing token of a plan's lease (Plan.claims): it counts every claim and, unlike
+    # `attempts`, a hand-back never lowers it, so no earlier claim's token comes round again.
+    # Plans stored before start from their attempts, keeping claims >= attempts; no claim
+    # taken before the upgrade is still held (every process was stopped for it).
+    db.execute("ALTER TABLE plans ADD COLUMN claims INTEGER NOT NULL DEFAULT 0")
+    db.execute("UPDATE plans SET claims = attempts")
