@@ -5,7 +5,29 @@ from __future__ import annotations
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from cleanair_storage.errors import UPGRADE_ADVICE, SchemaTooNew
+
 migrations = Migrations("cleanair")
+
+
+def migrate(db: Database) -> None:
+    """Apply the missing migrations in order. Raises SchemaTooNew, changing nothing, when
+    `db` records a migration this code does not know: a newer release applied it, and
+    sqlite-utils alone would carry on over a schema this code was not written for."""
+    unknown = unknown_migrations(db)
+    if unknown:
+        raise SchemaTooNew(
+            f"the database holds migrations newer than this cleanair knows "
+            f"({', '.join(unknown)}): {UPGRADE_ADVICE}"
+        )
+    migrations.apply(db)
+
+
+def unknown_migrations(db: Database) -> list[str]:
+    """The migrations recorded in `db` that this code does not know, in the order applied."""
+    # sqlite-utils keeps its list private; on an empty database every one is pending.
+    known = {migration.name for migration in migrations.pending(Database(memory=True))}
+    return [applied.name for applied in migrations.applied(db) if applied.name not in known]
 
 
 @migrations()
