@@ -23,6 +23,7 @@ from cleanair_core.service import CleanAir
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_http.terminal import escape_nonprintable
+from cleanair_storage.errors import SchemaTooNew
 
 
 class _Parser(argparse.ArgumentParser):
@@ -281,6 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # One bad setting per line: those line breaks are the CLI's own, the rest is escaped.
         lines = (escape_nonprintable(line) for line in str(exc).split("\n"))
         print("cleanair: " + "\n".join(lines), file=sys.stderr)
+        return 2
+    except SchemaTooNew as exc:
+        # Not worth a retry, unlike 3: this release must not run on this database at all.
+        # The message may name migrations the database recorded: escaped.
+        print(f"cleanair: {escape_nonprintable(exc)}", file=sys.stderr)
         return 2
     except StoreUnavailable as exc:
         return _unavailable(exc)

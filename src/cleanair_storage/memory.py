@@ -342,38 +342,38 @@ class MemoryStore:
             self._plans[taken.id] = taken
             return taken
 
-    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, claim: int | None = None) -> bool:
         with self._lock:
             plan = self._plans.get(plan_id)
-            if plan is None or not on_claim(plan, attempt):
+            if plan is None or not on_claim(plan, claim):
                 return False
             self._plans[plan_id] = attrs.evolve(plan, lease_until=until)
             return True
 
-    def release_plan(self, plan_id: uuid.UUID, attempt: int | None = None) -> bool:
+    def release_plan(self, plan_id: uuid.UUID, claim: int | None = None) -> bool:
         with self._lock:
             plan = self._plans.get(plan_id)
-            if plan is None or not on_claim(plan, attempt):
+            if plan is None or not on_claim(plan, claim):
                 return False
             self._plans[plan_id] = handed_back(plan)
             return True
 
     def complete_plan(
-        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, attempt: int | None = None
+        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
     ) -> bool:
         with self._lock:
             plan = self._plans.get(plan_id)
-            if plan is None or not on_claim(plan, attempt):
+            if plan is None or not on_claim(plan, claim):
                 return False
             self._plans[plan_id] = completed(plan, result, now)
             return True
 
     def fail_plan(
-        self, plan_id: uuid.UUID, error: str, now: datetime, attempt: int | None = None
+        self, plan_id: uuid.UUID, error: str, now: datetime, claim: int | None = None
     ) -> Plan | None:
         with self._lock:
             plan = self._plans.get(plan_id)
-            if plan is None or not on_claim(plan, attempt):
+            if plan is None or not on_claim(plan, claim):
                 return None
             self._plans[plan_id] = done = failed(plan, error, now)
             return done

@@ -7,6 +7,8 @@ import functools
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from cleanair_storage.errors import UPGRADE_ADVICE, SchemaTooNew
+
 migrations = Migrations("cleanair")
 
 
@@ -14,6 +16,25 @@ migrations = Migrations("cleanair")
 def migration_names() -> frozenset[str]:
     """The name of every migration this code knows (on an empty database all are pending)."""
     return frozenset(migration.name for migration in migrations.pending(Database(memory=True)))
+
+
+def migrate(db: Database) -> None:
+    """Apply the missing migrations in order. Raises SchemaTooNew, changing nothing, when
+    `db` records a migration this code does not know: a newer release applied it, and
+    sqlite-utils alone would carry on over a schema this code was not written for."""
+    unknown = unknown_migrations(db)
+    if unknown:
+        raise SchemaTooNew(
+            f"the database holds migrations newer than this cleanair knows "
+            f"({', '.join(unknown)}): {UPGRADE_ADVICE}"
+        )
+    migrations.apply(db)
+
+
+def unknown_migrations(db: Database) -> list[str]:
+    """The migrations recorded in `db` that this code does not know, in the order applied."""
+    known = migration_names()
+    return [applied.name for applied in migrations.applied(db) if applied.name not in known]
 
 
 @migrations()
@@ -209,3 +230,13 @@ def m006_street_network_traffic(db: Database) -> None:
     # Each edge's estimated motor vehicles a day (StreetNetwork.edge_traffic), for the
     # street-level air. Networks stored before have NULL and load with the class defaults.
     db.execute("ALTER TABLE street_networks ADD COLUMN edge_traffic BLOB")
+
+
+@migrations()
+def m007_plan_claims(db: Database) -> None:
+    # The fencing token of a plan's lease (Plan.claims): it counts every claim and, unlike
+    # `attempts`, a hand-back never lowers it, so no earlier claim's token comes round again.
+    # Plans stored before start from their attempts, keeping claims >= attempts; no claim
+    # taken before the upgrade is still held (every process was stopped for it).
+    db.execute("ALTER TABLE plans ADD COLUMN claims INTEGER NOT NULL DEFAULT 0")
+    db.execute("UPDATE plans SET claims = attempts")

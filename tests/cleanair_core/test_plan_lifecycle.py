@@ -228,7 +228,7 @@ def test_a_late_worker_cannot_overwrite_a_finished_plan(
 def test_a_worker_whose_lease_ran_out_cannot_touch_the_plan_another_now_holds(
     core: CleanAir, alice: Caller, clock: ManualClock
 ) -> None:
-    """The claim's attempt number is a fencing token: only the current claim counts."""
+    """The claim's number is a fencing token: only the current claim counts."""
     plan_id = submit(core, alice)
     stale = core.claim_next_plan()
     assert stale is not None
@@ -242,6 +242,29 @@ def test_a_worker_whose_lease_ran_out_cannot_touch_the_plan_another_now_holds(
     assert status(core, plan_id) is PlanStatus.PENDING  # ... and cannot store it
     assert core.renew_plan_lease(current)
     asyncio.run(core.run_plan(current))
+    assert status(core, plan_id) is PlanStatus.COMPLETED
+    assert core.quota(alice).used == PLAN_COST
+
+
+def test_a_stale_worker_stays_locked_out_after_the_current_one_hands_the_plan_back(
+    core: CleanAir, alice: Caller, clock: ManualClock
+) -> None:
+    """A hand-back gives the attempt back, never the fencing token."""
+    plan_id = submit(core, alice)
+    stale = core.claim_next_plan()  # worker A
+    assert stale is not None
+    clock.advance(LEASE)
+    current = core.claim_next_plan()  # worker B, once A's lease ran out
+    assert current is not None
+    assert core.release_plan(current)  # B is stopping
+    assert not core.renew_plan_lease(stale)
+    assert not core.release_plan(stale)
+    asyncio.run(core.run_plan(stale))  # A finishes its planning ...
+    assert status(core, plan_id) is PlanStatus.PENDING  # ... and cannot store it
+    latest = core.claim_next_plan()  # taken again at once, B's attempt not counted
+    assert latest is not None
+    assert latest.attempts == 2
+    asyncio.run(core.run_plan(latest))
     assert status(core, plan_id) is PlanStatus.COMPLETED
     assert core.quota(alice).used == PLAN_COST
 

@@ -147,11 +147,11 @@ class FlakyRenewStore(SqliteStore):
         super().__init__(path)
         self.renewals = 0
 
-    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, claim: int | None = None) -> bool:
         self.renewals += 1
         if self.renewals == 1:
             raise RuntimeError("database is locked")  # a transient storage error
-        return super().renew_lease(plan_id, until, attempt)
+        return super().renew_lease(plan_id, until, claim)
 
 
 def test_a_long_plans_lease_is_renewed_every_third_even_after_a_failed_renewal(

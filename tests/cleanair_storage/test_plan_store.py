@@ -179,6 +179,7 @@ def test_a_duplicate_plan_id_is_refused_and_charges_nothing(store: Store) -> Non
         {"error": "no route"},
         {"finished_at": T0},
         {"attempts": 1},
+        {"claims": 1},
         {"lease_until": T0 + LEASE},
     ],
 )
@@ -201,7 +202,7 @@ def test_get_unknown_plan(store: Store) -> None:
 def test_full_lifecycle(store: Store) -> None:
     plan = submit(store)
     claimed = store.claim_plan(T0, LEASE)
-    assert claimed == attrs.evolve(plan, attempts=1, lease_until=T0 + LEASE)
+    assert claimed == attrs.evolve(plan, attempts=1, claims=1, lease_until=T0 + LEASE)
     assert store.get_plan(plan.id) == claimed
 
     renewed_until = T0 + LEASE + timedelta(minutes=1, microseconds=7)
@@ -216,6 +217,7 @@ def test_full_lifecycle(store: Store) -> None:
         result=EMPTY_RESULT,
         finished_at=finished,
         attempts=1,
+        claims=1,
         lease_until=None,
     )
     # Finished: no lease to renew, nothing to claim, the charge stays.
@@ -228,7 +230,7 @@ def test_claim_returns_the_plan_as_leased(store: Store) -> None:
     plan = submit(store)
     now = T0 + timedelta(seconds=5, microseconds=3)
     claimed = store.claim_plan(now, LEASE)
-    assert claimed == attrs.evolve(plan, attempts=1, lease_until=now + LEASE)
+    assert claimed == attrs.evolve(plan, attempts=1, claims=1, lease_until=now + LEASE)
     assert store.get_plan(plan.id) == claimed
 
 
@@ -272,12 +274,12 @@ def test_a_leased_plan_is_not_claimed_again_until_its_lease_expires(store: Store
 
     expiry = T0 + LEASE
     again = store.claim_plan(expiry, LEASE)
-    assert again == attrs.evolve(plan, attempts=2, lease_until=expiry + LEASE)
+    assert again == attrs.evolve(plan, attempts=2, claims=2, lease_until=expiry + LEASE)
     assert store.claim_plan(expiry, LEASE) is None
 
     third = store.claim_plan(expiry + timedelta(hours=1), timedelta(seconds=1))
     assert third is not None
-    assert third.attempts == 3
+    assert (third.attempts, third.claims) == (3, 3)
 
 
 def test_a_leased_plan_lets_the_next_one_be_claimed(store: Store) -> None:
@@ -307,10 +309,11 @@ def test_a_handed_back_plan_is_claimed_again_at_once_without_a_spent_attempt(
     first = store.claim_plan(T0, LEASE)
     assert first is not None
     assert store.release_plan(plan.id) is True
-    assert store.get_plan(plan.id) == plan  # no lease, no attempt counted
+    # No lease, no attempt counted; the claim stays counted, for a fresh token next time.
+    assert store.get_plan(plan.id) == attrs.evolve(plan, claims=1)
     again = store.claim_plan(T0, LEASE)  # within what was the first lease
     assert again is not None
-    assert again.attempts == 1
+    assert (again.attempts, again.claims) == (1, 2)
 
 
 def test_a_stale_claim_can_no_longer_renew_hand_back_complete_or_fail(store: Store) -> None:
@@ -319,7 +322,7 @@ def test_a_stale_claim_can_no_longer_renew_hand_back_complete_or_fail(store: Sto
     assert stale is not None
     current = store.claim_plan(T0 + LEASE, LEASE)  # the lease ran out; a new claim
     assert current is not None
-    old, now = stale.attempts, current.attempts
+    old, now = stale.claims, current.claims
     assert store.renew_lease(plan.id, T0 + 3 * LEASE, old) is False
     assert store.release_plan(plan.id, old) is False
     assert store.complete_plan(plan.id, RESULT, T0 + LEASE, old) is False
@@ -327,6 +330,34 @@ def test_a_stale_claim_can_no_longer_renew_hand_back_complete_or_fail(store: Sto
     assert store.get_plan(plan.id) == current  # untouched by the stale claim
     assert store.renew_lease(plan.id, T0 + 3 * LEASE, now) is True
     assert store.complete_plan(plan.id, RESULT, T0 + LEASE, now) is True
+
+
+def test_a_stale_claim_stays_stale_after_the_plan_is_handed_back(store: Store) -> None:
+    """A hand-back must not bring an earlier claim's fencing token round again."""
+    plan = submit(store)
+    stale = store.claim_plan(T0, LEASE)  # worker A, whose lease then runs out
+    assert stale is not None
+    current = store.claim_plan(T0 + LEASE, LEASE)  # worker B
+    assert current is not None
+    assert store.release_plan(plan.id, current.claims) is True  # B stops: handed back
+    handed_back = store.get_plan(plan.id)
+    assert handed_back is not None
+    assert (handed_back.attempts, handed_back.lease_until) == (1, None)  # B's not counted
+
+    old = stale.claims
+    assert store.renew_lease(plan.id, T0 + 3 * LEASE, old) is False
+    assert store.release_plan(plan.id, old) is False
+    assert store.complete_plan(plan.id, RESULT, T0 + LEASE, old) is False
+    assert store.fail_plan(plan.id, "late", T0 + LEASE, old) is None
+    assert store.get_plan(plan.id) == handed_back  # untouched by A
+
+    # The next claim is fenced apart from both earlier ones.
+    latest = store.claim_plan(T0 + LEASE, LEASE)
+    assert latest is not None
+    assert (latest.attempts, latest.claims) == (2, 3)
+    assert store.complete_plan(plan.id, RESULT, T0 + LEASE, old) is False
+    assert store.complete_plan(plan.id, RESULT, T0 + LEASE, current.claims) is False
+    assert store.complete_plan(plan.id, RESULT, T0 + LEASE, latest.claims) is True
 
 
 def test_only_a_pending_plan_can_be_handed_back(store: Store) -> None:
@@ -396,6 +427,7 @@ def test_a_claimed_plan_fails_and_drops_its_lease(store: Store) -> None:
         error="planner crashed",
         finished_at=T0 + timedelta(seconds=1),
         attempts=1,
+        claims=1,
     )
 
 
@@ -525,13 +557,23 @@ def test_every_field_round_trips(store: Store) -> None:
     assert plan_rules.fail(store, failed.id, error, finished, refund=False)
 
     assert store.get_plan(leased.id) == attrs.evolve(
-        leased, attempts=1, lease_until=leased_at + LEASE
+        leased, attempts=1, claims=1, lease_until=leased_at + LEASE
     )
     assert store.get_plan(done.id) == attrs.evolve(
-        done, status=PlanStatus.COMPLETED, result=result, finished_at=finished, attempts=1
+        done,
+        status=PlanStatus.COMPLETED,
+        result=result,
+        finished_at=finished,
+        attempts=1,
+        claims=1,
     )
     assert store.get_plan(failed.id) == attrs.evolve(
-        failed, status=PlanStatus.FAILED, error=error, finished_at=finished, attempts=1
+        failed,
+        status=PlanStatus.FAILED,
+        error=error,
+        finished_at=finished,
+        attempts=1,
+        claims=1,
     )
     for plan in (store.get_plan(p.id) for p in (leased, done, failed)):
         assert plan is not None
@@ -640,7 +682,12 @@ class PlanStoreMachine(RuleBasedStateMachine):
             assert from_memory is None
             return
         oldest = min(claimable, key=lambda p: (p.created_at, p.id.int))
-        expected = attrs.evolve(oldest, attempts=oldest.attempts + 1, lease_until=self.now + lease)
+        expected = attrs.evolve(
+            oldest,
+            attempts=oldest.attempts + 1,
+            claims=oldest.claims + 1,
+            lease_until=self.now + lease,
+        )
         assert from_memory == expected
         self.model[oldest.id] = expected
 
@@ -652,6 +699,30 @@ class PlanStoreMachine(RuleBasedStateMachine):
         plan = self.model.get(plan_id)
         assert renewed == (plan is not None and plan.status is PlanStatus.PENDING)
         if renewed and plan is not None:
+            self.model[plan_id] = attrs.evolve(plan, lease_until=until)
+
+    @rule(plan_id=plans)
+    def hand_back(self, plan_id: uuid.UUID) -> None:
+        released = self.memory.release_plan(plan_id)
+        assert released == self.durable.release_plan(plan_id)
+        plan = self.model.get(plan_id)
+        assert released == (plan is not None and plan.status is PlanStatus.PENDING)
+        if released and plan is not None:
+            self.model[plan_id] = attrs.evolve(
+                plan, lease_until=None, attempts=max(0, plan.attempts - 1)
+            )
+
+    @rule(plan_id=plans, behind=st.integers(min_value=0, max_value=2))
+    def renew_as_claim(self, plan_id: uuid.UUID, behind: int) -> None:
+        """A worker holding the latest claim (`behind` 0) or an earlier one renews."""
+        plan = self.model.get(plan_id)
+        if plan is None:
+            return
+        claim, until = plan.claims - behind, self.now + LEASE
+        renewed = self.memory.renew_lease(plan_id, until, claim)
+        assert renewed == self.durable.renew_lease(plan_id, until, claim)
+        assert renewed == (plan.status is PlanStatus.PENDING and behind == 0)
+        if renewed:
             self.model[plan_id] = attrs.evolve(plan, lease_until=until)
 
     @rule(plan_id=plans, result=st.sampled_from([RESULT, EMPTY_RESULT]))
@@ -731,6 +802,11 @@ class PlanStoreMachine(RuleBasedStateMachine):
             expected = self.model.get(plan_id)
             assert self.memory.get_plan(plan_id) == expected
             assert self.durable.get_plan(plan_id) == expected
+
+    @invariant()
+    def every_claim_is_counted_and_no_hand_back_is(self) -> None:
+        for plan in self.model.values():
+            assert plan.claims >= plan.attempts >= 0
 
     @invariant()
     def adapters_and_model_agree_on_credits(self) -> None:

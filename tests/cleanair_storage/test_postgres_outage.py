@@ -43,8 +43,8 @@ def test_an_outage_is_store_unavailable_and_the_store_recovers(own_server: Postg
         with pytest.raises(StoreUnavailable):
             store.add_user(User("bob", True, AT))
         own_server.resume()
-        # Back by itself: a call may still meet a connection the crash broke (503), then
-        # the pool replaces it.
+        # Back by itself: a call may still wait past its timeout (503) for the pool's next
+        # reconnection attempt, which backs off while the server is down.
         for _ in range(3):
             try:
                 usage = store.usage("user:alice", AT)

@@ -70,7 +70,7 @@ def test_a_submission_notifies_when_it_commits_not_before(
         assert notices.next(2) == [str(second.id), str(first.id)]
         claimed = store.claim_plan(T0, timedelta(minutes=1))
         assert claimed is not None
-        assert store.release_plan(claimed.id, claimed.attempts)  # handed back: claimable again
+        assert store.release_plan(claimed.id, claimed.claims)  # handed back: claimable again
         assert notices.next(1) == [str(claimed.id)]
     finally:
         store.close()

@@ -18,6 +18,7 @@ import pytest
 from cleanair_core.access.accounts import User
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.routes.network import StreetNetwork
+from cleanair_storage.errors import SchemaTooNew
 from cleanair_storage.sqlite import CHECKPOINT_THREAD, JOURNAL_SIZE_LIMIT, SqliteStore
 
 T0 = datetime(2026, 3, 10, 9, 30, tzinfo=UTC)
@@ -176,3 +177,34 @@ def test_a_full_disk_is_store_unavailable_and_leaves_the_writer_usable(tmp_path:
         assert [n.name for n in store.network_summaries()] == ["city"]
     finally:
         store.close()
+
+
+def test_a_database_newer_than_the_code_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "cleanair.db"
+    SqliteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+            "VALUES ('cleanair', 'm999_from_the_future', '2099-01-01')"
+        )
+        before = conn.execute("SELECT name FROM _sqlite_migrations ORDER BY id").fetchall()
+    conn.close()
+
+    with pytest.raises(SchemaTooNew, match=r"newer than this cleanair knows.*m999_from_the_future"):
+        SqliteStore(path)
+
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT name FROM _sqlite_migrations ORDER BY id").fetchall() == before
+    conn.close()
+
+
+def test_another_migration_set_in_the_same_file_is_not_a_newer_schema(tmp_path: Path) -> None:
+    path = tmp_path / "cleanair.db"
+    SqliteStore(path).close()
+    with sqlite3.connect(path) as conn:  # e.g. an operator's own tool keeping notes beside ours
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+            "VALUES ('reports', 'm001_monthly', '2026-01-01')"
+        )
+    conn.close()
+    SqliteStore(path).close()

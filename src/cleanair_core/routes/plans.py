@@ -67,14 +67,19 @@ class Plan:
     result: PlanResult | None = None
     error: str | None = None
     finished_at: datetime | None = None
-    attempts: int = 0  # times a worker has taken it
+    #: Claims that count against `Policy.max_plan_attempts`: a hand-back gives its one back.
+    attempts: int = 0
     lease_until: datetime | None = None
+    #: Times a worker has taken it, hand-backs included: it only ever grows, so it is the
+    #: fencing token of the latest claim (see `on_claim`). `attempts` cannot be: a hand-back
+    #: lowers it, and an old claim's number would come round again.
+    claims: int = 0
 
 
 def check_new_plan(plan: Plan) -> None:
     """Raise ValueError unless `plan` is as submitted: pending, never claimed or finished."""
-    state = (plan.status, plan.result, plan.error, plan.finished_at, plan.attempts)
-    if state != (PlanStatus.PENDING, None, None, None, 0) or plan.lease_until is not None:
+    state = (plan.status, plan.result, plan.error, plan.finished_at, plan.attempts, plan.claims)
+    if state != (PlanStatus.PENDING, None, None, None, 0, 0) or plan.lease_until is not None:
         raise ValueError("a submitted plan is new: pending, never claimed, never finished")
 
 
@@ -96,19 +101,23 @@ def claim_order(plan: Plan) -> tuple[datetime, str]:
 
 
 def claimed(plan: Plan, now: datetime, lease: timedelta) -> Plan:
-    """A plan taken by a worker: leased until `now + lease`, one more attempt counted."""
-    return attrs.evolve(plan, lease_until=now + lease, attempts=plan.attempts + 1)
+    """A plan taken by a worker: leased until `now + lease`, one more attempt counted and a
+    new fencing token (`claims`)."""
+    return attrs.evolve(
+        plan, lease_until=now + lease, attempts=plan.attempts + 1, claims=plan.claims + 1
+    )
 
 
-def on_claim(plan: Plan, attempt: int | None) -> bool:
-    """Whether a worker holding claim `attempt` may still change `plan` (None: no claim is
-    checked, as for the API and the sweeps)."""
-    return plan.status is PlanStatus.PENDING and (attempt is None or plan.attempts == attempt)
+def on_claim(plan: Plan, claim: int | None) -> bool:
+    """Whether a worker holding claim number `claim` may still change `plan` (None: no claim
+    is checked, as for the API and the sweeps)."""
+    return plan.status is PlanStatus.PENDING and (claim is None or plan.claims == claim)
 
 
 def handed_back(plan: Plan) -> Plan:
     """A claimed plan its worker gives up without failing (it is stopping): free for the next
-    worker at once, and the attempt not counted against it."""
+    worker at once, and the attempt not counted against it. `claims` stays: the next claim
+    gets a number no earlier claim had."""
     return attrs.evolve(plan, lease_until=None, attempts=max(0, plan.attempts - 1))
 
 
@@ -137,37 +146,37 @@ class PlanStore(Protocol):
 
     def claim_plan(self, now: datetime, lease: timedelta) -> Plan | None:
         """Take the oldest pending plan whose lease is absent or expired, leasing it until
-        `now + lease` and counting the attempt; None when there is none. Two callers never
-        get the same plan while its lease runs."""
+        `now + lease`, counting the attempt and the claim (`claimed`); None when there is
+        none. Two callers never get the same plan while its lease runs."""
         ...
 
-    # `attempt`, where a worker passes it, is its claim's fencing token (the plan's
-    # `attempts` when it was claimed): the change is made only while the plan is still on
-    # that claim, so a worker whose lease ran out, and whose plan another worker took since,
-    # can no longer extend, hand back or finish it (`on_claim`).
+    # `claim`, where a worker passes it, is its claim's fencing token (the plan's `claims`
+    # when it was claimed): the change is made only while the plan is still on that claim,
+    # so a worker whose lease ran out, and whose plan another worker took since (and maybe
+    # handed back), can no longer extend, hand back or finish it (`on_claim`).
 
-    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, claim: int | None = None) -> bool:
         """Extend a pending plan's lease (a worker still at it); False once it is finished
-        or, with `attempt`, taken by another claim."""
+        or, with `claim`, taken by another claim."""
         ...
 
-    def release_plan(self, plan_id: uuid.UUID, attempt: int | None = None) -> bool:
+    def release_plan(self, plan_id: uuid.UUID, claim: int | None = None) -> bool:
         """Hand a pending plan back (`handed_back`): its worker is stopping; False if it is
-        not pending or, with `attempt`, taken by another claim."""
+        not pending or, with `claim`, taken by another claim."""
         ...
 
     def complete_plan(
-        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, attempt: int | None = None
+        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
     ) -> bool:
         """Finish a pending plan with its result; False if it was not pending or, with
-        `attempt`, taken by another claim."""
+        `claim`, taken by another claim."""
         ...
 
     def fail_plan(
-        self, plan_id: uuid.UUID, error: str, now: datetime, attempt: int | None = None
+        self, plan_id: uuid.UUID, error: str, now: datetime, claim: int | None = None
     ) -> Plan | None:
         """Finish a pending plan as failed; the failed plan, or None if it was not pending
-        or, with `attempt`, taken by another claim."""
+        or, with `claim`, taken by another claim."""
         ...
 
     def prune_plans(self, finished_before: datetime) -> int:
@@ -221,12 +230,12 @@ def fail(
     now: datetime,
     *,
     refund: bool,
-    attempt: int | None = None,
+    claim: int | None = None,
 ) -> bool:
     """Finish a pending plan as failed and, when `refund`, refund its debit, as one unit of
-    work; False (nothing changed) when it was not pending (or not on claim `attempt`)."""
+    work; False (nothing changed) when it was not pending (or not on claim `claim`)."""
     with book.transaction() as work:
-        failed = work.fail_plan(plan_id, error, now, attempt)
+        failed = work.fail_plan(plan_id, error, now, claim)
         if failed is None:
             return False
         if refund and failed.ledger_entry is not None:

@@ -142,9 +142,7 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
         if not is_expected_failure(error):
             raise
     else:
-        await ctx.offload(
-            lambda: ctx.store.complete_plan(plan.id, result, ctx.now(), plan.attempts)
-        )
+        await ctx.offload(lambda: ctx.store.complete_plan(plan.id, result, ctx.now(), plan.claims))
 
 
 async def work_on_next_plan(ctx: Context) -> Plan | None:
@@ -158,12 +156,12 @@ async def work_on_next_plan(ctx: Context) -> Plan | None:
 def renew_plan_lease(ctx: Context, plan: Plan) -> bool:
     """Keep holding a claimed plan being worked on (call well within the lease); False once
     it is finished or another worker took it (the lease ran out)."""
-    return ctx.store.renew_lease(plan.id, ctx.now() + ctx.policy.plan_lease, plan.attempts)
+    return ctx.store.renew_lease(plan.id, ctx.now() + ctx.policy.plan_lease, plan.claims)
 
 
 def release_plan(ctx: Context, plan: Plan) -> bool:
     """Hand back a claimed plan this worker will not finish (it is stopping)."""
-    return ctx.store.release_plan(plan.id, plan.attempts)
+    return ctx.store.release_plan(plan.id, plan.claims)
 
 
 def prune_plans(ctx: Context) -> int:
@@ -173,7 +171,7 @@ def prune_plans(ctx: Context) -> int:
 
 
 def _fail(ctx: Context, plan: Plan, reason: str) -> None:
-    plans.fail(ctx.store, plan.id, reason, ctx.now(), refund=True, attempt=plan.attempts)
+    plans.fail(ctx.store, plan.id, reason, ctx.now(), refund=True, claim=plan.claims)
 
 
 def save_network(ctx: Context, network: StreetNetwork) -> None:

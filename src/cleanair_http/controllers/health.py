@@ -2,10 +2,9 @@
 
 Outside `/v1` and outside the OpenAPI document, which describes the API apps are built on
 (clients are generated from it); the probes are for operators, documented in
-docs/deployment.md. No token (a probe has none; the bearer middleware skips these routes), so no rate limit and
-no credits; the access log
-writes them at DEBUG, not INFO (`access_log.AccessLog`), as a probe every few seconds would
-drown the lines that matter.
+docs/deployment.md. No token (a probe has none; the bearer middleware skips these routes),
+so no rate limit and no credits; the access log writes them at DEBUG, not INFO
+(`access_log.AccessLog`), as a probe every few seconds would drown the lines that matter.
 """
 
 from __future__ import annotations

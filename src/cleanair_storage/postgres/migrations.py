@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import psycopg
 
+from cleanair_storage.errors import UPGRADE_ADVICE, SchemaTooNew
 from cleanair_storage.postgres.schema import MIGRATIONS
+
+__all__ = ["MIGRATION_LOCK", "SchemaTooNew", "latest_version", "migrate"]
 
 #: The advisory lock key of migrations: any 64-bit number unique to this purpose ("cleanair").
 MIGRATION_LOCK = 0x636C65616E616972
-
-
-class SchemaTooNew(RuntimeError):
-    """The database was migrated by a newer release of cleanair than this one."""
 
 
 def latest_version() -> int:
@@ -50,8 +49,7 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
         if newest > latest_version():
             raise SchemaTooNew(
                 f"the database's schema is at version {newest}, newer than this cleanair "
-                f"knows ({latest_version()}): a newer release migrated it; run that release "
-                "or newer (docs/deployment.md, Upgrades)"
+                f"knows ({latest_version()}): {UPGRADE_ADVICE}"
             )
         for version, name, statements in MIGRATIONS:
             if version in applied:

@@ -24,7 +24,7 @@ from cleanair_storage.postgres.wakeups import CHANNEL
 _COLUMNS = (
     "id, owner, connection_id, start_lat, start_lon, end_lat, end_lon, activity, "
     "start_time, status, created_at, ledger_entry, result, error, finished_at, attempts, "
-    "lease_until"
+    "lease_until, claims"
 )
 
 
@@ -47,6 +47,7 @@ def _plan(row: Sequence[Any]) -> Plan:
         finished_at,
         attempts,
         lease_until,
+        claims,
     ) = row
     return Plan(
         id=uuid.UUID(str(plan_id)),
@@ -66,6 +67,7 @@ def _plan(row: Sequence[Any]) -> Plan:
         finished_at=finished_at,
         attempts=int(attempts),
         lease_until=lease_until,
+        claims=int(claims),
     )
 
 
@@ -78,7 +80,7 @@ class PostgresPlans(PostgresLedger):
         with self._conn() as conn:
             conn.execute(
                 f"INSERT INTO plans ({_COLUMNS}) VALUES "  # noqa: S608
-                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     str(plan.id),
                     plan.owner,
@@ -97,6 +99,7 @@ class PostgresPlans(PostgresLedger):
                     plan.finished_at,
                     plan.attempts,
                     plan.lease_until,
+                    plan.claims,
                 ),
             )
             # Delivered when (and only if) this transaction commits; the payload is the plan.
@@ -113,55 +116,55 @@ class PostgresPlans(PostgresLedger):
     def claim_plan(self, now: datetime, lease: timedelta) -> Plan | None:
         with self._conn() as conn:
             row = conn.execute(
-                "UPDATE plans SET lease_until = %s, attempts = attempts + 1 "  # noqa: S608
-                "WHERE id = (SELECT id FROM plans WHERE status = 'pending' "
+                "UPDATE plans SET lease_until = %s, attempts = attempts + 1, "  # noqa: S608
+                "claims = claims + 1 WHERE id = (SELECT id FROM plans WHERE status = 'pending' "
                 "AND (lease_until IS NULL OR lease_until <= %s) ORDER BY created_at, id "
                 f"LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING {_COLUMNS}",
                 (now + lease, now),
             ).fetchone()
         return None if row is None else _plan(row)
 
-    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, claim: int | None = None) -> bool:
         with self._conn() as conn:
             cur = conn.execute(
                 "UPDATE plans SET lease_until = %s WHERE id = %s AND status = 'pending' "
-                "AND attempts = coalesce(%s::integer, attempts)",
-                (until, str(plan_id), attempt),
+                "AND claims = coalesce(%s::integer, claims)",
+                (until, str(plan_id), claim),
             )
             return cur.rowcount == 1
 
-    def release_plan(self, plan_id: uuid.UUID, attempt: int | None = None) -> bool:
+    def release_plan(self, plan_id: uuid.UUID, claim: int | None = None) -> bool:
         with self._conn() as conn:
             cur = conn.execute(
                 "UPDATE plans SET lease_until = NULL, attempts = greatest(attempts - 1, 0) "
                 "WHERE id = %s AND status = 'pending' "
-                "AND attempts = coalesce(%s::integer, attempts)",
-                (str(plan_id), attempt),
+                "AND claims = coalesce(%s::integer, claims)",
+                (str(plan_id), claim),
             )
             if cur.rowcount == 1:  # claimable again: wake idle workers
                 conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(plan_id)))
             return cur.rowcount == 1
 
     def complete_plan(
-        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, attempt: int | None = None
+        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
     ) -> bool:
         with self._conn() as conn:
             cur = conn.execute(
                 "UPDATE plans SET status = 'completed', result = %s, finished_at = %s, "
                 "lease_until = NULL WHERE id = %s AND status = 'pending' "
-                "AND attempts = coalesce(%s::integer, attempts)",
-                (encode_plan_result(result), now, str(plan_id), attempt),
+                "AND claims = coalesce(%s::integer, claims)",
+                (encode_plan_result(result), now, str(plan_id), claim),
             )
             return cur.rowcount == 1
 
     def fail_plan(
-        self, plan_id: uuid.UUID, error: str, now: datetime, attempt: int | None = None
+        self, plan_id: uuid.UUID, error: str, now: datetime, claim: int | None = None
     ) -> Plan | None:
         with self._conn() as conn:
             row = conn.execute(
                 f"{FAIL_PENDING_PLAN} WHERE id = %s AND status = 'pending' "
-                f"AND attempts = coalesce(%s::integer, attempts) RETURNING {_COLUMNS}",
-                (error, now, str(plan_id), attempt),
+                f"AND claims = coalesce(%s::integer, claims) RETURNING {_COLUMNS}",
+                (error, now, str(plan_id), claim),
             ).fetchone()
         return None if row is None else _plan(row)
 

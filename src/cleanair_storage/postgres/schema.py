@@ -140,4 +140,13 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        2,
+        "plans: claims, the lease's fencing token",
+        (
+            # As SQLite's m007_plan_claims (which says why).
+            "ALTER TABLE plans ADD COLUMN claims INTEGER NOT NULL DEFAULT 0",
+            "UPDATE plans SET claims = attempts",
+        ),
+    ),
 )

@@ -28,7 +28,7 @@ from sqlite_utils import Database
 
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
 from cleanair_core.offload import WouldBlock, waiting_allowed
-from cleanair_storage.migrations import migration_names, migrations
+from cleanair_storage.migrations import migrate, migration_names, migrations
 
 BUSY_TIMEOUT_MS = 10_000
 #: The WAL is cut back to this size when it restarts after a checkpoint: without a limit it
@@ -216,7 +216,7 @@ class SqliteDatabase:
     def _migrate(self) -> None:
         # Several processes may start at once: the write lock makes one of them migrate.
         with self._write() as conn:
-            migrations.apply(Database(conn))
+            migrate(Database(conn))
 
     def schema_is_current(self) -> bool:
         """Whether the applied migrations are exactly those this code knows. A reader's query,

@@ -22,7 +22,7 @@ class SqlitePlans(SqliteLedger):
     _PLAN_COLUMNS = (
         "id, owner, connection_id, start_lat, start_lon, end_lat, end_lon, activity, "
         "start_time, status, created_at, ledger_entry, result, error, finished_at, attempts, "
-        "lease_until"
+        "lease_until, claims"
     )
 
     @staticmethod
@@ -45,6 +45,7 @@ class SqlitePlans(SqliteLedger):
             finished_at,
             attempts,
             lease_until,
+            claims,
         ) = row
         return Plan(
             id=uuid.UUID(str(plan_id)),
@@ -64,6 +65,7 @@ class SqlitePlans(SqliteLedger):
             finished_at=instant_or_none(finished_at),
             attempts=attempts,
             lease_until=instant_or_none(lease_until),
+            claims=claims,
         )
 
     def add_plan(self, plan: Plan) -> None:
@@ -73,7 +75,7 @@ class SqlitePlans(SqliteLedger):
             stored = plan
             conn.execute(
                 f"INSERT INTO plans ({self._PLAN_COLUMNS}) "  # noqa: S608
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     str(stored.id),
                     stored.owner,
@@ -92,6 +94,7 @@ class SqlitePlans(SqliteLedger):
                     None if stored.finished_at is None else timestamp(stored.finished_at),
                     stored.attempts,
                     None if stored.lease_until is None else timestamp(stored.lease_until),
+                    stored.claims,
                 ),
             )
 
@@ -111,54 +114,54 @@ class SqlitePlans(SqliteLedger):
         # update. The literal 'pending' lets the pick walk the plans_claim index in order.
         with self._write() as conn:
             rows = conn.execute(
-                "UPDATE plans SET lease_until = ?, attempts = attempts + 1 "  # noqa: S608
-                "WHERE id = (SELECT id FROM plans WHERE status = 'pending' "
+                "UPDATE plans SET lease_until = ?, attempts = attempts + 1, "  # noqa: S608
+                "claims = claims + 1 WHERE id = (SELECT id FROM plans WHERE status = 'pending' "
                 "AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at, id LIMIT 1) "
                 f"RETURNING {self._PLAN_COLUMNS}",
                 (timestamp(now + lease), timestamp(now)),
             ).fetchall()
         return self._plan(rows[0]) if rows else None
 
-    def renew_lease(self, plan_id: uuid.UUID, until: datetime, attempt: int | None = None) -> bool:
+    def renew_lease(self, plan_id: uuid.UUID, until: datetime, claim: int | None = None) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE plans SET lease_until = ? WHERE id = ? AND status = 'pending' "
-                "AND attempts = coalesce(?, attempts)",
-                (timestamp(until), str(plan_id), attempt),
+                "AND claims = coalesce(?, claims)",
+                (timestamp(until), str(plan_id), claim),
             )
             return cur.rowcount == 1
 
-    def release_plan(self, plan_id: uuid.UUID, attempt: int | None = None) -> bool:
+    def release_plan(self, plan_id: uuid.UUID, claim: int | None = None) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE plans SET lease_until = NULL, attempts = max(attempts - 1, 0) "
                 "WHERE id = ? AND status = 'pending' "
-                "AND attempts = coalesce(?, attempts)",
-                (str(plan_id), attempt),
+                "AND claims = coalesce(?, claims)",
+                (str(plan_id), claim),
             )
             return cur.rowcount == 1
 
     def complete_plan(
-        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, attempt: int | None = None
+        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
     ) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE plans SET status = 'completed', result = ?, finished_at = ?, "
                 "lease_until = NULL WHERE id = ? AND status = 'pending' "
-                "AND attempts = coalesce(?, attempts)",
-                (encode_plan_result(result), timestamp(now), str(plan_id), attempt),
+                "AND claims = coalesce(?, claims)",
+                (encode_plan_result(result), timestamp(now), str(plan_id), claim),
             )
             return cur.rowcount == 1
 
     def fail_plan(
-        self, plan_id: uuid.UUID, error: str, now: datetime, attempt: int | None = None
+        self, plan_id: uuid.UUID, error: str, now: datetime, claim: int | None = None
     ) -> Plan | None:
         with self._write() as conn:
             rows = conn.execute(
                 f"{FAIL_PENDING_PLAN} WHERE id = ? AND status = 'pending' "
-                "AND attempts = coalesce(?, attempts) "
+                "AND claims = coalesce(?, claims) "
                 f"RETURNING {self._PLAN_COLUMNS}",
-                (error, timestamp(now), str(plan_id), attempt),
+                (error, timestamp(now), str(plan_id), claim),
             ).fetchall()
         return self._plan(rows[0]) if rows else None
 

@@ -1,0 +1,113 @@
+"""A database a newer release has migrated stops every `cleanair` command with one clear line
+on stderr and exit status 2 (a setting to fix: run that release), never a traceback; on
+SQLite and PostgreSQL alike. The CLI runs in process, as in test_cli_output.py, and once as
+the installed command to see exactly what reaches the terminal."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from cleanair_http import cli
+from cleanair_storage.postgres import PostgresStore
+from cleanair_storage.postgres.migrations import latest_version
+from cleanair_storage.sqlite import SqliteStore
+
+#: Every command: each opens the database first, and must stop there.
+COMMANDS = [
+    ["serve"],
+    ["serve", "--workers", "2"],
+    ["worker"],
+    ["users", "add", "alice"],
+    ["users", "set-premium", "alice", "off"],
+    ["pairing-code", "alice"],
+    ["connections", "list", "alice"],
+    ["connections", "revoke", "00000000-0000-4000-8000-000000000001"],
+    ["partners", "add", "acme"],
+    ["partners", "issue-token", "acme", "--name", "n", "--scope", "aq:read"],
+    ["partners", "deactivate", "acme"],
+    ["clients", "add", "my-app"],
+    ["usage", "alice"],
+    ["wifi", "import", "points.csv"],
+    ["network", "import", "city.osm.pbf"],
+    ["network", "list"],
+    ["network", "delete", "helsinki"],
+]
+KEY = "ab" * 32
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def too_new(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """CLEANAIR_DATABASE names a database migrated by a release newer than this one."""
+    monkeypatch.setenv("CLEANAIR_SECRET_KEY", KEY)
+    monkeypatch.delenv("CLEANAIR_SECRET_KEY_FILE", raising=False)
+    monkeypatch.setenv("CLEANAIR_DEFAULT_NETWORK", "false")
+    if request.param == "sqlite":
+        path = tmp_path / "cleanair.db"
+        SqliteStore(path).close()
+        with sqlite3.connect(path) as conn:
+            conn.execute(
+                "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+                "VALUES ('cleanair', 'm999_from_the_future', '2099-01-01')"
+            )
+        conn.close()
+        database = str(path)
+    else:
+        database = request.getfixturevalue("postgres_url")
+        PostgresStore(database).close()
+        with psycopg.connect(database) as pg:
+            pg.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, 'from the future')",
+                (latest_version() + 1,),
+            )
+    monkeypatch.setenv("CLEANAIR_DATABASE", database)
+    kind: str = request.param
+    return kind
+
+
+def assert_one_clear_line(err: str) -> None:
+    assert err.startswith("cleanair: "), err
+    assert err.count("\n") == 1, err
+    assert "newer" in err
+    assert "Traceback" not in err
+
+
+def never_runs(*args: object, **kwargs: object) -> None:
+    raise AssertionError("started on a database newer than the code")
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_every_command_refuses_a_database_newer_than_the_code(
+    too_new: str,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Were the database accepted, `serve` and `worker` would run until stopped.
+    monkeypatch.setattr("uvicorn.Server.run", never_runs)
+    monkeypatch.setattr("cleanair_http.worker.anyio.run", never_runs)
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert_one_clear_line(err)
+
+
+def test_the_installed_command_prints_no_traceback(too_new: str) -> None:
+    cleanair = Path(sys.executable).with_name("cleanair")
+    done = subprocess.run(
+        [str(cleanair), "serve", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert_one_clear_line(done.stderr)

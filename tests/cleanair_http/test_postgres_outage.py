@@ -1,0 +1,115 @@
+"""PostgreSQL going away under a running service: calls answer 503 and charge nothing, and
+once the server is back the service answers 200 again by itself, from its first request:
+connections the crash left in the pool are checked before use, not failed on one by one.
+
+The test runs its own server (as tests/cleanair_storage/test_postgres_outage.py does), so it
+can crash and restart it without disturbing the rest of the session.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from litestar.testing import TestClient
+
+from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
+from cleanair_core.ports import Sources
+from cleanair_http.app import create_app
+from cleanair_http.offloading import in_thread
+from cleanair_http.settings import Settings
+from cleanair_storage.postgres import PostgresStore
+from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
+from support.http import Client, bearer, pair
+from support.postgres import PostgresServer
+
+SCORE = {"lat": 60.17, "lon": 24.94}
+#: Connections in the pool when the server crashes: each is left broken by the crash, and
+#: more of them than the calls made during the outage (which discard the ones they meet).
+POOLED = 6
+UNAVAILABLE = {"detail": "The service's database is unavailable; try again shortly"}
+
+
+@pytest.fixture
+def own_server() -> Iterator[PostgresServer]:
+    server = PostgresServer(durable=True)  # what was committed survives its crash
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def store(own_server: PostgresServer) -> Iterator[PostgresStore]:
+    opened = PostgresStore(own_server.database(), timeout=2.0)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def client(store: PostgresStore) -> Iterator[Client]:
+    sources = Sources(FakeSource(), FakeGeolocator(None), FakeIp(), FakeNamer())
+    core = CleanAir(
+        store,
+        TokenKeys(generate_key()),
+        # Only the test's requests use the pool: no plan runners, and the charge upkeep,
+        # which runs once at start, not again for 20 minutes.
+        Policy(charge_hold_seconds=3600),
+        ManualClock(),
+        sources=sources,
+        offload=in_thread,
+        store_calls=in_thread,  # as the deployment runs a PostgreSQL store
+    )
+    with TestClient(create_app(core, Settings(plan_workers=0))) as started:
+        started.app.state.core = core
+        yield started
+
+
+def fill_the_pool(store: PostgresStore, connections: int) -> None:
+    """Hold `connections` units of work open at once, so the pool holds that many idle
+    connections afterwards (a busy service's pool)."""
+    together = threading.Barrier(connections)
+
+    def hold() -> None:
+        with store.transaction():
+            together.wait(timeout=10)
+
+    threads = [threading.Thread(target=hold) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+
+
+def score(client: Client, token: str) -> int:
+    response = client.post("/v1/airquality/score", json=SCORE, headers=bearer(token))
+    if response.status_code == 503:
+        assert response.json() == UNAVAILABLE
+    return response.status_code
+
+
+def used(client: Client, token: str) -> int:
+    quota = client.get("/v1/quota", headers=bearer(token))
+    assert quota.status_code == 200, quota.text
+    credits: int = quota.json()["used"]
+    return credits
+
+
+def test_an_outage_answers_503_charges_nothing_and_the_service_recovers_by_itself(
+    own_server: PostgresServer, store: PostgresStore, client: Client
+) -> None:
+    token = pair(client.app.state.core, client)
+    assert score(client, token) == 200
+    fill_the_pool(store, POOLED)
+
+    own_server.halt()  # the server crashes mid-run
+    assert score(client, token) == 503
+    assert client.get("/v1/quota", headers=bearer(token)).status_code == 503
+
+    own_server.resume()
+    # Every call answers: none meets a connection the crash broke.
+    assert [score(client, token) for _ in range(POOLED)] == [200] * POOLED
+    assert used(client, token) == 1 + POOLED  # the 503 charged nothing
+    assert [e.amount for e in store.entries("user:alice")] == [1] * (1 + POOLED)
