@@ -1,6 +1,7 @@
 """PostgreSQL going away under a running service: calls answer 503 and charge nothing, and
-once the server is back the service answers 200 again by itself, from its first request:
-connections the crash left in the pool are checked before use, not failed on one by one.
+once the server is back the service answers 200 again by itself: a call that found the
+server gone had the pool check its connections, so those the crash broke are replaced, not
+failed on one by one.
 
 The test runs its own server (as tests/cleanair_storage/test_postgres_outage.py does), so it
 can crash and restart it without disturbing the rest of the session.
@@ -113,3 +114,20 @@ def test_an_outage_answers_503_charges_nothing_and_the_service_recovers_by_itsel
     assert [score(client, token) for _ in range(POOLED)] == [200] * POOLED
     assert used(client, token) == 1 + POOLED  # the 503 charged nothing
     assert [e.amount for e in store.entries("user:alice")] == [1] * (1 + POOLED)
+
+
+def test_after_an_unnoticed_restart_one_call_at_most_meets_a_broken_connection(
+    own_server: PostgresServer, store: PostgresStore, client: Client
+) -> None:
+    """A crash and restart between two calls: the first call meets a connection the crash
+    broke (503, nothing charged) and has the pool check the rest, so every later call
+    answers."""
+    token = pair(client.app.state.core, client)
+    fill_the_pool(store, POOLED)
+    own_server.halt()
+    own_server.resume()
+    first = score(client, token)
+    assert first in (200, 503)
+    assert [score(client, token) for _ in range(POOLED)] == [200] * POOLED
+    charged = POOLED + (first == 200)
+    assert used(client, token) == charged
