@@ -19,7 +19,7 @@ class PostgresAccounts(PostgresDatabase):
             return cur.rowcount == 1
 
     def get_user(self, name: str) -> User | None:
-        with self._conn() as conn:
+        with self._statement() as conn:
             row = conn.execute(
                 "SELECT name, premium, created_at FROM users WHERE name = %s", (name,)
             ).fetchone()
@@ -40,7 +40,7 @@ class PostgresAccounts(PostgresDatabase):
             return cur.rowcount == 1
 
     def get_partner(self, name: str) -> Partner | None:
-        with self._conn() as conn:
+        with self._statement() as conn:
             row = conn.execute(
                 "SELECT name, active, created_at FROM partners WHERE name = %s", (name,)
             ).fetchone()

@@ -47,7 +47,7 @@ class PostgresConnections(PostgresDatabase):
             )
 
     def connection_by_token_hash(self, token_hash: str) -> Connection | None:
-        with self._conn() as conn:
+        with self._statement() as conn:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM connections WHERE token_hash = %s",  # noqa: S608
                 (token_hash,),

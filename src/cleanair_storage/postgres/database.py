@@ -153,6 +153,26 @@ class PostgresDatabase:
         return conn
 
     @contextmanager
+    def _statement(self) -> Iterator[Connection]:
+        """A connection for one statement that is atomic on its own: this thread's unit of
+        work's, or a pooled one in autocommit, where the statement is its own transaction and
+        costs one round trip instead of two (no COMMIT after it). For the calls every request
+        makes: the token lookup, the rate-limit hit, the debit and its confirmation."""
+        joined = self._joined()
+        if joined is not None:
+            yield joined
+            return
+        with self._pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                # Back to transactions for the pool's next borrower; a connection the server
+                # dropped cannot be switched, and the pool discards it anyway.
+                with contextlib.suppress(psycopg.Error):
+                    conn.autocommit = False
+
+    @contextmanager
     def _conn(self) -> Iterator[Connection]:
         """A connection in a transaction: this thread's unit of work's, or a pooled one whose
         transaction commits when the block ends (rolls back when it raises)."""

@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+import psycopg
+import psycopg.errors
+
 from cleanair_core.credits.ledger import (
     CreditLimits,
     Debit,
@@ -25,6 +28,27 @@ from cleanair_core.credits.ledger import (
     windows_at,
 )
 from cleanair_storage.postgres.database import FAIL_PENDING_PLAN, Connection, PostgresDatabase
+
+#: A debit as one statement (see `PostgresLedger._debit`).
+_DEBIT = (
+    "WITH granted AS ("
+    ' INSERT INTO credit_windows (pool, "window", used)'
+    " VALUES (%(pool)s, %(mw)s, %(amount)s), (%(pool)s, %(dw)s, %(amount)s)"
+    ' ON CONFLICT (pool, "window") DO UPDATE'
+    " SET used = credit_windows.used + EXCLUDED.used"
+    " WHERE credit_windows.used + EXCLUDED.used <= CASE"
+    ' WHEN credit_windows."window" = %(mw)s THEN %(monthly)s ELSE %(daily)s END'
+    ' RETURNING "window"),'
+    " entry AS ("
+    " INSERT INTO ledger (pool, connection_id, label, amount, at, month, day)"
+    " SELECT %(pool)s, %(conn)s, %(label)s, %(amount)s, %(at)s, %(month)s, %(day)s"
+    " WHERE (SELECT count(*) FROM granted) = 2 RETURNING id),"
+    " hold AS ("
+    " INSERT INTO charge_holds (entry_id, until)"
+    " SELECT id, %(until)s FROM entry WHERE %(until)s::timestamptz IS NOT NULL)"
+    " SELECT (SELECT id FROM entry),"
+    " 1 / (CASE (SELECT count(*) FROM granted) WHEN 1 THEN 0 ELSE 1 END)"
+)
 
 
 class PostgresLedger(PostgresDatabase):
@@ -80,48 +104,38 @@ class PostgresLedger(PostgresDatabase):
         # process on any machine, can never both take the last credits.
         month, day = month_key(debit.at), day_key(debit.at)
         # One statement: the windows' conditional update, then, only if both windows took
-        # the debit, its ledger entry and its hold.
-        row = conn.execute(
-            "WITH granted AS ("
-            ' INSERT INTO credit_windows (pool, "window", used)'
-            " VALUES (%(pool)s, %(mw)s, %(amount)s), (%(pool)s, %(dw)s, %(amount)s)"
-            ' ON CONFLICT (pool, "window") DO UPDATE'
-            " SET used = credit_windows.used + EXCLUDED.used"
-            " WHERE credit_windows.used + EXCLUDED.used <= CASE"
-            ' WHEN credit_windows."window" = %(mw)s THEN %(monthly)s ELSE %(daily)s END'
-            ' RETURNING "window"),'
-            " entry AS ("
-            " INSERT INTO ledger (pool, connection_id, label, amount, at, month, day)"
-            " SELECT %(pool)s, %(conn)s, %(label)s, %(amount)s, %(at)s, %(month)s, %(day)s"
-            " WHERE (SELECT count(*) FROM granted) = 2 RETURNING id),"
-            " hold AS ("
-            " INSERT INTO charge_holds (entry_id, until)"
-            " SELECT id, %(until)s FROM entry WHERE %(until)s::timestamptz IS NOT NULL)"
-            ' SELECT (SELECT id FROM entry), ARRAY(SELECT "window" FROM granted)',
-            {
-                "pool": debit.pool,
-                "mw": month_window,
-                "dw": day_window,
-                "amount": debit.amount,
-                "monthly": limits.monthly,
-                "daily": limits.daily,
-                "conn": debit.connection_id,
-                "label": debit.label,
-                "at": debit.at,
-                "month": month,
-                "day": day,
-                "until": debit.hold_until,
-            },
-        ).fetchone()
+        # the debit, its ledger entry and its hold. Where one window took it and the other
+        # did not, the last line divides by zero: the statement fails whole, so nothing is
+        # left half-done even in autocommit (no take-back statement, no transaction).
+        params = {
+            "pool": debit.pool,
+            "mw": month_window,
+            "dw": day_window,
+            "amount": debit.amount,
+            "monthly": limits.monthly,
+            "daily": limits.daily,
+            "conn": debit.connection_id,
+            "label": debit.label,
+            "at": debit.at,
+            "month": month,
+            "day": day,
+            "until": debit.hold_until,
+        }
+        # Inside a unit of work a failed statement would abort the whole transaction: a
+        # savepoint keeps the failure to this statement.
+        in_unit_of_work = not conn.autocommit
+        if in_unit_of_work:
+            conn.execute("SAVEPOINT cleanair_debit")
+        try:
+            row = conn.execute(_DEBIT, params).fetchone()
+        except psycopg.errors.DivisionByZero:
+            if in_unit_of_work:
+                conn.execute("ROLLBACK TO SAVEPOINT cleanair_debit")
+            row = (None,)  # one window had no room: nothing was written
         assert row is not None
-        entry_id, granted = row
+        entry_id = row[0]
         if entry_id is None:
-            # One window had no room: take back what the other got, and say which blocks.
-            for window in granted:
-                conn.execute(
-                    'UPDATE credit_windows SET used = used - %s WHERE pool = %s AND "window" = %s',
-                    (debit.amount, debit.pool, window),
-                )
+            # Say which window blocks, and until when.
             check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
             raise AssertionError("a window refused a debit that fits")  # pragma: no cover
         return LedgerEntry(
@@ -155,7 +169,7 @@ class PostgresLedger(PostgresDatabase):
         return cls._append(conn, pool, connection_id, label, -amount, at, month, day, entry_id)
 
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
-        with self._conn() as conn:
+        with self._statement() as conn:
             return self._debit(conn, debit, limits)
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
@@ -163,7 +177,7 @@ class PostgresLedger(PostgresDatabase):
             return self._refund(conn, entry_id, at)
 
     def confirm_charge(self, entry_id: int) -> bool:
-        with self._conn() as conn:
+        with self._statement() as conn:
             cur = conn.execute("DELETE FROM charge_holds WHERE entry_id = %s", (entry_id,))
             return cur.rowcount == 1
 
@@ -197,7 +211,7 @@ class PostgresLedger(PostgresDatabase):
             return len(ended)
 
     def usage(self, pool: str, at: datetime) -> Usage:
-        with self._conn() as conn:
+        with self._statement() as conn:
             return self._usage(conn, pool, at)
 
     def usage_by_label(self, pool: str, month: str) -> dict[str, int]:

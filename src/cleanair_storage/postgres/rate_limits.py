@@ -9,7 +9,7 @@ class PostgresRateLimits(PostgresDatabase):
     """Rate-limit counters: one atomic upsert per hit (the conflicting row is locked)."""
 
     def hit(self, key: str, window_start: int) -> int:
-        with self._conn() as conn:
+        with self._statement() as conn:
             row = conn.execute(
                 "INSERT INTO rate_limits (key, window_start, count) VALUES (%s, %s, 1) "
                 "ON CONFLICT (key) DO UPDATE SET count = CASE "
