@@ -61,6 +61,45 @@ def debit_many(
     results.put((granted, refused))
 
 
+def hit_many(
+    adapter: str,
+    location: str,
+    key: str,
+    window_start: int,
+    times: int,
+    start: multiprocessing.synchronize.Barrier,
+    results: multiprocessing.queues.Queue[list[int]],
+) -> None:
+    """Open the store, wait for every worker at `start`, then count `times` rate-limit hits
+    on `key`; put the counts the store answered on `results`."""
+    store = open_shared(adapter, location)
+    try:
+        start.wait(timeout=60)
+        counts = [store.hit(key, window_start) for _ in range(times)]
+    finally:
+        store.close()
+    results.put(counts)
+
+
+def refund_once(
+    adapter: str,
+    location: str,
+    entry_id: int,
+    at: datetime,
+    start: multiprocessing.synchronize.Barrier,
+    results: multiprocessing.queues.Queue[bool],
+) -> None:
+    """Open the store, wait for every worker at `start`, then refund `entry_id`; put whether
+    this process's refund reversed it on `results`."""
+    store = open_shared(adapter, location)
+    try:
+        start.wait(timeout=60)
+        reversed_here = store.refund(entry_id, at) is not None
+    finally:
+        store.close()
+    results.put(reversed_here)
+
+
 def claim_all(
     adapter: str,
     location: str,

@@ -1,8 +1,9 @@
 """The multi-process contract: what every store that several processes share guarantees.
 
 Each test runs on every adapter in `shared_store_workers.SHARED_ADAPTERS`, with real
-processes (spawned, or killed with SIGKILL): no overspend of a credit pool, no plan claimed
-twice, and a debit that was returned survives a hard kill.
+processes (spawned, or killed with SIGKILL): no overspend of a credit pool, no lost
+rate-limit hit, one reversal however many refunds race, no plan claimed twice, and a debit
+that was returned survives a hard kill.
 """
 
 from __future__ import annotations
@@ -142,6 +143,34 @@ def assert_each_claimed_once(
             assert plan is not None
             assert (plan.attempts, plan.lease_until) == (1, T0 + timedelta(hours=1) + LEASE)
         assert store.claim_plan(T0 + timedelta(hours=1), LEASE) is None
+    finally:
+        store.close()
+
+
+def test_rate_limit_hits_from_many_processes_are_each_counted_once(
+    shared: tuple[str, str], workers: ModuleType
+) -> None:
+    """No lost update: every hit of every process gets its own count, 1 to the total."""
+    processes, hits = 4, 50
+    counts = run_processes(workers.hit_many, (*shared, "conn-1", 7, hits), processes)
+    answered = sorted(c for each in cast(list[list[int]], counts) for c in each)
+    assert answered == list(range(1, processes * hits + 1))
+
+
+def test_racing_refunds_of_one_debit_reverse_it_once(
+    shared: tuple[str, str], workers: ModuleType
+) -> None:
+    store = open_shared(*shared)
+    try:
+        entry = store.debit(Debit(POOL, "conn-1", "score", 5, AT), LIMITS)
+    finally:
+        store.close()
+    reversed_here = run_processes(workers.refund_once, (*shared, entry.id, AT), 4)
+    assert sorted(cast(list[bool], reversed_here)) == [False, False, False, True]
+    store = open_shared(*shared)
+    try:
+        assert [e.amount for e in store.entries(POOL)] == [5, -5]
+        assert store.usage(POOL, AT) == Usage(0, 0)
     finally:
         store.close()
 
