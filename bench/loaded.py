@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.planning import city_grid
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
-from cleanair_core.air.street_level import StreetLevelAir
+from cleanair_core.air.street_level import street_level_air
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import distance_m
@@ -71,7 +71,7 @@ async def main() -> None:
     network = city_grid(GRID, seed=13)
     model = EmbeddedModel(Gazetteer.load())
     sources = Sources(
-        StreetLevelAir(model, model, NetworkIncrements([network])),
+        street_level_air(model, model, NetworkIncrements([network])),
         networks=LoadedNetworks([network]),
     )
     built = time.perf_counter() - started

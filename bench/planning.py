@@ -41,7 +41,7 @@ import numpy as np
 
 from cleanair_core.air.pollutants import Concentrations
 from cleanair_core.air.quality_source import AirQualitySource, Sample
-from cleanair_core.air.street_level import StreetLevelAir
+from cleanair_core.air.street_level import street_level_air
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distance_m, distances_m
 from cleanair_core.routes.network import (
@@ -474,7 +474,7 @@ async def main() -> None:
     started = time.perf_counter()
     helsinki = import_network(DEFAULT_NETWORK_FILE, "helsinki")
     background = EmbeddedModel(Gazetteer.load())
-    model = StreetLevelAir(background, background, NetworkIncrements([helsinki]))
+    model = street_level_air(background, background, NetworkIncrements([helsinki]))
     plans = await timed_plans(helsinki, model)
     print(
         f"route plans, central Helsinki ({helsinki.node_count:,} nodes, "
@@ -494,7 +494,7 @@ async def main() -> None:
     )
 
     grid = city_grid()
-    background_grid = StreetLevelAir(background, background, NetworkIncrements([grid]))
+    background_grid = street_level_air(background, background, NetworkIncrements([grid]))
     city = await timed_plans(grid, background_grid, CITY_PLANS, CITY_MIN_M, CITY_MAX_M)
     print(
         f"route plans, generated city grid ({grid.node_count:,} nodes, {grid.edge_count:,} "

@@ -28,7 +28,7 @@ from scipy.sparse.csgraph import dijkstra
 from bench.planning import walk_pairs
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, Sample
-from cleanair_core.air.street_level import GridCell, StreetLevelAir
+from cleanair_core.air.street_level import GridCell, street_level_air
 from cleanair_core.errors import PlanRejected
 from cleanair_core.routes.network import Access, FloatArray, PlanActivityType, StreetNetwork
 from cleanair_core.routes.network_air import NetworkAir
@@ -214,8 +214,8 @@ async def main(network: StreetNetwork) -> None:
     increments = NetworkIncrements([network])
     uniform = UniformCell()
     sources: dict[str, AirQualitySource] = {
-        "embedded model + street level": StreetLevelAir(model, model, increments),
-        "uniform CAMS-like cell + street level": StreetLevelAir(uniform, uniform, increments),
+        "embedded model + street level": street_level_air(model, model, increments),
+        "uniform CAMS-like cell + street level": street_level_air(uniform, uniform, increments),
     }
     print(
         f"route quality against the exact optimum (central Helsinki, walking at 12:10 solar "

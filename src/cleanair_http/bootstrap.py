@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from cleanair_core.air.quality_source import AirQualitySource
-from cleanair_core.air.street_level import BackgroundGrid, StreetLevelAir
+from cleanair_core.air.street_level import BackgroundGrid, street_level_air
 from cleanair_core.air.wifi import WifiGeolocator
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.clock import Clock
@@ -228,7 +228,9 @@ def build_sources(
         background = grid = EmbeddedModel(gazetteer)
     # Street level over whichever background: inside a loaded network, the traffic of the
     # roads near a point; elsewhere the background alone.
-    air = StreetLevelAir(background, grid, NetworkIncrements(networks)) if networks else background
+    air = (
+        street_level_air(background, grid, NetworkIncrements(networks)) if networks else background
+    )
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
         ichnaea = IchnaeaGeolocator(_http_client(), settings.ichnaea_url, settings.ichnaea_key)

@@ -36,9 +36,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+import numpy as np
+
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
-from cleanair_core.air.street_level import GridCell
+from cleanair_core.air.street_level import FloatArray, GridCell
 from cleanair_core.geo import Point
 from cleanair_sources.gazetteer import Gazetteer
 
@@ -453,6 +455,103 @@ class EmbeddedModel:
             Pollutant.O3: o3,
             Pollutant.SO2: so2,
         }
+
+    def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
+        """`concentrations_at` for many points at one time, as one array: a row per point,
+        a column per `SCORED` pollutant. The same arithmetic in NumPy; the static fields and
+        weather blocks are looked up once per distinct cell, which a city has few of."""
+        lat = np.asarray(lats, dtype=np.float64).reshape(-1)
+        lon = np.asarray(lons, dtype=np.float64).reshape(-1)
+        hours = _hours_since_epoch(hour)
+        cells = np.stack(
+            [np.rint(lat * _CELL_QUANTUM), np.rint(lon * _CELL_QUANTUM)], axis=1
+        ).astype(np.int64)
+        distinct, which = np.unique(cells, axis=0, return_inverse=True)
+        fields = np.array([self._cell(int(r), int(c)) for r, c in distinct.tolist()])
+        static = fields[which.reshape(-1)]
+        b_pm25, b_pm10, b_no2, b_o3, b_so2 = (static[:, k] for k in range(5))
+        u_pm25, u_pm10, u_no2, u_so2, titration, hemi = (static[:, k] for k in range(5, 11))
+
+        local = hours + lon / 15.0
+        hour_of_day = local % 24.0
+        fh = hour_of_day - np.floor(hour_of_day)
+        h0 = np.floor(hour_of_day).astype(np.int64) % 24
+        t_pm, _, t_no2, t_o3, t_so2 = (np.asarray(t) for t in self._diurnal)
+        d_pm = t_pm[h0] + fh * (t_pm[h0 + 1] - t_pm[h0])
+        d_no2 = t_no2[h0] + fh * (t_no2[h0 + 1] - t_no2[h0])
+        d_o3 = t_o3[h0] + fh * (t_o3[h0 + 1] - t_o3[h0])
+        d_so2 = t_so2[h0] + fh * (t_so2[h0 + 1] - t_so2[h0])
+
+        gd = local / 24.0 - 0.5
+        day = np.floor(gd)
+        f = gd - day
+        fd = f * f * (3.0 - 2.0 * f)
+        wd = (day.astype(np.int64) + 3) % 7
+        w_pm_table, _, w_no2_table, _, _ = (np.asarray(t) for t in self._weekly)
+        w_pm = w_pm_table[wd] + fd * (w_pm_table[wd + 1] - w_pm_table[wd])
+        w_no2 = w_no2_table[wd] + fd * (w_no2_table[wd + 1] - w_no2_table[wd])
+
+        theta = 2.0 * math.pi * (hours / 24.0) / _TROPICAL_YEAR
+        cos_t, sin_t = hemi * math.cos(theta), hemi * math.sin(theta)
+        sc, ss = self._season_cos, self._season_sin
+        z1, z2 = self._weather_arrays(lat, lon, hours)
+        s_pm25, s_pm10, s_no2, s_o3, s_so2 = WEATHER_SIGMA
+        k_pm, _, k_no2, k_o3, k_so2 = BACKGROUND_DIURNAL_SHARE
+
+        pm25 = (
+            (b_pm25 * (1.0 + k_pm * (d_pm - 1.0)) + u_pm25 * d_pm * w_pm)
+            * (1.0 + cos_t * sc[0] + sin_t * ss[0])
+            * np.exp(s_pm25 * z1 - 0.5 * s_pm25 * s_pm25)
+        )
+        pm10 = (
+            (b_pm10 * (1.0 + k_pm * (d_pm - 1.0)) + u_pm10 * d_pm * w_pm)
+            * (1.0 + cos_t * sc[1] + sin_t * ss[1])
+            * np.exp(s_pm10 * z1 - 0.5 * s_pm10 * s_pm10)
+        )
+        no2 = (
+            (b_no2 * (1.0 + k_no2 * (d_no2 - 1.0)) + u_no2 * d_no2 * w_no2)
+            * (1.0 + cos_t * sc[2] + sin_t * ss[2])
+            * np.exp(s_no2 * z1 - 0.5 * s_no2 * s_no2)
+        )
+        o3 = (
+            b_o3
+            * (1.0 + k_o3 * (d_o3 - 1.0))
+            * np.maximum(0.0, 1.0 - titration * d_no2 * w_no2)
+            * (1.0 + cos_t * sc[3] + sin_t * ss[3])
+            * np.exp(s_o3 * z2 - 0.5 * s_o3 * s_o3)
+        )
+        so2 = (
+            (b_so2 * (1.0 + k_so2 * (d_so2 - 1.0)) + u_so2 * d_so2)
+            * (1.0 + cos_t * sc[4] + sin_t * ss[4])
+            * np.exp(s_so2 * z1 - 0.5 * s_so2 * s_so2)
+        )
+        air: FloatArray = np.stack([pm25, np.maximum(pm10, pm25), no2, o3, so2], axis=1)
+        return air
+
+    def _weather_arrays(
+        self, lat: FloatArray, lon: FloatArray, hours: float
+    ) -> tuple[FloatArray, FloatArray]:
+        """`_weather_at` for many points at one time."""
+        gi = (lat + 90.0) / WEATHER_GRID_DEG
+        gj = (lon + 180.0) / WEATHER_GRID_DEG
+        gt = hours / 24.0 - 0.5
+        i0, j0, d0 = np.floor(gi), np.floor(gj), math.floor(gt)
+        wi, wj, wt = gi - i0, gj - j0, gt - d0
+        wi, wj, wt = wi * wi * (3 - 2 * wi), wj * wj * (3 - 2 * wj), _smoothstep(wt)
+        nodes = np.stack([i0, j0 % _WEATHER_NODES_LON], axis=1).astype(np.int64)
+        distinct, which = np.unique(nodes, axis=0, return_inverse=True)
+        blocks = np.array([self._weather_block(int(i), int(j), d0) for i, j in distinct.tolist()])
+        z = blocks[which.reshape(-1)]
+        vi, vj, vt = 1.0 - wi, 1.0 - wj, 1.0 - wt
+        z1 = vi * (vj * (vt * z[:, 0] + wt * z[:, 2]) + wj * (vt * z[:, 4] + wt * z[:, 6])) + wi * (
+            vj * (vt * z[:, 8] + wt * z[:, 10]) + wj * (vt * z[:, 12] + wt * z[:, 14])
+        )
+        z2 = vi * (vj * (vt * z[:, 1] + wt * z[:, 3]) + wj * (vt * z[:, 5] + wt * z[:, 7])) + wi * (
+            vj * (vt * z[:, 9] + wt * z[:, 11]) + wj * (vt * z[:, 13] + wt * z[:, 15])
+        )
+        scale = 1.0 / np.sqrt((vi * vi + wi * wi) * (vj * vj + wj * wj) * (vt * vt + wt * wt))
+        limit = WEATHER_Z_LIMIT
+        return np.clip(z1 * scale, -limit, limit), np.clip(z2 * scale, -limit, limit)
 
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
         """One `concentrations_at` per sample, in order.

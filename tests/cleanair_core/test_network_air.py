@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 import numpy as np
 import pytest
 
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
-from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.routes.network import FloatArray, PlanActivityType
 from cleanair_core.routes.network_air import NetworkAir, hours_reached
 from cleanair_core.routes.planner import plan_routes
 from cleanair_core.routes.plans import PlanRequest
+from cleanair_core.routes.results import PlanResult
 from cleanair_sources.street_router import LoadedNetworks
 from support.networks import grid
 
 HOUR = datetime(2026, 11, 24, 9, tzinfo=UTC)
+T = TypeVar("T")
 
 
 class CountingAir:
@@ -115,3 +119,37 @@ def test_a_second_plan_of_the_hour_asks_the_source_nothing() -> None:
     asyncio.run(plan_routes(request, networks, air, network_air=cache))
     assert all(s.at == HOUR for s in air.asked)
     assert len(air.asked) == first  # nothing asked again, route enrichment included
+
+
+class GriddedCountingAir(CountingAir):
+    """CountingAir that also answers arrays, counting those calls and their threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrays: list[int] = []
+
+    def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
+        self.arrays.append(threading.get_ident())
+        air = np.full((lats.size, len(SCORED)), np.nan)
+        air[:, SCORED.index(Pollutant.NO2)] = hour.hour + (lats - 60) * 100
+        return air
+
+
+def test_a_source_that_computes_its_values_is_asked_arrays_off_the_event_loop() -> None:
+    network = grid(6, 8)
+    gridded, by_sample = GriddedCountingAir(), CountingAir()
+    walk = PlanActivityType.WALKING
+    request = PlanRequest(network.node(0), network.node(47), walk, HOUR + timedelta(minutes=1))
+
+    async def plan(source: CountingAir) -> PlanResult:
+        return await plan_routes(request, LoadedNetworks([network]), source, in_a_thread)
+
+    fast, slow = asyncio.run(plan(gridded)), asyncio.run(plan(by_sample))
+    assert gridded.asked == []  # no sample asked: arrays only
+    assert gridded.arrays
+    assert threading.get_ident() not in gridded.arrays  # on the offload's thread
+    assert fast == slow
+
+
+async def in_a_thread(work: Callable[[], T], /) -> T:
+    return await asyncio.to_thread(work)

@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -304,3 +305,26 @@ def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None
     (example,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
     exec(compile(example, str(DOC), "exec"), {})
     assert "more NO2 at the kerb" in capsys.readouterr().out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.floats(-80.0, 80.0),
+    st.floats(-179.0, 179.0),
+    st.integers(0, 24 * 800),
+    st.integers(0, 2**31),
+)
+def test_the_array_answer_is_the_sample_by_sample_answer(
+    model: EmbeddedModel, lat: float, lon: float, hour: int, seed: int
+) -> None:
+    """`air_at_hour` (NumPy, for a plan's nodes) gives what `concentrations_at` gives, for
+    points scattered over cells and weather nodes, at any hour."""
+    rng = np.random.default_rng(seed)
+    lats = np.clip(lat + rng.uniform(-6.0, 6.0, 60), -89.9, 89.9)
+    lons = np.clip(lon + rng.uniform(-6.0, 6.0, 60), -179.99, 179.99)
+    at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=hour)
+    air = model.air_at_hour(lats, lons, at)
+    for row, (a, o) in enumerate(zip(lats.tolist(), lons.tolist(), strict=True)):
+        one = model.concentrations_at(Point(a, o), at)
+        expected = [one[p] for p in SCORED]
+        assert air[row].tolist() == pytest.approx(expected, rel=1e-12, abs=1e-12)

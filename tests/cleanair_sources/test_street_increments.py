@@ -12,16 +12,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cleanair_core.air.pollutants import Concentrations, Pollutant
-from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.air.quality_source import GriddedAir, Sample
 from cleanair_core.air.street_level import (
     STREET_POLLUTANTS,
     TRAFFIC_EFFECTS,
     GridCell,
+    GriddedStreetLevelAir,
     StreetLevelAir,
+    street_level_air,
 )
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
 from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
+from cleanair_sources.embedded_model import EmbeddedModel
+from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.osm_import import HELSINKI_EXTRACT, import_network
 from cleanair_sources.street_increments import CELL_M, NetworkIncrements
 
@@ -271,3 +275,27 @@ def test_in_one_cams_cell_a_busy_kerb_and_a_quiet_block_differ_as_studies_report
     # PM2.5 mass: about 1.1x at a busy kerb, barely any gradient (Karner 2010).
     assert 1.0 < at_kerb[Pollutant.PM25] / cams[Pollutant.PM25] <= 1.25  # type: ignore[operator]
     assert at_kerb[Pollutant.O3] < in_block[Pollutant.O3]  # type: ignore[operator]
+
+
+def test_gridded_street_level_air_answers_as_sample_by_sample(helsinki: StreetNetwork) -> None:
+    """Over the embedded model, a plan's array answers (`air_at_hour`) are the values the
+    sample-by-sample path gives, inside the network and outside it."""
+    model = EmbeddedModel(Gazetteer.load())
+    air = street_level_air(model, model, NetworkIncrements([helsinki]))
+    assert isinstance(air, GriddedStreetLevelAir)
+    rng = np.random.default_rng(5)
+    nodes = rng.choice(helsinki.node_count, 400, replace=False)
+    lats = np.concatenate([helsinki.node_lat[nodes], [60.5, 61.0]])  # two points outside
+    lons = np.concatenate([helsinki.node_lon[nodes], [25.5, 24.0]])
+    at = datetime(2026, 11, 24, 7, tzinfo=UTC)
+    arrays = air.air_at_hour(lats, lons, at)
+    samples = [Sample(Point(a, o), at) for a, o in zip(lats.tolist(), lons.tolist(), strict=True)]
+    answers = asyncio.run(air.concentrations(samples))
+    for row, answer in enumerate(answers):
+        assert arrays[row].tolist() == pytest.approx([answer[p] for p in SCORED], rel=1e-12)
+
+
+def test_a_background_that_waits_on_the_network_is_downscaled_sample_by_sample() -> None:
+    background = ConstantBackground({Pollutant.NO2: 18.0}, 0.1)
+    air = street_level_air(background, background, NetworkIncrements([]))
+    assert not isinstance(air, GriddedAir)

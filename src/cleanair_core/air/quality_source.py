@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 from cleanair_core.air.pollutants import Concentrations
 from cleanair_core.geo import Point
@@ -33,3 +35,16 @@ class AirQualitySource(Protocol):
     update_interval: int
 
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]: ...
+
+
+@runtime_checkable
+class GriddedAir(AirQualitySource, Protocol):
+    """A source that computes its values (no I/O), and so can also answer many points at one
+    time as one array: what a plan's node air asks of it, off the event loop."""
+
+    def air_at_hour(
+        self, lats: npt.NDArray[np.float64], lons: npt.NDArray[np.float64], hour: datetime
+    ) -> npt.NDArray[np.float64]:
+        """One row per point, one column per `SCORED` pollutant (NaN where unknown): the
+        values `concentrations` gives for those points at `hour`."""
+        ...

@@ -33,8 +33,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from cleanair_core.air.pollutants import Concentrations, Pollutant
-from cleanair_core.air.quality_source import AirQualitySource, Sample
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -175,6 +175,41 @@ def downscale(
     return result
 
 
+def traffic_factors(lons: FloatArray, at: datetime) -> FloatArray:
+    """`traffic_factor` for many longitudes at one time."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError("street-level air needs a timezone-aware datetime (UTC by convention)")
+    hour = (at.timestamp() / 3600.0 + np.asarray(lons, dtype=np.float64) / 15.0) % 24.0
+    h0 = np.floor(hour).astype(np.int64) % 24
+    profile = np.asarray(TRAFFIC_PROFILE)
+    factors: FloatArray = profile[h0] + (hour - np.floor(hour)) * (
+        profile[(h0 + 1) % 24] - profile[h0]
+    )
+    return factors
+
+
+#: Where each street pollutant sits among the `SCORED` columns of an array of air.
+_SCORED_COLUMN = tuple(SCORED.index(pollutant) for pollutant in STREET_POLLUTANTS)
+
+
+def downscale_rows(
+    background: FloatArray, local: FloatArray, cell_mean: FloatArray, traffic: FloatArray
+) -> FloatArray:
+    """`downscale` for many points: `background` has a row per point and a column per
+    `SCORED` pollutant (NaN unknown), `local` and `cell_mean` a column per street pollutant,
+    `traffic` one factor per point."""
+    result = np.array(background, dtype=np.float64)
+    for index, column in enumerate(_SCORED_COLUMN):
+        value = result[:, column]
+        mean = cell_mean[:, index]
+        mean = np.where(mean > 0.0, np.minimum(mean, MAX_LOCAL_SHARE * value), mean)
+        result[:, column] = np.maximum(0.0, value + traffic * (local[:, index] - mean))
+    pm25, pm10 = SCORED.index(Pollutant.PM25), SCORED.index(Pollutant.PM10)
+    result[:, pm10] = np.fmax(result[:, pm10], result[:, pm25])  # PM10 contains PM2.5
+    result[:, pm10] = np.where(np.isnan(background[:, pm10]), np.nan, result[:, pm10])
+    return result
+
+
 #: Samples downscaled between two hand-backs to the event loop.
 YIELD_EVERY = 2048
 
@@ -217,6 +252,15 @@ class StreetLevelAir:
             )
         return answers
 
+    def _cell_means_of(self, lats: FloatArray, lons: FloatArray) -> FloatArray:
+        """Each point's cell mean (a row per point; NaN where the networks miss its cell)."""
+        means = np.full((lats.size, len(STREET_POLLUTANTS)), np.nan)
+        for row, (lat, lon) in enumerate(zip(lats.tolist(), lons.tolist(), strict=True)):
+            mean = self._cell_mean(lat, lon)
+            if mean is not None:
+                means[row] = mean
+        return means
+
     def _cell_mean(self, lat: float, lon: float) -> FloatArray | None:
         cell = self._grid.cell_of(lat, lon)
         try:
@@ -230,3 +274,42 @@ class StreetLevelAir:
 
 
 _CELL_MEANS_KEPT = 4096
+
+
+class GriddedStreetLevelAir(StreetLevelAir):
+    """`StreetLevelAir` over a background that computes its values (`GriddedAir`): it can
+    answer many points at one time as one array, in NumPy, off the event loop."""
+
+    def __init__(
+        self, background: GriddedAir, grid: BackgroundGrid, increments: TrafficIncrements
+    ) -> None:
+        super().__init__(background, grid, increments)
+        self._gridded = background
+
+    def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
+        """See `GriddedAir.air_at_hour`: the background's array, downscaled where a network
+        covers a point (the same values `concentrations` gives)."""
+        lat = np.asarray(lats, dtype=np.float64).reshape(-1)
+        lon = np.asarray(lons, dtype=np.float64).reshape(-1)
+        air = self._gridded.air_at_hour(lat, lon, hour)
+        local = self._increments.at(lat, lon)
+        inside = np.flatnonzero(~np.isnan(local[:, 0]))
+        if inside.size == 0:
+            return air
+        means = self._cell_means_of(lat[inside], lon[inside])
+        covered = inside[~np.isnan(means[:, 0])]
+        means = means[~np.isnan(means[:, 0])]
+        air[covered] = downscale_rows(
+            air[covered], local[covered], means, traffic_factors(lon[covered], hour)
+        )
+        return air
+
+
+def street_level_air(
+    background: AirQualitySource, grid: BackgroundGrid, increments: TrafficIncrements
+) -> StreetLevelAir:
+    """`background` downscaled to street level: gridded (array answers, off the event loop)
+    when the background computes its values, else sample by sample."""
+    if isinstance(background, GriddedAir):
+        return GriddedStreetLevelAir(background, grid, increments)
+    return StreetLevelAir(background, grid, increments)

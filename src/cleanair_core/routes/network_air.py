@@ -23,8 +23,9 @@ import numpy.typing as npt
 
 from cleanair_core.air.point_score import current_hour
 from cleanair_core.air.pollutants import SCORED
-from cleanair_core.air.quality_source import AirQualitySource, Sample
+from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.geo import Point
+from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.network import FloatArray, StreetNetwork
 
 #: Networks up to this many nodes are asked for all their nodes by the first plan of an hour
@@ -60,15 +61,17 @@ class NetworkAir:
         nodes: npt.NDArray[np.intp],
         hours: list[datetime],
         hour_of_node: npt.NDArray[np.intp],
+        offload: Offload = inline,
     ) -> FloatArray:
         """Concentrations (one row per node of `nodes`, one column per `SCORED` pollutant, NaN
         where unknown) at `hours[hour_of_node[i]]` for node `nodes[i]`; each hour is the start
-        of one of the source's update intervals (UTC)."""
+        of one of the source's update intervals (UTC). A source that computes its values
+        (`GriddedAir`) is asked for all missing nodes at once, as arrays, on `offload`."""
         result = np.full((nodes.size, len(SCORED)), np.nan)
         for index, hour in enumerate(hours):
             mine = np.flatnonzero(hour_of_node == index)
             if mine.size:
-                values = await self._filled(network, source, hour, nodes[mine])
+                values = await self._filled(network, source, hour, nodes[mine], offload)
                 result[mine] = values[nodes[mine]]
         return result
 
@@ -78,6 +81,7 @@ class NetworkAir:
         source: AirQualitySource,
         hour: datetime,
         wanted: npt.NDArray[np.intp],
+        offload: Offload,
     ) -> FloatArray:
         key = (network, source, hour)
         entry = self._hours.get(key)
@@ -95,7 +99,14 @@ class NetworkAir:
             # A small network at once: later plans of the hour then ask nothing.
             wanted = np.arange(network.node_count, dtype=np.intp)
         missing = wanted[~known[wanted]]
-        # In slices, each a few milliseconds of Python, so the event loop is never held long.
+        if isinstance(source, GriddedAir):
+            if missing.size:
+                gridded, lats, lons = source, network.node_lat[missing], network.node_lon[missing]
+                values[missing] = await offload(lambda: gridded.air_at_hour(lats, lons, hour))
+                known[missing] = True
+            return values
+        # A source that waits on the network (Open-Meteo) answers samples: in slices, each a
+        # few milliseconds of Python, so the event loop is never held long.
         for first in range(0, missing.size, SLICE):
             if first:
                 await asyncio.sleep(0)

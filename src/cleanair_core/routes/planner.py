@@ -166,7 +166,7 @@ async def plan_graph(
 
     origin, destination, baseline_path, nodes, seconds = await run(prepare)
     loads = await _node_loads(
-        network_air or NetworkAir(), network, nodes, seconds, source, request.start_time
+        network_air or NetworkAir(), network, nodes, seconds, source, request.start_time, run
     )
     doses = await run(lambda: _edge_doses(network, loads))
     return PlanGraph(router, origin, destination, baseline_path, lengths, doses)
@@ -201,9 +201,9 @@ async def plan_routes(
         )
     )
     network = graph.router.network
-    baseline = await _candidate(network, graph.baseline, request, source, network_air)
+    baseline = await _candidate(network, graph.baseline, request, source, network_air, run)
     candidates = [
-        await _candidate(network, corner.path, request, source, network_air)
+        await _candidate(network, corner.path, request, source, network_air, run)
         for corner in _worth_enriching(frontier.corners, shortest)
     ]
     return _result(
@@ -262,12 +262,13 @@ async def _node_loads(
     seconds: FloatArray,
     source: AirQualitySource,
     start_time: datetime,
+    offload: Offload,
 ) -> FloatArray:
     """Per node, the air load at `start_time + seconds` (the earliest a route can reach it:
     straight from the start at the activity's speed); NaN outside `nodes` or without data.
     Rejects the plan when too few nodes have data."""
     hours, hour_of_node = hours_reached(start_time, seconds, source.update_interval)
-    air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node)
+    air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
     # The dose pollutants: those known at every node that knows any.
     some = ~np.isnan(air).all(axis=1)
     columns = [c for c in range(len(SCORED)) if some.any() and not np.isnan(air[some, c]).any()]
@@ -295,6 +296,7 @@ async def _candidate(
     request: PlanRequest,
     source: AirQualitySource,
     network_air: NetworkAir,
+    offload: Offload,
 ) -> _Candidate:
     """A route enriched with the air the search weighed: each node's value for the source's
     hour it is reached in (the plan's node air, so a route in the search's hours asks the
@@ -306,7 +308,7 @@ async def _candidate(
     times = estimated_times(points, request.start_time, speed_m_s(activity))
     seconds = np.array([(at - request.start_time).total_seconds() for at in times])
     hours, hour_of_node = hours_reached(request.start_time, seconds, source.update_interval)
-    air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node)
+    air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
     airs: list[Concentrations] = [
         {p: float(v) for p, v in zip(SCORED, row, strict=True) if not math.isnan(v)}
         for row in air.tolist()
