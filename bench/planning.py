@@ -40,7 +40,7 @@ import networkx as nx
 import numpy as np
 
 from cleanair_core.air.pollutants import Concentrations
-from cleanair_core.air.quality_source import AirQualitySource, Sample
+from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.air.street_level import street_level_air
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distance_m, distances_m
@@ -163,6 +163,22 @@ class TimedSource:
             self.samples += len(samples)
 
 
+class TimedGriddedSource(TimedSource):
+    """`TimedSource` over a source that also answers arrays (`GriddedAir`), timing those."""
+
+    def __init__(self, inner: GriddedAir) -> None:
+        super().__init__(inner)
+        self._gridded = inner
+
+    def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
+        started = time.perf_counter()
+        try:
+            return self._gridded.air_at_hour(lats, lons, hour)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.samples += len(lats)
+
+
 def walk_pairs(
     network: StreetNetwork,
     n: int,
@@ -192,7 +208,7 @@ async def timed_plans(
     """Walking plans between random nodes `min_m`..`max_m` apart, each part timed."""
     router = TimedRouter(ScipyRouter(network))
     networks = TimedNetworks(router)
-    source = TimedSource(model)
+    source = TimedGriddedSource(model) if isinstance(model, GriddedAir) else TimedSource(model)
     at = datetime.now(UTC)
     # Kept across plans, as the service keeps it: the air at the nodes, per hour.
     network_air = NetworkAir()
