@@ -71,7 +71,7 @@ TRAFFIC_EFFECTS: tuple[TrafficEffect, ...] = (
 STREET_POLLUTANTS: tuple[Pollutant, ...] = tuple(e.pollutant for e in TRAFFIC_EFFECTS)
 
 #: Where a pedestrian is, seen from the road's centre line: one 3-3.3 m travel lane, a 1.8-2.5 m
-#: parking lane and half of a 2.4 m sidewalk clear path (Global Street Design Guide, GDCI 2016)
+#: parking lane and half of a 2.4 m sidewalk clear path (Global Street Design Guide, GDCI)
 #: come to 6.0-7.0 m. The decay is measured from there (so a road's own value is finite),
 #: which is also how Karner et al. (2010) measure distance: from the edge of the road.
 KERB_OFFSET_M = 7.0
