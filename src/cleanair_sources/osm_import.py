@@ -26,18 +26,24 @@ Road class (how much traffic pollution an edge stands for)
 Traffic (motor vehicles a day, for the street-level air)
 --------------------------------------------------------
 Each kept way gets an estimate (`traffic_of_way`), where no counts exist (docs/science.md,
-"Street-level air"):
-1. By `highway`: the EU noise working group's defaults used by GeoClimate: motorway 37,290,
-   trunk and primary 8,905, secondary 2,000, tertiary 1,000, residential, unclassified and road
-   500; our choices: living_street and service 100, a `_link` road half its road's, paths 0.
-2. A one-way way carries half (a dual carriageway is drawn as two one-way ways, each with
-   one direction's traffic): `oneway=yes|true|1|-1|reverse`, roundabouts and motorways.
+"Street-level air", gives the source of every number):
+1. By `highway`: the EU noise working group's defaults (WG-AEN, table "Tool 4.5") as GeoClimate
+   tabulates them, day + evening + night vehicles: motorway 37,290, trunk 23,914, primary
+   8,905, secondary 2,000, tertiary 1,000, residential and unclassified 500, living_street and
+   service 250; a `_link` road takes its road's class, as in GeoClimate; our choices: road 500
+   (as unclassified), paths 0.
+2. A one-way way carries half, as GeoClimate splits a one-way section's flow (a dual
+   carriageway is drawn as two one-way ways, each with one direction's traffic):
+   `oneway=yes|true|1|-1|reverse`, roundabouts and motorways.
 3. `lanes` (a positive number; "2;3" takes the first), where tagged: times lanes over the
-   class's usual lanes for the way's directions (motorway and trunk 4 both ways, others 2; a
-   one-way way half of that, at least 1), bounded to 0.5..3 times.
+   class's usual lanes for the way's directions, since a road's capacity is its lanes times a
+   lane's capacity; the usual lanes are MATSim's OpenStreetMap defaults (motorway 2 each way,
+   every other class, motorway_link included, 1 each way: 4 and 2 both ways; a one-way way
+   half of that, at least 1),
+   bounded to 0.5..3 times (our choice, against mistagged ways).
 4. `maxspeed` (km/h, or "N mph"), where tagged with a number: at most 20 km/h x 0.5, at most 30
-   x 0.7, at least 70 x 1.3 (our choice: calmed streets carry less traffic, fast roads more).
-   Other values ("none", "walk", "DE:urban") are ignored.
+   x 0.7, at least 70 x 1.3 (our choice, no source found: calmed streets carry less traffic,
+   fast roads more). Other values ("none", "walk", "DE:urban") are ignored.
 
 Walking (also used for running)
 -------------------------------
@@ -160,22 +166,23 @@ _CONTRAFLOW_KEYS = ("cycleway", "cycleway:left", "cycleway:right", "cycleway:bot
 _CONTRAFLOW_ONEWAY_KEYS = ("cycleway:left:oneway", "cycleway:right:oneway", "cycleway:both:oneway")
 #: Classes kept for their air even when nobody may walk or cycle on them.
 _KEPT_FOR_AIR = frozenset({RoadClass.COLLECTOR, RoadClass.ARTERIAL, RoadClass.MOTORWAY})
-#: Motor vehicles a day by `highway` value (module documentation); a `_link` road carries half
-#: its road's, every other kept value 0.
+#: Motor vehicles a day by `highway` value (module documentation); a `_link` road carries its
+#: road's, every other kept value 0.
 TRAFFIC_BY_HIGHWAY: Mapping[str, float] = {
     "motorway": 37_290.0,
-    "trunk": 8_905.0,
+    "trunk": 23_914.0,
     "primary": 8_905.0,
     "secondary": 2_000.0,
     "tertiary": 1_000.0,
     "residential": 500.0,
     "unclassified": 500.0,
     "road": 500.0,
-    "living_street": 100.0,
-    "service": 100.0,
+    "living_street": 250.0,
+    "service": 250.0,
 }
-#: Usual lanes, both directions together, of a class whose `lanes` tag refines its traffic.
-_USUAL_LANES: Mapping[str, int] = {"motorway": 4, "trunk": 4}
+#: Usual lanes, both directions together, of a class whose `lanes` tag refines its traffic
+#: (MATSim's defaults: motorway 2 lanes each way, every other class 1).
+_USUAL_LANES: Mapping[str, int] = {"motorway": 4}
 _LANES_FACTOR_BOUNDS = (0.5, 3.0)
 _MPH = 1.609344
 #: (at most km/h, factor) for calmed streets, then (at least km/h, factor) for fast roads.
@@ -227,14 +234,12 @@ def traffic_of_way(tags: Mapping[str, str]) -> float:
     vehicles = TRAFFIC_BY_HIGHWAY.get(road, 0.0)
     if vehicles == 0.0:
         return 0.0
-    if highway != road:
-        vehicles /= 2.0
     one_way = _is_one_way(highway, tags)
     if one_way:
         vehicles /= 2.0
     lanes = _leading_number(tags.get("lanes"))
     if lanes is not None and lanes >= 1:
-        usual = _USUAL_LANES.get(road, 2)
+        usual = _USUAL_LANES.get(highway, 2)  # motorway_link: 1 lane each way
         usual = max(usual // 2, 1) if one_way else usual
         low, high = _LANES_FACTOR_BOUNDS
         vehicles *= min(max(lanes / usual, low), high)

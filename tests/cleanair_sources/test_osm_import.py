@@ -428,17 +428,19 @@ def test_the_shipped_helsinki_extract_imports() -> None:
     [
         ({"highway": "motorway", "oneway": "no"}, 37_290.0),
         ({"highway": "primary"}, 8_905.0),
-        ({"highway": "trunk"}, 8_905.0),
+        ({"highway": "trunk"}, 23_914.0),
         ({"highway": "secondary"}, 2_000.0),
         ({"highway": "tertiary"}, 1_000.0),
         ({"highway": "residential"}, 500.0),
-        ({"highway": "service"}, 100.0),
+        ({"highway": "service"}, 250.0),
+        ({"highway": "living_street"}, 250.0),
         ({"highway": "footway"}, 0.0),
         ({"highway": "cycleway", "lanes": "3", "maxspeed": "80"}, 0.0),
         ({"highway": "construction"}, 0.0),
         ({}, 0.0),
-        # Links carry half their road's; one-way ways (dual carriageways) half again.
-        ({"highway": "primary_link"}, 8_905.0 / 2),
+        # Links carry their road's (GeoClimate); one-way ways (dual carriageways) half.
+        ({"highway": "primary_link"}, 8_905.0),
+        ({"highway": "motorway_link"}, 37_290.0 / 2),  # implied one-way
         ({"highway": "primary", "oneway": "yes"}, 8_905.0 / 2),
         ({"highway": "primary", "oneway": "-1"}, 8_905.0 / 2),
         ({"highway": "primary", "junction": "roundabout"}, 8_905.0 / 2),
@@ -449,6 +451,8 @@ def test_the_shipped_helsinki_extract_imports() -> None:
         ({"highway": "primary", "lanes": "12"}, 8_905.0 * 3),
         ({"highway": "primary", "oneway": "yes", "lanes": "2"}, 8_905.0),
         ({"highway": "motorway", "lanes": "3"}, 37_290.0 / 2 * 1.5),
+        ({"highway": "trunk", "lanes": "4"}, 23_914.0 * 2),  # MATSim: 1 lane each way
+        ({"highway": "motorway_link", "lanes": "2"}, 37_290.0 / 2 * 2),
         ({"highway": "secondary", "lanes": "4;2"}, 4_000.0),
         ({"highway": "secondary", "lanes": "two"}, 2_000.0),
         ({"highway": "secondary", "lanes": "0"}, 2_000.0),

@@ -56,34 +56,37 @@ class TrafficEffect:
     reach_m: float
 
 
-#: The street-level pollutants and their traffic effects (docs/science.md gives the sources):
-#: NO2 is the traffic pollutant (ESCAPE street/background ratios 1.1-3.2, Cyrys et al. 2012)
-#: and falls gradually over a few hundred metres (Karner et al. 2010); ozone is titrated by
-#: fresh NO next to traffic; PM10 has a road-wear increment that settles close to the road;
-#: PM2.5 mass is mostly regional (about 1.1x at a busy kerb, no clear near-road trend). SO2
-#: from road traffic is negligible since sulphur-free fuels, so it has no effect.
+#: The street-level pollutants and their traffic effects (docs/science.md gives the source of
+#: every number): NO2 is the traffic pollutant (ESCAPE street/background ratios 1.09-3.16,
+#: Cyrys et al. 2012) and falls over a few hundred metres (Karner et al. 2010); ozone is
+#: titrated by fresh NO next to traffic; particle mass (PM2.5 and PM10 alike) shows no clear
+#: trend with distance from a road (Karner et al. 2010), so both share one broad, shallow
+#: decay. SO2 from road traffic is negligible since sulphur-free fuels, so it has no effect.
 TRAFFIC_EFFECTS: tuple[TrafficEffect, ...] = (
     TrafficEffect(Pollutant.PM25, per_10k_vehicles=0.6, decay_m=200.0, reach_m=500.0),
-    TrafficEffect(Pollutant.PM10, per_10k_vehicles=3.0, decay_m=40.0, reach_m=300.0),
+    TrafficEffect(Pollutant.PM10, per_10k_vehicles=3.0, decay_m=200.0, reach_m=500.0),
     TrafficEffect(Pollutant.NO2, per_10k_vehicles=12.0, decay_m=60.0, reach_m=400.0),
     TrafficEffect(Pollutant.O3, per_10k_vehicles=-6.0, decay_m=60.0, reach_m=400.0),
 )
 STREET_POLLUTANTS: tuple[Pollutant, ...] = tuple(e.pollutant for e in TRAFFIC_EFFECTS)
 
-#: Half the width of a street: the kerb is this far from the road's centre line, and the
-#: decay is measured from there, so a road's own value is finite (a chosen calibration).
+#: Where a pedestrian is, seen from the road's centre line: one 3-3.3 m travel lane, a 1.8-2.5 m
+#: parking lane and half of a 2.4 m sidewalk clear path (Global Street Design Guide, GDCI)
+#: come to 6.0-7.0 m. The decay is measured from there (so a road's own value is finite),
+#: which is also how Karner et al. (2010) measure distance: from the edge of the road.
 KERB_OFFSET_M = 7.0
 
 #: At most this share of a background cell's value is taken to be its average local traffic.
 MAX_LOCAL_SHARE = 0.6
 
-#: Motor traffic by local solar hour 0..23, relative to the daily mean (mean 1). The shape of
-#: a typical urban weekday count (morning and evening peaks); night hours (22-06) carry about
-#: 0.18 of the daytime (07-19) hourly flow, inside the 0.15-0.21 of the EU noise working
-#: group's defaults used by GeoClimate.
+#: Motor traffic by local solar hour 0..23, relative to the daily mean (mean 1): the hourly
+#: profile of road transport emissions of TNO for the MACC inventory (Denier van der Gon et al.
+#: 2011; GNFR sector F), its columns 1-24 read as the hours 0-23. Night hours (22-06)
+#: carry 0.14 of the day's (06-18) hourly flow; the EU noise working group's defaults used by
+#: GeoClimate give 0.15-0.21 by road class.
 _HOURLY_SHARES = (
-    1.1, 0.7, 0.5, 0.5, 0.7, 1.4, 3.2, 5.8, 6.4, 5.7, 5.4, 5.5,
-    5.7, 5.8, 6.0, 6.5, 7.0, 7.1, 6.4, 5.2, 4.1, 3.3, 2.5, 1.4,
+    0.19, 0.09, 0.06, 0.05, 0.09, 0.22, 0.86, 1.84, 1.86, 1.41, 1.24, 1.20,
+    1.32, 1.44, 1.45, 1.59, 2.03, 2.08, 1.51, 1.06, 0.74, 0.62, 0.61, 0.44,
 )  # fmt: skip
 TRAFFIC_PROFILE: tuple[float, ...] = tuple(
     share * 24.0 / sum(_HOURLY_SHARES) for share in _HOURLY_SHARES

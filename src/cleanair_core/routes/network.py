@@ -90,8 +90,9 @@ class Access(IntFlag):
 
 #: Motor vehicles a day by road class, for a network built without per-road estimates (stored
 #: before they were recorded, or made by hand): the EU noise working group's defaults by
-#: OpenStreetMap class (docs/science.md, "Street-level air"), a class taking its busiest
-#: member's except LOCAL (residential) and COLLECTOR (between tertiary and secondary).
+#: OpenStreetMap class (docs/science.md, "Street-level air"): MOTORWAY motorway's, ARTERIAL
+#: primary's (the commonest arterial in a city; trunk roads carry 23,914), COLLECTOR between
+#: tertiary's and secondary's, LOCAL residential's (our choice of representatives).
 TRAFFIC_BY_CLASS: dict[RoadClass, float] = {
     RoadClass.PATH: 0.0,
     RoadClass.LOCAL: 500.0,

@@ -71,8 +71,8 @@ LENGTH_BUDGETS = (0.05, 0.10, 0.25)
 MAX_DETOUR = 0.25
 #: Every returned route shares at most this share of its length with any other returned one.
 MAX_SHARED = 0.75
-#: A dose cut smaller than this (percent) is not offered as cleaner: it lies within the
-#: numerical noise of the air model and the planner (docs/routing.md).
+#: A dose cut smaller than this (percent) is not offered as cleaner: it lies within about one
+#: standard error of a route's modelled dose (docs/routing.md, "The materiality threshold").
 MATERIAL_REDUCTION_PCT = 3.0
 #: A start or end farther than this from any usable street is rejected.
 SNAP_DISTANCE_M = 250.0
