@@ -4,7 +4,8 @@ With `--workers N` (N > 1) the command binds the socket itself, then forks N pro
 each open their own deployment (database connections, plan workers, sources) and serve on
 that socket: the kernel hands each new connection to one of them. Everything they share
 (credits, rate limits, plans) is in the database, so limits hold across them. SIGTERM or
-SIGINT to the command is passed on to every process, which then shuts down gracefully; the
+SIGINT to the command is passed on to every process as SIGTERM, which then shuts down
+gracefully (a Ctrl-C that reached them too included); the
 command exits once they all have (non-zero if any failed).
 """
 
@@ -45,6 +46,9 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
         pid = os.fork()
         if pid == 0:  # a serving process: its own deployment on the shared socket
             status = 1
+            # uvicorn shuts down on SIGTERM, then raises it again under the handler it found:
+            # here that ends the process as SIGINT does (status 0), not killed by the signal.
+            signal.signal(signal.SIGTERM, _interrupted)
             try:
                 status = _serve(settings, host, port, listening, announce=False)
             except BaseException as exc:  # os._exit skips the usual report: make it here
@@ -55,9 +59,12 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     listening.close()
 
     def pass_on(signum: int, _: FrameType | None) -> None:
+        # Always SIGTERM: a terminal's Ctrl-C has already sent every process of the group a
+        # SIGINT, and uvicorn takes a second SIGINT as "quit now", skipping the shutdown
+        # that hands plans back and closes connections.
         for child in children:
             with contextlib.suppress(ProcessLookupError):  # that one has already ended
-                os.kill(child, signum)
+                os.kill(child, signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, pass_on)
     signal.signal(signal.SIGINT, pass_on)
@@ -68,6 +75,10 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
             failed += 1
             log.error("a serving process ended with an error", extra={"pid": child})
     return 1 if failed else 0
+
+
+def _interrupted(signum: int, _: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -8,6 +8,7 @@ command stops them all cleanly.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import time
@@ -62,6 +63,7 @@ def test_two_api_processes_share_the_port_and_the_limits(tmp_path: Path) -> None
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            start_new_session=True,  # a process group of its own, as a terminal's job is
         )
     try:
         deadline = time.monotonic() + 60
@@ -81,9 +83,12 @@ def test_two_api_processes_share_the_port_and_the_limits(tmp_path: Path) -> None
         assert statuses.count(200) == CAP
         assert set(statuses) == {200, 429}
     finally:
-        command.send_signal(signal.SIGINT)
+        # Ctrl-C in a terminal: SIGINT to every process of the group at once.
+        os.killpg(command.pid, signal.SIGINT)
         status = command.wait(timeout=60)
     assert status == 0, log.read_text()
+    # Each process shut down gracefully, not forced by a second SIGINT from the command.
+    assert log.read_text().count("Application shutdown complete") == 2, log.read_text()
     assert not children_of(command.pid)
     assert "2 processes" in log.read_text()
     assert len(processes) == 2
