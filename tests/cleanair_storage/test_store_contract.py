@@ -346,6 +346,20 @@ def test_debit_that_does_not_fit_the_month_is_refused(store: Store) -> None:
     debit(store, 10, datetime(2026, 4, 1, tzinfo=UTC), limits=limits)
 
 
+def test_an_amount_over_the_daily_cap_names_the_month_when_the_month_blocks_too(
+    store: Store,
+) -> None:
+    """The month blocks first (it resets no earlier than the day), even for an amount that
+    alone exceeds the daily cap."""
+    limits = CreditLimits(monthly=12, daily=10)
+    debit(store, 10, datetime(2026, 3, 9, 12, tzinfo=UTC), limits=limits)
+    at = datetime(2026, 3, 10, 10, 0, tzinfo=UTC)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 11, at, limits=limits)
+    assert raised.value.retry_after == (datetime(2026, 4, 1, tzinfo=UTC) - at).total_seconds()
+    assert store.usage(POOL, at) == Usage(month=10, day=0)
+
+
 def test_refund_restores_the_original_windows(store: Store) -> None:
     debited_at = datetime(2026, 3, 31, 23, 59, tzinfo=UTC)
     original = debit(store, 4, debited_at, label="client:app")

@@ -27,6 +27,7 @@ from cleanair_core.credits.ledger import (
     window_keys,
     windows_at,
 )
+from cleanair_core.errors import CreditsExhausted
 from cleanair_storage.postgres.database import FAIL_PENDING_PLAN, Connection, PostgresDatabase
 
 #: A debit as one statement (see `PostgresLedger._debit`).
@@ -96,7 +97,14 @@ class PostgresLedger(PostgresDatabase):
 
     @classmethod
     def _debit(cls, conn: Connection, debit: Debit, limits: CreditLimits) -> LedgerEntry:
-        check_fits(Usage(0, 0), debit.amount, limits, debit.at)  # fits an empty pool at all
+        # A window's first debit inserts its row unconditionally: so first, does the amount
+        # fit an empty pool at all? When it does not, the pool's real usage says which window
+        # blocks (a month already spent answers before a day the amount alone exceeds).
+        try:
+            check_fits(Usage(0, 0), debit.amount, limits, debit.at)
+        except CreditsExhausted:
+            check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
+            raise
         month_window, day_window = windows_at(debit.at)
         # The atomic conditional: each window's counter is added to only where it stays
         # within its limit. ON CONFLICT locks the counter row and re-checks the condition
