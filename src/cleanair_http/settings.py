@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import urllib.parse
 from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
@@ -169,15 +170,20 @@ def _database(raw: str) -> Path | str:
 
 
 def database_label(database: Path | str) -> str:
-    """The database as logs and messages may show it: a URL without its password."""
+    """The database as logs and messages may show it: a URL with no password, whether it
+    stands in the user part or in the query (`?password=`), and no other query parameter
+    (any of them could carry a secret: `sslpassword`, say)."""
     if isinstance(database, Path):
         return str(database)
-    scheme, _, rest = database.partition("://")
-    credentials, at, place = rest.rpartition("@")
-    if not at:
-        return database
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}@{place}"
+    url = urllib.parse.urlsplit(database)
+    place = url.hostname or ""
+    if ":" in place:  # an IPv6 address keeps its brackets
+        place = f"[{place}]"
+    if url.port is not None:
+        place = f"{place}:{url.port}"
+    if url.username:
+        place = f"{url.username}@{place}"
+    return f"{url.scheme}://{place}{url.path}"
 
 
 def _secret(raw: str) -> bytes:

@@ -210,3 +210,6 @@ def test_the_database_is_shown_without_its_password() -> None:
     assert "s3cret" not in database_label(URL)
     assert database_label("postgresql:///cleanair") == "postgresql:///cleanair"
     assert database_label(Path("var/cleanair.db")) == "var/cleanair.db"
+    # libpq also takes the password as a query parameter, and other secrets that way too.
+    in_query = "postgresql://db.internal/cleanair?user=app&password=s3cret&sslpassword=k3y"
+    assert database_label(in_query) == "postgresql://db.internal/cleanair"
