@@ -39,7 +39,16 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     # Open (and close) the deployment here first: a bad database or key is then one clear
     # error from this command, not N from its processes. Nothing stays open across the fork.
     open_deployment(settings, with_sources=False).close()
-    listening = listening_socket(host, port)
+    try:
+        listening = listening_socket(host, port)
+    except OSError as exc:  # in use, or not an address of this machine: as one process says
+        print(
+            f"cleanair: cannot listen on {escape_nonprintable(host)}:{port}: "
+            f"{escape_nonprintable(exc.strerror or str(exc))}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
     _banner(settings, host, port, workers=workers)
     children: list[int] = []
     for _ in range(workers):

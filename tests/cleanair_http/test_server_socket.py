@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
+
+from cleanair_http.cli import main
 from cleanair_http.server import listening_socket
 
 
@@ -32,3 +38,28 @@ def test_connections_on_the_shared_socket_are_not_delayed_by_nagle() -> None:
 
     asyncio.run(asyncio.wait_for(main(), timeout=10))
     assert nodelay[0] != 0
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    """`serve` configures the root logger: put it back as it was for the tests after."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_serve_workers_on_a_port_in_use_is_one_line_and_exit_1(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        status = main(["serve", "--port", str(port), "--workers", "2"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert f"cleanair: cannot listen on 127.0.0.1:{port}: Address already in use" in err
+    assert "Traceback" not in err
