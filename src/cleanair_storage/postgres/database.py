@@ -2,9 +2,9 @@
 units of work and the port-level errors.
 
 - A psycopg_pool `ConnectionPool` (closed by `close()`); sessions run in UTC. A call that
-  finds the server gone has the pool check its idle connections, so after a restart at most
-  one call fails on the broken connections the pool still held, and no call pays for a
-  check while all is well.
+  finds the server gone has the pool check its idle connections, so after a restart only the
+  calls already under way can fail on the broken connections the pool still held, and no
+  call pays for a check while all is well.
 - Each store call is one transaction on a pooled connection (committed when the call
   returns, rolled back when it raises), or joins this thread's open unit of work
   (`transaction()`), so the core composes atomic steps the same way on every adapter.
