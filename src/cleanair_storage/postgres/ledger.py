@@ -27,9 +27,11 @@ from cleanair_core.credits.ledger import (
     window_keys,
     windows_at,
 )
-from cleanair_core.errors import CreditsExhausted
+from cleanair_core.errors import CreditsExhausted, StoreUnavailable
 from cleanair_storage.postgres.database import FAIL_PENDING_PLAN, Connection, PostgresDatabase
 
+#: Times a debit is tried when its windows refuse it but then show room (a refund between).
+_DEBIT_TRIES = 3
 #: A debit as one statement (see `PostgresLedger._debit`).
 _DEBIT = (
     "WITH granted AS ("
@@ -129,23 +131,15 @@ class PostgresLedger(PostgresDatabase):
             "day": day,
             "until": debit.hold_until,
         }
-        # Inside a unit of work a failed statement would abort the whole transaction: a
-        # savepoint keeps the failure to this statement.
-        in_unit_of_work = not conn.autocommit
-        if in_unit_of_work:
-            conn.execute("SAVEPOINT cleanair_debit")
-        try:
-            row = conn.execute(_DEBIT, params).fetchone()
-        except psycopg.errors.DivisionByZero:
-            if in_unit_of_work:
-                conn.execute("ROLLBACK TO SAVEPOINT cleanair_debit")
-            row = (None,)  # one window had no room: nothing was written
-        assert row is not None
-        entry_id = row[0]
-        if entry_id is None:
-            # Say which window blocks, and until when.
+        for _ in range(_DEBIT_TRIES):
+            entry_id = cls._try_debit(conn, params)
+            if entry_id is not None:
+                break
+            # Say which window blocks, and until when. Should the windows have room now (a
+            # refund committed since the statement looked), the debit is tried again.
             check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
-            raise AssertionError("a window refused a debit that fits")  # pragma: no cover
+        else:
+            raise StoreUnavailable()  # the windows kept changing: a retry will do
         return LedgerEntry(
             int(entry_id),
             debit.pool,
@@ -157,6 +151,23 @@ class PostgresLedger(PostgresDatabase):
             day,
             None,
         )
+
+    @staticmethod
+    def _try_debit(conn: Connection, params: dict[str, object]) -> int | None:
+        """The debit statement: its ledger entry's id, or None when a window had no room."""
+        # Inside a unit of work a failed statement would abort the whole transaction: a
+        # savepoint keeps the failure to this statement.
+        in_unit_of_work = not conn.autocommit
+        if in_unit_of_work:
+            conn.execute("SAVEPOINT cleanair_debit")
+        try:
+            row = conn.execute(_DEBIT, params).fetchone()
+        except psycopg.errors.DivisionByZero:
+            if in_unit_of_work:
+                conn.execute("ROLLBACK TO SAVEPOINT cleanair_debit")
+            return None  # one window had no room: nothing was written
+        assert row is not None  # the statement's last SELECT always answers one row
+        return None if row[0] is None else int(row[0])
 
     @classmethod
     def _refund(cls, conn: Connection, entry_id: int, at: datetime) -> LedgerEntry | None:
