@@ -288,8 +288,10 @@ class MemoryStore:
     def hit(self, key: str, window_start: int) -> int:
         with self._lock:
             start, count = self._counters.get(key, (window_start, 0))
-            count = count + 1 if start == window_start else 1
-            self._counters[key] = (window_start, count)
+            # A hit from an older window (a host whose clock is behind) counts in the stored
+            # one rather than resetting it: only a newer window starts again from 1.
+            start, count = (window_start, 1) if window_start > start else (start, count + 1)
+            self._counters[key] = (start, count)
             return count
 
     # client labels

@@ -498,6 +498,14 @@ def test_rate_limit_window_change_resets(store: Store) -> None:
     assert store.hit("k", 660) == 2
 
 
+def test_a_hit_from_an_older_window_counts_in_the_newer_one(store: Store) -> None:
+    """Two hosts whose clocks straddle a minute's boundary: the one behind must not reset the
+    counter every other request (that would let a client through at twice the limit)."""
+    assert [store.hit("k", 660), store.hit("k", 600), store.hit("k", 660)] == [1, 2, 3]
+    assert store.hit("k", 600) == 4
+    assert store.hit("k", 720) == 1
+
+
 # -- client labels ----------------------------------------------------------------------------
 
 

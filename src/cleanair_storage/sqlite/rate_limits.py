@@ -15,8 +15,9 @@ class SqliteRateLimits(SqliteDatabase):
             row = conn.execute(
                 "INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 1) "
                 "ON CONFLICT (key) DO UPDATE SET "
-                "count = CASE WHEN window_start = excluded.window_start THEN count + 1 ELSE 1 END, "
-                "window_start = excluded.window_start "
+                "count = CASE WHEN excluded.window_start > window_start THEN 1 "
+                "ELSE count + 1 END, "
+                "window_start = max(window_start, excluded.window_start) "
                 "RETURNING count",
                 (key, window_start),
             ).fetchone()
