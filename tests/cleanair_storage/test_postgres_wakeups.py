@@ -19,7 +19,7 @@ from cleanair_core.geo import Point
 from cleanair_core.routes import plans as plan_rules
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
-from cleanair_storage.postgres import PostgresStore
+from cleanair_storage.postgres import PostgresStore, wakeups
 from cleanair_storage.postgres.wakeups import CHANNEL, PostgresPlanWakeups
 
 T0 = datetime(2026, 11, 24, 9, tzinfo=UTC)
@@ -106,3 +106,35 @@ def test_a_subscription_wakes_its_callback_from_its_own_thread(postgres_url: str
         subscription.close()
         store.close()
     assert not subscription.listening.is_set()
+
+
+def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reconnection attempts every poll would write a warning each: an outage of minutes
+    would bury the log."""
+    real_connect = wakeups._connect
+    attempts: list[int] = []
+    failed_enough = threading.Event()
+
+    def connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
+        attempts.append(1)
+        if len(attempts) <= 5:  # the server is away for five attempts
+            if len(attempts) == 5:
+                failed_enough.set()
+            raise psycopg.OperationalError("connection refused")
+        return real_connect(url)
+
+    monkeypatch.setattr(wakeups, "_connect", connect)
+    with caplog.at_level("INFO", logger="cleanair.plans"):
+        listener = wakeups._Listener(postgres_url, lambda: None, poll_s=0.01)
+        try:
+            assert failed_enough.wait(timeout=10)
+            assert listener.listening.wait(timeout=10)
+        finally:
+            listener.close()
+    messages = [r.getMessage() for r in caplog.records if r.name == "cleanair.plans"]
+    assert messages == [
+        "plan wake-ups lost their connection; reconnecting",
+        "plan wake-ups are back",
+    ]

@@ -43,6 +43,16 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 POOL_TIMEOUT_S = 10.0
 #: Pooled connections per process, by default (docs/deployment.md: pool sizing).
 POOL_SIZE = 10
+#: Every connection's limits on a network that stops answering without a reset (a partition):
+#: connecting gives up after 10 s, and TCP keepalives find a dead peer within about a minute,
+#: instead of a call hanging in its worker thread for the kernel's default of hours.
+CONNECTION_OPTIONS: dict[str, int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 
 FAIL_PENDING_PLAN = (
     "UPDATE plans SET status = 'failed', error = %s, finished_at = %s, lease_until = NULL"
@@ -100,7 +110,7 @@ class PostgresDatabase:
             min_size=1,
             max_size=pool_size,
             timeout=timeout,
-            kwargs={"options": "-c timezone=UTC"},
+            kwargs={"options": "-c timezone=UTC", **CONNECTION_OPTIONS},
             open=False,
             name="cleanair",
         )

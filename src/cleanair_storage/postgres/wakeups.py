@@ -16,6 +16,9 @@ import threading
 from collections.abc import Callable
 
 import psycopg
+from psycopg.conninfo import make_conninfo
+
+from cleanair_storage.postgres.database import CONNECTION_OPTIONS
 
 CHANNEL = "cleanair_plans"
 #: How often the listening thread checks whether it should stop, and waits between
@@ -35,11 +38,15 @@ class PostgresPlanWakeups:
         return _Listener(self.url, wake)
 
 
+def _connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(make_conninfo(url, **CONNECTION_OPTIONS), autocommit=True)
+
+
 class _Listener:
     """One LISTENing connection in a daemon thread, until `close()`."""
 
-    def __init__(self, url: str, wake: Callable[[], None]) -> None:
-        self._url, self._wake = url, wake
+    def __init__(self, url: str, wake: Callable[[], None], *, poll_s: float = POLL_S) -> None:
+        self._url, self._wake, self._poll_s = url, wake, poll_s
         self._stop = threading.Event()
         self.listening = threading.Event()  # set while LISTEN is in force (for tests)
         self._thread = threading.Thread(
@@ -48,18 +55,24 @@ class _Listener:
         self._thread.start()
 
     def _listen(self) -> None:
+        lost = False  # one line when the connection goes, one when it is back: not one a try
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._url, autocommit=True) as conn:
+                with _connect(self._url) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
+                    if lost:
+                        log.info("plan wake-ups are back")
+                        lost = False
                     while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=POLL_S, stop_after=1):
+                        for _ in conn.notifies(timeout=self._poll_s, stop_after=1):
                             self._wake()
             except psycopg.Error:
                 self.listening.clear()
-                log.warning("plan wake-ups lost their connection; reconnecting")
-                self._stop.wait(POLL_S)
+                if not lost:
+                    log.warning("plan wake-ups lost their connection; reconnecting")
+                    lost = True
+                self._stop.wait(self._poll_s)
             except Exception:  # a failing wake callback must not end the wake-ups
                 log.exception("a plan wake-up failed")
         self.listening.clear()
