@@ -1,17 +1,18 @@
 """End to end: real CAMS-like data (one value per grid cell) downscaled to street level.
 
 A real `cleanair serve` over a fake Open-Meteo on loopback that answers the same values for
-every CAMS cell, with the shipped central-Helsinki network: two points of one CAMS cell get
-different air and scores where the traffic differs, and a walking plan finds a cleaner route.
-Both look at 10:00 UTC today (midday in Helsinki): traffic, and so the street-level
-contrast, is much smaller at night.
+every CAMS cell, with the shipped central-Helsinki network, all of it inside one CAMS Europe
+cell: points of that cell get different air, forecasts and scores where the traffic differs,
+and walks along busy roads find cleaner routes on quieter streets beside them.
+Forecasts and plans look at 10:00 UTC today (midday in Helsinki): traffic, and so the
+street-level contrast, is much smaller at night. A score is always for the current hour.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,16 +28,39 @@ pytestmark = pytest.mark.e2e
 #: The kerb of Mannerheimintie, the city's main artery, and Kaisaniemi park, 600 m east.
 KERB = Point(60.1718, 24.9368)
 PARK = Point(60.1740, 24.9470)
-#: From Mannerheimintie by the Kiasma museum to Kluuvi, across the busy centre.
-WALK_FROM = {"latitude": 60.17207, "longitude": 24.93883}
-WALK_TO = {"latitude": 60.16762, "longitude": 24.94766}
+#: The network's busiest kerb, where Mannerheimintie meets Pohjoisesplanadi and
+#: Lönnrotinkatu, and a quiet block 200 m north-east of it, on Aleksanterinkatu among the
+#: pedestrian streets. The score is for the current hour, which a test cannot choose: the
+#: model puts theirs 4 to 29 apart at every hour of the day (and across an hour's turn).
+BUSY_KERB = Point(60.16753, 24.94197)
+QUIET_BLOCK = Point(60.16891, 24.94429)
+#: Walks whose shortest route follows busy roads, each with a quieter way beside them no more
+#: than 25 % longer. The model cuts their dose by 9-12 % at midday, and by more than the 3 %
+#: threshold in each of 12 plans from starts and ends moved by about 20 m. (Of random walks in
+#: the network only about 18 % find a cleaner route, and fewer along busy roads, where a
+#: quieter way within 25 % is rarer: these are chosen, not typical.)
+WALKS = {
+    # From Kiasma to Kluuvi: footways by Mannerheimintie, then Pohjoisesplanadi; or by the
+    # railway station square, Kaivokatu and Kluuvikatu.
+    "Kiasma to Kluuvi": (Point(60.17207, 24.93883), Point(60.16762, 24.94766)),
+    # Mannerheimintie from Erottaja to Kiasma; or the Kamppi footways and Yrjönkäytävä.
+    "Mannerheimintie north": (Point(60.16655, 24.94045), Point(60.17142, 24.93628)),
+    # Pohjoisesplanadi and Mannerheimintie to Töölönlahti; or Fabianinkatu and Kaivokatu.
+    "Esplanadi to Töölönlahti": (Point(60.16783, 24.94946), Point(60.17286, 24.93783)),
+}
+#: A plan is 25 credits, a forecast 2, a score 1: all of it fits in the daily cap of 100.
+#: Polls are limited to 60 a minute per connection: one every 1.1 s stays under it.
 POLL_EVERY = 1.1
-POLL_FOR = 60.0
+POLL_FOR = 90.0
+#: From docs/routing.md: an alternative is at most 25 % longer and cuts the dose by >= 3 %.
+MAX_DETOUR = 0.25
+MATERIAL_REDUCTION_PCT = 3.0
 
 
-def test_one_cams_cell_gets_street_level_air_and_cleaner_routes(tmp_path: Path) -> None:
-    assert snap(KERB) == snap(PARK)  # one CAMS Europe cell: one background value
-    midday = datetime.now(UTC).replace(hour=10, minute=0, second=0, microsecond=0)
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A server in Open-Meteo mode with the default network, and a paired user's headers."""
+    tmp_path = tmp_path_factory.mktemp("street_level")
     with FakeOpenMeteo().running() as upstream:
         env = server_env(
             tmp_path,
@@ -45,58 +69,108 @@ def test_one_cams_cell_gets_street_level_air_and_cleaner_routes(tmp_path: Path) 
             CLEANAIR_DEFAULT_NETWORK="true",
             CLEANAIR_PLAN_WORKERS="1",
         )
-        with running_server(env, tmp_path / "server.log") as server:
-            headers = pair(env, server.base)
-            days: dict[str, dict[str, list[float | None]]] = {}
-            for name, point in (("kerb", KERB), ("park", PARK)):
-                forecast = httpx.post(
-                    f"{server.base}/v1/airquality/forecast",
-                    json={
-                        "latitude": point.lat,
-                        "longitude": point.lon,
-                        "date": midday.date().isoformat(),
-                        "timezone": "UTC",
-                    },
-                    headers=headers,
-                    timeout=30,
-                )
-                assert forecast.status_code == 200, forecast.text
-                days[name] = forecast.json()["measures"]
-            kerb_no2, park_no2 = days["kerb"]["no2"][10], days["park"]["no2"][10]
-            assert kerb_no2 is not None
-            assert park_no2 is not None
-            assert kerb_no2 > 1.2 * park_no2
-            kerb_score, park_score = (days[n]["clean_air_score"][10] for n in ("kerb", "park"))
-            assert kerb_score is not None
-            assert park_score is not None
-            assert kerb_score < park_score
+        with running_server(env, tmp_path / "server.log") as running:
+            yield running.base, pair(env, running.base)
 
-            walk = {
-                "start": WALK_FROM,
-                "end": WALK_TO,
-                "activity_type": "walking",
-                "start_time": midday.isoformat(),
-            }
-            submitted = httpx.post(
-                f"{server.base}/v1/routes", json=walk, headers=headers, timeout=30
-            )
-            assert submitted.status_code == 202, submitted.text
-            request_id = submitted.json()["request_id"]
-            deadline = time.monotonic() + POLL_FOR
-            while True:
-                polled = httpx.get(
-                    f"{server.base}/v1/routes/{request_id}", headers=headers, timeout=10
-                )
-                assert polled.status_code == 200, polled.text
-                body: dict[str, Any] = polled.json()
-                if body["status"] != "pending":
-                    break
-                assert time.monotonic() < deadline, "the plan is still pending"
-                time.sleep(POLL_EVERY)
-    assert body["status"] == "completed", body
-    routes = body["result"]["routes"]
-    assert len(routes) >= 2, [r["goal"] for r in routes]
-    cleaner = routes[0]
-    assert cleaner["goal"]["title"] == "Cleanest air"
-    assert cleaner["dose_delta_pct"] >= 3
-    assert cleaner["summary"]["inhaled_dose"] < body["result"]["original_dose"]
+
+def midday() -> datetime:
+    return datetime.now(UTC).replace(hour=10, minute=0, second=0, microsecond=0)
+
+
+def test_one_cams_cell_gets_street_level_forecasts_and_scores(
+    server: tuple[str, dict[str, str]],
+) -> None:
+    base, headers = server
+    assert snap(KERB) == snap(PARK) == snap(BUSY_KERB) == snap(QUIET_BLOCK)  # one CAMS cell
+    days: dict[str, dict[str, list[float | None]]] = {}
+    for name, point in (("kerb", KERB), ("park", PARK)):
+        forecast = httpx.post(
+            f"{base}/v1/airquality/forecast",
+            json={
+                "latitude": point.lat,
+                "longitude": point.lon,
+                "date": midday().date().isoformat(),
+                "timezone": "UTC",
+            },
+            headers=headers,
+            timeout=30,
+        )
+        assert forecast.status_code == 200, forecast.text
+        days[name] = forecast.json()["measures"]
+    kerb_no2, park_no2 = days["kerb"]["no2"][10], days["park"]["no2"][10]
+    assert kerb_no2 is not None
+    assert park_no2 is not None
+    assert kerb_no2 > 1.2 * park_no2
+    kerb_score, park_score = (days[n]["clean_air_score"][10] for n in ("kerb", "park"))
+    assert kerb_score is not None
+    assert park_score is not None
+    assert kerb_score < park_score
+
+    scores = {}
+    for name, point in (("kerb", BUSY_KERB), ("block", QUIET_BLOCK)):
+        scored = httpx.post(
+            f"{base}/v1/airquality/score",
+            json={"lat": point.lat, "lon": point.lon},
+            headers=headers,
+            timeout=30,
+        )
+        assert scored.status_code == 200, scored.text
+        scores[name] = scored.json()["score"]
+    # The fake answers the same everywhere: only the street-level layer tells them apart.
+    assert scores["kerb"] < scores["block"], scores
+
+
+def plan(base: str, headers: Mapping[str, str], start: Point, end: Point) -> str:
+    walk = {
+        "start": {"latitude": start.lat, "longitude": start.lon},
+        "end": {"latitude": end.lat, "longitude": end.lon},
+        "activity_type": "walking",
+        "start_time": midday().isoformat(),
+    }
+    submitted = httpx.post(f"{base}/v1/routes", json=walk, headers=dict(headers), timeout=30)
+    assert submitted.status_code == 202, submitted.text
+    request_id = submitted.json()["request_id"]
+    assert isinstance(request_id, str)
+    return request_id
+
+
+def finished(base: str, headers: Mapping[str, str], request_id: str) -> dict[str, Any]:
+    """Poll (within the 60-a-minute limit) until the plan is no longer pending; bounded."""
+    deadline = time.monotonic() + POLL_FOR
+    while True:
+        polled = httpx.get(f"{base}/v1/routes/{request_id}", headers=dict(headers), timeout=10)
+        assert polled.status_code == 200, polled.text
+        body: dict[str, Any] = polled.json()
+        if body["status"] != "pending":
+            return body
+        assert time.monotonic() < deadline, f"plan {request_id} is still pending"
+        time.sleep(POLL_EVERY)
+
+
+def test_walks_along_busy_roads_find_cleaner_routes_in_one_cams_cell(
+    server: tuple[str, dict[str, str]],
+) -> None:
+    base, headers = server
+    assert len({snap(point) for ends in WALKS.values() for point in ends}) == 1
+    submitted = {name: plan(base, headers, *ends) for name, ends in WALKS.items()}
+    for name, request_id in submitted.items():
+        body = finished(base, headers, request_id)
+        assert body["status"] == "completed", (name, body)
+        result = body["result"]
+        routes = result["routes"]
+        goals = [route["goal"] for route in routes]
+        # With one value for the whole cell, before the street-level layer every walk
+        # answered "Direct route is the cleanest": here each has a cleaner way.
+        assert len(routes) >= 2, (name, goals)
+        cleaner, direct = routes[0], routes[-1]
+        assert cleaner["goal"]["title"] == "Cleanest air", (name, goals)
+        assert direct["goal"]["title"] == "Shortest route", (name, goals)
+        assert direct["distance"] == pytest.approx(result["original_distance"], abs=1)
+        for alternative in routes[:-1]:
+            cut = alternative["dose_delta_pct"]
+            assert cut >= MATERIAL_REDUCTION_PCT, (name, alternative["goal"])
+            assert alternative["summary"]["inhaled_dose"] < result["original_dose"], name
+            assert alternative["distance"] <= (1 + MAX_DETOUR) * result["original_distance"]
+            # What the goal says is what the figures say.
+            description = alternative["goal"]["description"]
+            assert description.startswith(f"{cut:.0f} % less pollution inhaled"), (name, cut)
