@@ -22,7 +22,7 @@ import osmium
 import pytest
 from osmium.osm.mutable import Node, Way
 
-from support.servers import cli, pair, running_server
+from support.servers import cli, pair, poll_until_finished, running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -33,9 +33,6 @@ START = {"latitude": 60.1699, "longitude": 24.9384}
 END = {"latitude": 60.1645, "longitude": 24.9525}
 WALK = {"start": START, "end": END, "activity_type": "walking"}
 LEASE_SECONDS = 2
-#: Polls are limited to 60 a minute per connection: one every 1.1 s stays under it.
-POLL_EVERY = 1.1
-POLL_FOR = 60.0
 
 
 @pytest.fixture
@@ -55,19 +52,6 @@ def submit(base: str, headers: Mapping[str, str], body: Mapping[str, Any] = WALK
     request_id = submitted.json()["request_id"]
     assert isinstance(request_id, str)
     return request_id
-
-
-def poll_until_finished(base: str, headers: Mapping[str, str], request_id: str) -> dict[str, Any]:
-    """Poll (within the 60-a-minute limit) until the plan is no longer pending; bounded."""
-    deadline = time.monotonic() + POLL_FOR
-    while True:
-        polled = httpx.get(f"{base}/v1/routes/{request_id}", headers=dict(headers), timeout=10)
-        assert polled.status_code == 200, polled.text
-        body: dict[str, Any] = polled.json()
-        if body["status"] != "pending":
-            return body
-        assert time.monotonic() < deadline, f"plan {request_id} still pending after {POLL_FOR} s"
-        time.sleep(POLL_EVERY)
 
 
 def networks(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -126,3 +127,23 @@ def pair(env: Mapping[str, str], base: str, user: str = "alice") -> dict[str, st
     )
     assert redeemed.status_code == 201, redeemed.text
     return {"Authorization": f"Bearer {redeemed.json()['token']}"}
+
+
+#: Seconds between plan polls: the contract allows a connection 60 polls a minute.
+POLL_EVERY = 1.1
+
+
+def poll_until_finished(
+    base: str, headers: Mapping[str, str], request_id: str, within: float = 60.0
+) -> dict[str, Any]:
+    """Poll (within the 60-a-minute limit) until the plan is no longer pending, for at most
+    `within` seconds; the plan's last answer."""
+    deadline = time.monotonic() + within
+    while True:
+        polled = httpx.get(f"{base}/v1/routes/{request_id}", headers=dict(headers), timeout=10)
+        assert polled.status_code == 200, polled.text
+        body: dict[str, Any] = polled.json()
+        if body["status"] != "pending":
+            return body
+        assert time.monotonic() < deadline, f"plan {request_id} still pending after {within} s"
+        time.sleep(POLL_EVERY)
