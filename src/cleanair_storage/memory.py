@@ -285,12 +285,15 @@ class MemoryStore:
             return [e for e in self._entries if e.pool == pool]
 
     # rate-limit counters
-    def hit(self, key: str, window_start: int) -> int:
+    def hit(self, key: str, window_start: int, window_seconds: int = 60) -> int:
         with self._lock:
             start, count = self._counters.get(key, (window_start, 0))
-            # A hit from an older window (a host whose clock is behind) counts in the stored
-            # one rather than resetting it: only a newer window starts again from 1.
-            start, count = (window_start, 1) if window_start > start else (start, count + 1)
+            # See RateLimitStore.hit: only a newer window, or one from a clock far ahead,
+            # starts the counter again.
+            if window_start > start or window_start < start - window_seconds:
+                start, count = window_start, 1
+            else:
+                count += 1
             self._counters[key] = (start, count)
             return count
 

@@ -506,6 +506,16 @@ def test_a_hit_from_an_older_window_counts_in_the_newer_one(store: Store) -> Non
     assert store.hit("k", 720) == 1
 
 
+def test_a_counter_from_a_clock_far_ahead_does_not_hold_the_limit_until_then(
+    store: Store,
+) -> None:
+    """A host whose clock once jumped an hour ahead stored that window: hits from the right
+    time start the counter again rather than adding to it for an hour."""
+    assert [store.hit("k", 4200), store.hit("k", 4200)] == [1, 2]
+    assert store.hit("k", 600) == 1
+    assert store.hit("k", 600) == 2
+
+
 # -- client labels ----------------------------------------------------------------------------
 
 

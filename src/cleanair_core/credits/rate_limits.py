@@ -38,12 +38,16 @@ class RateLimit:
 class RateLimitStore(Protocol):
     """Storage port for rate-limit counters."""
 
-    def hit(self, key: str, window_start: int) -> int:
+    def hit(self, key: str, window_start: int, window_seconds: int = 60) -> int:
         """Count one event for `key` in the window starting at `window_start` and return the
-        window's count so far; a counter from an older window starts again at zero."""
+        window's count so far. A counter from an older window starts again at zero; a hit up
+        to one window older than the counter's (a host whose clock is behind) counts in the
+        counter's window, and one older still (the counter came from a clock far ahead)
+        starts it again from its own window."""
 
 
 def enforce(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
     """Count this request and raise RateLimited when it is over the rule's limit."""
-    if store.hit(f"{rule.name}:{subject}", rule.window_start(at)) > rule.limit:
+    count = store.hit(f"{rule.name}:{subject}", rule.window_start(at), rule.window_seconds)
+    if count > rule.limit:
         raise RateLimited(rule.retry_after(at))

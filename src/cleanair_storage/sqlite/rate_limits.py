@@ -8,17 +8,20 @@ from cleanair_storage.sqlite.database import SqliteDatabase
 class SqliteRateLimits(SqliteDatabase):
     """Rate-limit counters: one atomic upsert per hit."""
 
-    def hit(self, key: str, window_start: int) -> int:
+    def hit(self, key: str, window_start: int, window_seconds: int = 60) -> int:
         # One statement, so atomic without an explicit transaction; the lock keeps this
         # process's writer connection to one statement at a time.
         with self._autocommit() as conn:
             row = conn.execute(
-                "INSERT INTO rate_limits (key, window_start, count) VALUES (?, ?, 1) "
+                "INSERT INTO rate_limits (key, window_start, count) VALUES (:key, :start, 1) "
                 "ON CONFLICT (key) DO UPDATE SET "
-                "count = CASE WHEN excluded.window_start > window_start THEN 1 "
-                "ELSE count + 1 END, "
-                "window_start = max(window_start, excluded.window_start) "
+                # See RateLimitStore.hit; every SET reads the row as it was.
+                "count = CASE WHEN excluded.window_start > window_start "
+                "OR excluded.window_start < window_start - :span THEN 1 ELSE count + 1 END, "
+                "window_start = CASE WHEN excluded.window_start > window_start "
+                "OR excluded.window_start < window_start - :span "
+                "THEN excluded.window_start ELSE window_start END "
                 "RETURNING count",
-                (key, window_start),
+                {"key": key, "start": window_start, "span": window_seconds},
             ).fetchone()
             return int(row[0])
