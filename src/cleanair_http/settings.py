@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import urllib.parse
 from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
@@ -175,15 +174,15 @@ def database_label(database: Path | str) -> str:
     (any of them could carry a secret: `sslpassword`, say)."""
     if isinstance(database, Path):
         return str(database)
-    url = urllib.parse.urlsplit(database)
-    place = url.hostname or ""
-    if ":" in place:  # an IPv6 address keeps its brackets
-        place = f"[{place}]"
-    if url.port is not None:
-        place = f"{place}:{url.port}"
-    if url.username:
-        place = f"{url.username}@{place}"
-    return f"{url.scheme}://{place}{url.path}"
+    # Split by hand: libpq takes several hosts (`h1:5432,h2:5433`), which urlsplit's port
+    # parsing refuses.
+    scheme, _, rest = database.partition("://")
+    location = rest.split("?", 1)[0].split("#", 1)[0]
+    authority, slash, path = location.partition("/")
+    credentials, at, hosts = authority.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    place = f"{user}@{hosts}" if at and user else hosts
+    return f"{scheme}://{place}{slash}{path}"
 
 
 def _secret(raw: str) -> bytes:

@@ -213,3 +213,5 @@ def test_the_database_is_shown_without_its_password() -> None:
     # libpq also takes the password as a query parameter, and other secrets that way too.
     in_query = "postgresql://db.internal/cleanair?user=app&password=s3cret&sslpassword=k3y"
     assert database_label(in_query) == "postgresql://db.internal/cleanair"
+    several = "postgresql://app:s3cret@h1:5432,h2:5433/cleanair?target_session_attrs=read-write"
+    assert database_label(several) == "postgresql://app@h1:5432,h2:5433/cleanair"
