@@ -10,11 +10,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from cleanair_core.access.accounts import User
 from cleanair_core.credits.ledger import CreditLimits, Debit, Usage
 from cleanair_core.errors import StoreUnavailable
 from cleanair_storage.postgres import PostgresStore
+from cleanair_storage.postgres.database import CONNECTION_OPTIONS, with_connection_options
 from support.postgres import PostgresServer
 
 AT = datetime(2026, 11, 24, 12, tzinfo=UTC)
@@ -59,3 +61,17 @@ def test_an_outage_is_store_unavailable_and_the_store_recovers(own_server: Postg
         assert store.get_user("bob") is None
     finally:
         store.close()
+
+
+def test_connections_get_network_limits_unless_the_url_sets_its_own() -> None:
+    options = conninfo_to_dict(
+        with_connection_options("postgresql://app@db.internal/cleanair?connect_timeout=3")
+    )
+    assert options["connect_timeout"] == "3"  # the operator's choice stands
+    assert options["tcp_user_timeout"] == str(CONNECTION_OPTIONS["tcp_user_timeout"])
+    assert options["keepalives"] == "1"
+    assert (options["host"], options["dbname"], options["user"]) == (
+        "db.internal",
+        "cleanair",
+        "app",
+    )

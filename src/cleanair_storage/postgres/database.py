@@ -28,6 +28,7 @@ from typing import Any, ParamSpec, Self, TypeVar
 
 import psycopg
 import psycopg.errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
@@ -44,15 +45,26 @@ POOL_TIMEOUT_S = 10.0
 #: Pooled connections per process, by default (docs/deployment.md: pool sizing).
 POOL_SIZE = 10
 #: Every connection's limits on a network that stops answering without a reset (a partition):
-#: connecting gives up after 10 s, and TCP keepalives find a dead peer within about a minute,
-#: instead of a call hanging in its worker thread for the kernel's default of hours.
+#: connecting gives up after 10 s, TCP keepalives find an idle connection's dead peer within
+#: about a minute, and data left unacknowledged for 60 s ends the connection (instead of the
+#: kernel retransmitting for some 15 minutes while a call waits in its worker thread). A URL
+#: that sets any of them keeps its own value.
 CONNECTION_OPTIONS: dict[str, int] = {
     "connect_timeout": 10,
     "keepalives": 1,
     "keepalives_idle": 30,
     "keepalives_interval": 10,
     "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,
 }
+
+
+def with_connection_options(url: str) -> str:
+    """`url` (a URL or libpq connection string) with `CONNECTION_OPTIONS` it does not set."""
+    given = conninfo_to_dict(url)
+    missing = {key: value for key, value in CONNECTION_OPTIONS.items() if key not in given}
+    return make_conninfo(url, **missing)
+
 
 FAIL_PENDING_PLAN = (
     "UPDATE plans SET status = 'failed', error = %s, finished_at = %s, lease_until = NULL"
@@ -106,11 +118,11 @@ class PostgresDatabase:
         self.url = url
         self._local = threading.local()
         self._pool: ConnectionPool[Connection] = ConnectionPool(
-            url,
+            with_connection_options(url),
             min_size=1,
             max_size=pool_size,
             timeout=timeout,
-            kwargs={"options": "-c timezone=UTC", **CONNECTION_OPTIONS},
+            kwargs={"options": "-c timezone=UTC"},
             open=False,
             name="cleanair",
         )

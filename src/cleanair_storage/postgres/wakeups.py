@@ -16,9 +16,8 @@ import threading
 from collections.abc import Callable
 
 import psycopg
-from psycopg.conninfo import make_conninfo
 
-from cleanair_storage.postgres.database import CONNECTION_OPTIONS
+from cleanair_storage.postgres.database import with_connection_options
 
 CHANNEL = "cleanair_plans"
 #: How often the listening thread checks whether it should stop, and waits between
@@ -39,7 +38,7 @@ class PostgresPlanWakeups:
 
 
 def _connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
-    return psycopg.connect(make_conninfo(url, **CONNECTION_OPTIONS), autocommit=True)
+    return psycopg.connect(with_connection_options(url), autocommit=True)
 
 
 class _Listener:
