@@ -60,6 +60,8 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
             signal.signal(signal.SIGTERM, _interrupted)
             try:
                 status = _serve(settings, host, port, listening, announce=False)
+            except KeyboardInterrupt:  # stopped before it was serving (still opening, say)
+                status = 0
             except BaseException as exc:  # os._exit skips the usual report: make it here
                 print(f"cleanair: {escape_nonprintable(str(exc))}", file=sys.stderr, flush=True)
             finally:

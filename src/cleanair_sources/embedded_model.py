@@ -463,6 +463,8 @@ class EmbeddedModel:
         lat = np.asarray(lats, dtype=np.float64).reshape(-1)
         lon = np.asarray(lons, dtype=np.float64).reshape(-1)
         hours = _hours_since_epoch(hour)
+        if lat.size == 0:
+            return np.empty((0, 5))
         cells = np.stack(
             [np.rint(lat * _CELL_QUANTUM), np.rint(lon * _CELL_QUANTUM)], axis=1
         ).astype(np.int64)

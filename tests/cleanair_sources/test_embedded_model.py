@@ -328,3 +328,8 @@ def test_the_array_answer_is_the_sample_by_sample_answer(
         one = model.concentrations_at(Point(a, o), at)
         expected = [one[p] for p in SCORED]
         assert air[row].tolist() == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_no_points_is_an_empty_array(model: EmbeddedModel) -> None:
+    air = model.air_at_hour(np.array([]), np.array([]), datetime(2026, 1, 1, tzinfo=UTC))
+    assert air.shape == (0, len(SCORED))
