@@ -48,3 +48,15 @@ def postgres() -> PostgresServer:
 def postgres_url(postgres: PostgresServer) -> str:
     """A fresh, empty database on the session's server."""
     return postgres.database()
+
+
+@pytest.fixture
+def own_server() -> Iterator[PostgresServer]:
+    """A server of the test's own, to stop, crash and restart without disturbing any other
+    test; durable, so what was committed survives its crash."""
+    server = PostgresServer(durable=True)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

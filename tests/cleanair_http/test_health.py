@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -163,18 +162,6 @@ def test_probes_are_logged_at_debug_not_info(
 
 
 # -- PostgreSQL: a real server that goes away and comes back -----------------------------------
-
-
-@pytest.fixture
-def own_server() -> Iterator[PostgresServer]:
-    """A server of this test's own, so stopping it disturbs no other test; durable, or its
-    crash could lose the schema's commit (and the probe would rightly say so)."""
-    server = PostgresServer(durable=True)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 def test_postgres_ready_then_unavailable_then_ready_again(

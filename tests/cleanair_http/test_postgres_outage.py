@@ -33,16 +33,6 @@ UNAVAILABLE = {"detail": "The service's database is unavailable; try again short
 
 
 @pytest.fixture
-def own_server() -> Iterator[PostgresServer]:
-    server = PostgresServer(durable=True)  # what was committed survives its crash
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def store(own_server: PostgresServer) -> Iterator[PostgresStore]:
     opened = PostgresStore(own_server.database(), timeout=2.0)
     yield opened

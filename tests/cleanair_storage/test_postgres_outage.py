@@ -6,7 +6,6 @@ This test runs its own server, so it can crash and restart it without disturbing
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -21,16 +20,6 @@ from support.postgres import PostgresServer
 
 AT = datetime(2026, 11, 24, 12, tzinfo=UTC)
 LIMITS = CreditLimits(monthly=100, daily=100)
-
-
-@pytest.fixture
-def own_server() -> Iterator[PostgresServer]:
-    server = PostgresServer(durable=True)  # what was committed survives its crash
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 def test_an_outage_is_store_unavailable_and_the_store_recovers(own_server: PostgresServer) -> None:
