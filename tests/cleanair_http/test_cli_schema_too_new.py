@@ -6,7 +6,6 @@ the installed command to see exactly what reaches the terminal."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from cleanair_http import cli
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.migrations import latest_version
-from cleanair_storage.sqlite import SqliteStore
+from support.sqlite_files import migrated_by_a_newer_release
 
 #: Every command: each opens the database first, and must stop there.
 COMMANDS = [
@@ -50,13 +49,7 @@ def too_new(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("CLEANAIR_DEFAULT_NETWORK", "false")
     if request.param == "sqlite":
         path = tmp_path / "cleanair.db"
-        SqliteStore(path).close()
-        with sqlite3.connect(path) as conn:
-            conn.execute(
-                "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
-                "VALUES ('cleanair', 'm999_from_the_future', '2099-01-01')"
-            )
-        conn.close()
+        migrated_by_a_newer_release(path)
         database = str(path)
     else:
         database = request.getfixturevalue("postgres_url")

@@ -20,6 +20,7 @@ from cleanair_core.errors import StoreUnavailable
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_storage.errors import SchemaTooNew
 from cleanair_storage.sqlite import CHECKPOINT_THREAD, JOURNAL_SIZE_LIMIT, SqliteStore
+from support.sqlite_files import migrated_by_a_newer_release
 
 T0 = datetime(2026, 3, 10, 9, 30, tzinfo=UTC)
 
@@ -181,12 +182,8 @@ def test_a_full_disk_is_store_unavailable_and_leaves_the_writer_usable(tmp_path:
 
 def test_a_database_newer_than_the_code_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "cleanair.db"
-    SqliteStore(path).close()
+    migrated_by_a_newer_release(path)
     with sqlite3.connect(path) as conn:
-        conn.execute(
-            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
-            "VALUES ('cleanair', 'm999_from_the_future', '2099-01-01')"
-        )
         before = conn.execute("SELECT name FROM _sqlite_migrations ORDER BY id").fetchall()
     conn.close()
 

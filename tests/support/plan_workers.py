@@ -28,7 +28,7 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.wakeups import CHANNEL
-from support.servers import CLI
+from support.servers import CLI, stop
 
 #: What a worker's LISTENing connection last ran, as `pg_stat_activity` shows it.
 LISTENING = f"LISTEN {CHANNEL}"
@@ -63,13 +63,7 @@ def worker_processes(
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stop(process, signal.SIGTERM, timeout=30)
 
 
 def listeners(conn: psycopg.Connection[tuple[object, ...]]) -> int:

@@ -98,14 +98,19 @@ def running_server(env: Mapping[str, str], log: Path) -> Iterator[Server]:
                 time.sleep(0.05)
         yield server
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process, signal.SIGINT, timeout=10)
     assert "ca_tst_" not in log.read_text()
+
+
+def stop(process: subprocess.Popen[str], signum: int, timeout: float) -> None:
+    """Ask `process` to stop with `signum`; kill it if it has not within `timeout` s."""
+    if process.poll() is None:
+        process.send_signal(signum)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def pairing_code(env: Mapping[str, str], user: str = "alice") -> str:
