@@ -130,6 +130,14 @@ class TimedRouter:
             self.seconds += time.perf_counter() - started
             self.searches += 1
 
+    def lengths_from(self, origin: int, activity: PlanActivityType, limit: float) -> FloatArray:
+        started = time.perf_counter()
+        try:
+            return self._router.lengths_from(origin, activity, limit)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.searches += 1
+
 
 class TimedNetworks:
     """The `StreetNetworks` port over one timed router."""

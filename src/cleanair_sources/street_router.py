@@ -162,6 +162,31 @@ class ScipyRouter(Router):
     ) -> Path | None:
         if origin == destination:
             return Path([origin], [])
+        searched = self._search(origin, activity, costs, limit)
+        if searched is None:
+            return None
+        distances, predecessors, arcs, arc_costs = searched
+        if predecessors[destination] < 0 or not np.isfinite(distances[destination]):
+            return None
+        nodes = [destination]
+        while nodes[-1] != origin:
+            nodes.append(int(predecessors[nodes[-1]]))
+        nodes.reverse()
+        return Path(nodes, self._edges_along(nodes, arcs, arc_costs))
+
+    def lengths_from(self, origin: int, activity: PlanActivityType, limit: float) -> FloatArray:
+        searched = self._search(origin, activity, self.network.edge_length, limit)
+        if searched is None:
+            lengths = np.full(self.network.node_count, np.inf)
+            lengths[origin] = 0.0
+            return lengths
+        return searched[0]
+
+    def _search(
+        self, origin: int, activity: PlanActivityType, costs: FloatArray, limit: float | None
+    ) -> tuple[FloatArray, Int64Array, _Arcs, FloatArray] | None:
+        """Dijkstra from `origin`: each node's least cost (inf beyond `limit`), its
+        predecessor (< 0 for none), and the arcs and their costs searched; None without arcs."""
         arcs = self._arcs[self._mode[activity]]
         if len(arcs.edge) == 0:
             return None
@@ -181,13 +206,7 @@ class ScipyRouter(Router):
             return_predecessors=True,
             limit=np.inf if limit is None else limit,
         )
-        if predecessors[destination] < 0 or not np.isfinite(distances[destination]):
-            return None
-        nodes = [destination]
-        while nodes[-1] != origin:
-            nodes.append(int(predecessors[nodes[-1]]))
-        nodes.reverse()
-        return Path(nodes, self._edges_along(nodes, arcs, arc_costs))
+        return distances, predecessors, arcs, arc_costs
 
     def _edges_along(self, nodes: Sequence[int], arcs: _Arcs, arc_costs: FloatArray) -> list[int]:
         n = self.network.node_count

@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import networkx as nx
 import numpy as np
@@ -28,6 +28,7 @@ from cleanair_core.routes.planner import (
     MAX_DETOUR,
     MAX_SHARED,
     format_distance,
+    plan_graph,
     plan_routes,
     shared_share,
 )
@@ -362,3 +363,62 @@ def test_each_route_reports_the_dose_the_search_weighed_it_by(
             factors.append(reported / searched)
     # Waypoint times are whole microseconds: the factors agree to about 1e-9.
     assert all(f == pytest.approx(factors[0], rel=1e-6) for f in factors)
+
+
+class HourlyNodeAir(NodeAir):
+    """NodeAir whose values change at the hour: `loads` until NOW's hour ends, `later` after."""
+
+    def __init__(
+        self, network: StreetNetwork, loads: Sequence[float], later: Sequence[float]
+    ) -> None:
+        super().__init__(network, loads)
+        self._earlier = NodeAir(network, loads)
+        self._later = NodeAir(network, later)
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        airs: list[Concentrations] = []
+        for sample in samples:
+            hourly = self._later if sample.at >= NOW + timedelta(hours=1) else self._earlier
+            airs.extend(await hourly.concentrations([sample]))
+        return airs
+
+
+def searched_and_reported(
+    request: PlanRequest, network: StreetNetwork, source: NodeAir
+) -> tuple[float, float]:
+    """The baseline's search cost and its reported dose in one plan."""
+    networks = LoadedNetworks([network])
+    graph = asyncio.run(plan_graph(request, networks, source))
+    result = asyncio.run(plan_routes(request, networks, source))
+    assert result.routes[-1].route.points == [network.node(k) for k in graph.baseline.nodes]
+    assert result.original_dose is not None
+    edges = np.asarray(graph.baseline.edges, dtype=np.intp)
+    return float(graph.doses[edges].sum()), result.original_dose
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_grids, st.data())
+def test_the_baseline_reports_the_dose_it_was_weighed_by_across_an_hour_change(
+    case: tuple[tuple[int, int], list[float], int, int], data: st.DataObject
+) -> None:
+    """A walk that crosses into the next hour of a source whose air changes then: the search
+    weighs every node of the baseline with the hour the baseline reaches it in, as its
+    report does (a node's straight-line distance from the start would put some of them in
+    the hour before)."""
+    (rows, cols), loads, origin, destination = case
+    later = data.draw(st.lists(st.floats(0.05, 5.0), min_size=len(loads), max_size=len(loads)))
+    before_the_hour = data.draw(st.floats(0.0, 600.0))
+    network = grid(rows, cols)
+    source = HourlyNodeAir(network, loads, later)
+    start, end = network.node(origin), network.node(destination)
+    # One activity's dose is its search cost times one factor: learnt from a plan within
+    # the hour.
+    searched, reported = searched_and_reported(PlanRequest(start, end, WALK, NOW), network, source)
+    if origin == destination or searched <= 0:
+        return
+    factor = reported / searched
+    crossing = NOW + timedelta(hours=1) - timedelta(seconds=before_the_hour)
+    searched, reported = searched_and_reported(
+        PlanRequest(start, end, WALK, crossing), network, source
+    )
+    assert reported == pytest.approx(factor * searched, rel=1e-6)

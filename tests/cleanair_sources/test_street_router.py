@@ -95,6 +95,36 @@ def test_paths_are_as_cheap_as_networkx_finds(
             )
 
 
+@settings(max_examples=100, deadline=None)
+@given(graphs, st.data())
+def test_lengths_from_a_node_are_networkxs_within_the_limit(
+    graph: tuple[int, list[tuple[int, int, float]], int, int], data: st.DataObject
+) -> None:
+    n, edges, origin, _ = graph
+    flags = [
+        data.draw(st.sampled_from([Access.FOOT | Access.BIKE, Access.FOOT | Access.BIKE_FORWARD]))
+        for _ in edges
+    ]
+    limit = data.draw(st.floats(0.0, 500.0))
+    network = network_of(n, edges, flags)
+    router = ScipyRouter(network)
+    for activity in (WALK, CYCLE):
+        reference = nx.MultiDiGraph()
+        reference.add_nodes_from(range(n))
+        for (a, b, w), flag in zip(edges, flags, strict=True):
+            reference.add_edge(a, b, weight=w)
+            if activity is WALK or flag & Access.BIKE_BACKWARD:
+                reference.add_edge(b, a, weight=w)
+        exact = nx.single_source_dijkstra_path_length(reference, origin)
+        lengths = router.lengths_from(origin, activity, limit)
+        for node in range(n):
+            expected = exact.get(node, np.inf)
+            if expected <= limit:
+                assert lengths[node] == pytest.approx(expected)
+            else:
+                assert lengths[node] == np.inf
+
+
 def test_parallel_edges_use_the_cheaper_one() -> None:
     network = network_of(2, [(0, 1, 50.0), (0, 1, 20.0), (1, 0, 30.0)], [Access.FOOT] * 3)
     path = ScipyRouter(network).path(0, 1, WALK, network.edge_length)

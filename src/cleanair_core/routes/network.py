@@ -247,6 +247,11 @@ class Router(Protocol):
         within a total cost of `limit` (a bound that lets the search stop early)."""
         ...
 
+    def lengths_from(self, origin: int, activity: PlanActivityType, limit: float) -> FloatArray:
+        """Per node, the length (metres) of the shortest path from `origin` using edges
+        `activity` may use; `inf` where there is none of at most `limit`."""
+        ...
+
 
 class StreetNetworks(Protocol):
     """The loaded networks; a plan uses the one that covers both of its ends."""

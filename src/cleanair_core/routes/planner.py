@@ -5,7 +5,8 @@ How (docs/routing.md gives the numbers and why):
 2. Baseline: the shortest usable path (for cycling too: one speed for every edge makes the
    quickest path the shortest).
 3. Air at the nodes: the outdoor air at every node that a route at most MAX_DETOUR longer than
-   the baseline can pass (the ellipse around start and end), at the hour it can be reached, in
+   the baseline can pass (the ellipse around start and end), at the hour its shortest path
+   from the start reaches it, in
    one batch to the air-quality source. An edge's dose is its length times the mean air load of
    its two ends: summed along a route, the very trapezoid integral the reported dose is
    (concentration x ventilation x time; ventilation and speed are the same for every edge of
@@ -157,11 +158,10 @@ async def plan_graph(
         if baseline_path is None:
             raise PlanRejected(f"No {activity.value} route connects the start and the end")
         shortest = float(lengths[np.asarray(baseline_path.edges, dtype=np.int64)].sum())
-        nodes = _ellipse(network, request.start, request.end, shortest * (1 + MAX_DETOUR))
+        longest = shortest * (1 + MAX_DETOUR)
+        nodes = _ellipse(network, request.start, request.end, longest)
         nodes = np.union1d(nodes, np.asarray(baseline_path.nodes, dtype=np.intp))
-        start = request.start
-        lat, lon = network.node_lat[nodes], network.node_lon[nodes]
-        seconds: FloatArray = distances_m(start.lat, start.lon, lat, lon) / speed
+        seconds = _earliest_arrivals(router, origin, activity, nodes, longest) / speed
         return origin, destination, baseline_path, nodes, seconds
 
     origin, destination, baseline_path, nodes, seconds = await run(prepare)
@@ -243,6 +243,22 @@ def _snap(router: Router, point: Point, activity: PlanActivityType, end: str) ->
     return snap.node
 
 
+def _earliest_arrivals(
+    router: Router, origin: int, activity: PlanActivityType, nodes: EdgeIndices, longest: float
+) -> FloatArray:
+    """Per node of `nodes`, the metres of street a route covers before it can reach it: its
+    shortest path's length from `origin`, which is how far every route of this plan that takes
+    that path has come (the baseline included, all of whose nodes it reaches so). Beyond
+    `longest` no route within the detour limit passes: the straight line stands in."""
+    along = router.lengths_from(origin, activity, longest)[nodes]
+    here = router.network.node(origin)
+    straight = distances_m(
+        here.lat, here.lon, router.network.node_lat[nodes], router.network.node_lon[nodes]
+    )
+    metres: FloatArray = np.where(np.isfinite(along), along, straight)
+    return metres
+
+
 def _ellipse(network: StreetNetwork, start: Point, end: Point, longest: float) -> EdgeIndices:
     """The nodes a route from start to end no longer than `longest` can pass (the sum of
     their straight-line distances to both ends is at most that, plus the snapping reach)."""
@@ -265,7 +281,7 @@ async def _node_loads(
     offload: Offload,
 ) -> FloatArray:
     """Per node, the air load at `start_time + seconds` (the earliest a route can reach it:
-    straight from the start at the activity's speed); NaN outside `nodes` or without data.
+    see `_earliest_arrivals`); NaN outside `nodes` or without data.
     Rejects the plan when too few nodes have data."""
     hours, hour_of_node = hours_reached(start_time, seconds, source.update_interval)
     air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
