@@ -38,3 +38,20 @@ def test_the_readme_configuration_table_is_the_settings_table() -> None:
     assert len(documented) > 20
     assert documented == [(s.variable, s.documented_default, s.meaning) for s in SETTINGS]
     assert not {variable for variable, _, _ in documented} & set(RETIRED)
+
+
+def test_the_readme_lists_every_doc_and_links_only_what_exists() -> None:
+    """Every page under docs/ is listed, and every relative link resolves inside the
+    repository (no link to material kept beside it, which a clone does not have)."""
+    root = DOCS.parent
+    readme = (root / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    relative = [link for link in links if not re.match(r"[a-z]+://", link)]
+    assert relative
+    for link in relative:
+        target = (root / link).resolve()
+        assert target.is_relative_to(root.resolve()), link
+        assert target.exists(), link
+    listed = {link for link in relative if link.startswith("docs/")}
+    assert {f"docs/{page.name}" for page in DOCS.glob("*.md")} <= listed
+    assert "../" not in readme
