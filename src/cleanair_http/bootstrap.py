@@ -229,7 +229,9 @@ def build_sources(
     # Street level over whichever background: inside a loaded network, the traffic of the
     # roads near a point; elsewhere the background alone.
     air = (
-        street_level_air(background, grid, NetworkIncrements(networks)) if networks else background
+        street_level_air(background, grid, NetworkIncrements(networks), in_thread)
+        if networks
+        else background
     )
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -32,6 +33,7 @@ from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.osm_import import HELSINKI_EXTRACT, import_network
 from cleanair_sources.street_increments import CELL_M, NetworkIncrements
 
+T = TypeVar("T")
 M_PER_DEG = EARTH_RADIUS_M * math.pi / 180.0
 LAT0, LON0 = 60.0, 24.0
 M_PER_DEG_LON = M_PER_DEG * math.cos(math.radians(LAT0))
@@ -499,3 +501,31 @@ def test_a_background_that_waits_on_the_network_is_downscaled_sample_by_sample()
     background = ConstantBackground({Pollutant.NO2: 18.0}, 0.1)
     air = street_level_air(background, background, NetworkIncrements([]))
     assert not isinstance(air, GriddedAir)
+
+
+def test_a_large_batch_is_downscaled_on_the_offload_a_score_right_here() -> None:
+    """A plan's thousands of nodes over a background that answers samples (Open-Meteo) are
+    downscaled on the offload, off the event loop; a score's one sample is not worth a hop.
+    The values are the same either way."""
+    network = network_of([((1500.0, 0.0), (1500.0, 3000.0), 20_000.0)])
+    background = ConstantBackground(HIGH, 0.1)
+    offloaded: list[int] = []
+
+    async def recording(work: Callable[[], T], /) -> T:
+        offloaded.append(1)
+        return work()
+
+    air = StreetLevelAir(background, background, NetworkIncrements([network]), recording)
+    here = StreetLevelAir(background, background, NetworkIncrements([network]))
+    south, west, north, east = network.bounds
+    at = datetime(2026, 11, 24, 8, tzinfo=UTC)
+    many = [
+        Sample(Point(south + (north - south) * k / 999, west + (east - west) * k / 999), at)
+        for k in range(1000)
+    ]
+    answers = asyncio.run(air.concentrations(many))
+    assert answers == asyncio.run(here.concentrations(many))
+    assert len({answer[Pollutant.NO2] for answer in answers}) > 100  # downscaled, not flat
+    assert offloaded == [1]
+    asyncio.run(air.concentrations(many[:1]))
+    assert offloaded == [1]

@@ -23,7 +23,6 @@ Every number and its source is in docs/science.md ("Street-level air").
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 from datetime import datetime
@@ -35,6 +34,7 @@ import numpy.typing as npt
 
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
+from cleanair_core.offload import Offload, inline
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -213,8 +213,9 @@ def downscale_rows(
     return result
 
 
-#: Samples downscaled between two hand-backs to the event loop.
-YIELD_EVERY = 2048
+#: Up to this many samples (a score, a route's waypoints) are downscaled right where they are
+#: asked for (microseconds each); more (a plan's nodes) go to the offload.
+DOWNSCALED_HERE = 128
 
 
 class StreetLevelAir:
@@ -222,27 +223,37 @@ class StreetLevelAir:
 
     `grid` says which cell of `background` a point's value stands for; `increments` gives the
     traffic increments of the loaded networks. The update interval is the background's.
+    `offload` runs the downscaling of large batches (CPU work: keep it off the event loop).
     """
 
     def __init__(
-        self, background: AirQualitySource, grid: BackgroundGrid, increments: TrafficIncrements
+        self,
+        background: AirQualitySource,
+        grid: BackgroundGrid,
+        increments: TrafficIncrements,
+        offload: Offload = inline,
     ) -> None:
         self.background = background
         self.update_interval = background.update_interval
         self._grid = grid
         self._increments = increments
+        self._offload = offload
         self._cell_means: dict[GridCell, FloatArray | None] = {}
 
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
         """The background's answer for each sample, downscaled where a network covers it."""
         answers = await self.background.concentrations(samples)
+        if len(samples) <= DOWNSCALED_HERE:
+            return self._downscaled(samples, answers)
+        return await self._offload(lambda: self._downscaled(samples, answers))
+
+    def _downscaled(
+        self, samples: Sequence[Sample], answers: list[Concentrations]
+    ) -> list[Concentrations]:
         lats = np.fromiter((s.point.lat for s in samples), dtype=np.float64, count=len(samples))
         lons = np.fromiter((s.point.lon for s in samples), dtype=np.float64, count=len(samples))
         local = self._increments.at(lats, lons)
-        inside: list[int] = np.flatnonzero(~np.isnan(local[:, 0])).tolist()
-        for count, index in enumerate(inside):
-            if count and count % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+        for index in np.flatnonzero(~np.isnan(local[:, 0])).tolist():
             sample = samples[index]
             mean = self._cell_mean(sample.point.lat, sample.point.lon)
             if mean is None:
@@ -284,9 +295,13 @@ class GriddedStreetLevelAir(StreetLevelAir):
     answer many points at one time as one array, in NumPy, off the event loop."""
 
     def __init__(
-        self, background: GriddedAir, grid: BackgroundGrid, increments: TrafficIncrements
+        self,
+        background: GriddedAir,
+        grid: BackgroundGrid,
+        increments: TrafficIncrements,
+        offload: Offload = inline,
     ) -> None:
-        super().__init__(background, grid, increments)
+        super().__init__(background, grid, increments, offload)
         self._gridded = background
 
     def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
@@ -309,10 +324,14 @@ class GriddedStreetLevelAir(StreetLevelAir):
 
 
 def street_level_air(
-    background: AirQualitySource, grid: BackgroundGrid, increments: TrafficIncrements
+    background: AirQualitySource,
+    grid: BackgroundGrid,
+    increments: TrafficIncrements,
+    offload: Offload = inline,
 ) -> StreetLevelAir:
     """`background` downscaled to street level: gridded (array answers, off the event loop)
-    when the background computes its values, else sample by sample."""
+    when the background computes its values, else sample by sample; large batches of
+    samples are downscaled on `offload`."""
     if isinstance(background, GriddedAir):
-        return GriddedStreetLevelAir(background, grid, increments)
-    return StreetLevelAir(background, grid, increments)
+        return GriddedStreetLevelAir(background, grid, increments, offload)
+    return StreetLevelAir(background, grid, increments, offload)
