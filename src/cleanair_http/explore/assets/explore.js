@@ -546,7 +546,7 @@
       const value = (high * k) / 4;
       svg("line", { class: "grid", x1: left, x2: width - right, y1: y(value), y2: y(value) }, chart);
       const label = svg("text", { x: left - 4, y: y(value) + 3, "text-anchor": "end" }, chart);
-      label.textContent = value >= 10 ? value.toFixed(0) : value.toFixed(1);
+      label.textContent = Number.isInteger(value) || value >= 10 ? value.toFixed(0) : value.toFixed(1);
     }
     svg("line", { class: "axis", x1: left, x2: width - right, y1: height - bottom, y2: height - bottom }, chart);
     const hour = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", timeZone: timeZone() });
