@@ -11,14 +11,25 @@ other request is blocked and recorded, and none may be attempted.
 
 from __future__ import annotations
 
+import itertools
+import json
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, Route, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    Page,
+    Playwright,
+    Request,
+    Route,
+    expect,
+    sync_playwright,
+)
 
 from support.servers import Server, pair, running_server, server_env
 
@@ -70,6 +81,8 @@ class Visit:
     foreign: list[str] = field(default_factory=list)
     #: Uncaught errors of the page's script.
     errors: list[str] = field(default_factory=list)
+    #: When (time.monotonic()) the page asked for a plan's state.
+    polls: list[float] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -92,6 +105,12 @@ def visit(browser: Browser, explorer: Explorer) -> Iterator[Visit]:
 
     context.route("**/*", only_the_server)
     page.on("pageerror", lambda error: visit.errors.append(str(error)))
+
+    def record_poll(request: Request) -> None:
+        if request.method == "GET" and "/v1/routes/" in request.url:
+            visit.polls.append(time.monotonic())
+
+    page.on("request", record_poll)
     page.goto(f"{explorer.server.base}/explore")
     # The network is drawn: the page knows where every point is.
     expect(page.locator("#map path.road").first).to_be_attached()
@@ -136,6 +155,9 @@ def test_a_plan_is_drawn_and_described_and_a_forecast_charted(
         expect(item.locator(".dose")).to_contain_text("Dose ")
     expect(page.locator("#baseline")).to_contain_text("Direct route ")
     expect(page.locator("#error")).to_be_hidden()
+    # Within the contract's 60 polls a minute.
+    assert visit.polls
+    assert all(b - a >= 1.0 for a, b in itertools.pairwise(visit.polls))
 
     # Another alternative can be chosen from the list, and is drawn on top.
     routes.nth(count - 1).click()
@@ -196,3 +218,65 @@ def test_the_token_is_kept_for_the_tab_until_forgotten(visit: Visit, explorer: E
     page.click("#forget-token")
     expect(page.locator("#token")).to_have_value("")
     assert page.evaluate("() => sessionStorage.length") == 0
+
+
+def test_a_rate_limited_poll_waits_as_long_as_retry_after_asks(
+    visit: Visit, explorer: Explorer
+) -> None:
+    """The first poll answers 429 with Retry-After: 3 (made up in the browser, as the real
+    limit takes a minute of polls to reach); the next comes no sooner."""
+    page = visit.page
+    limited: list[str] = []
+
+    def first_poll_limited(route: Route) -> None:
+        if route.request.method == "GET" and not limited:
+            limited.append(route.request.url)
+            route.fulfill(
+                status=429,
+                headers={"Retry-After": "3"},
+                content_type="application/json",
+                body=json.dumps({"detail": "Too many requests"}),
+            )
+        else:
+            route.continue_()
+
+    page.route("**/v1/routes/*", first_poll_limited)
+    page.fill("#token", explorer.token)
+    click_at(page, *START)
+    click_at(page, *END)
+    page.click("#plan")
+    expect(page.locator("#status")).to_contain_text("Polling too fast: waiting 3 s.")
+    expect(page.locator("#routes li").first).to_be_visible(timeout=PLAN_WITHIN_MS)
+    assert limited
+    assert visit.polls[1] - visit.polls[0] >= 3.0
+
+
+@pytest.mark.parametrize(
+    ("status", "detail", "shown"),
+    [
+        (403, "Premium required", "This token may not do that (403): Premium required."),
+        (422, "Request validation failed", "The request was not valid (422): Request valid"),
+        (429, "Daily credits exhausted", "no credits left (429): Daily credits exhausted. Try"),
+    ],
+)
+def test_a_refused_submission_is_explained(
+    visit: Visit, explorer: Explorer, status: int, detail: str, shown: str
+) -> None:
+    """Answers the real server gives only in states hard to set up from a browser test are
+    made up in the browser; the page's words for each are what is tested."""
+    page = visit.page
+    page.route(
+        "**/v1/routes",
+        lambda route: route.fulfill(
+            status=status,
+            headers={"Retry-After": "60"},
+            content_type="application/json",
+            body=json.dumps({"detail": detail}),
+        ),
+    )
+    page.fill("#token", explorer.token)
+    click_at(page, *START)
+    click_at(page, *END)
+    page.click("#plan")
+    expect(page.locator("#error")).to_contain_text(shown)
+    expect(page.locator("#plan")).to_be_enabled()

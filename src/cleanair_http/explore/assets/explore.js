@@ -380,8 +380,9 @@
   async function poll(requestId, run) {
     let wait = POLL_EVERY_MS;
     let polls = 0;
+    let limited = ""; // why the page waits longer than usual, shown while it waits
     for (;;) {
-      $("status").textContent = `Planning (request ${requestId}); polls so far: ${polls}.`;
+      $("status").textContent = limited || `Planning (request ${requestId}); polls so far: ${polls}.`;
       await delay(wait);
       if (run !== state.run) return;
       const answer = await api("GET", `/v1/routes/${encodeURIComponent(requestId)}`);
@@ -390,9 +391,10 @@
       if (answer.status === 429) {
         // Wait as long as the service asks, and at least the usual interval.
         wait = Math.max(POLL_EVERY_MS, (answer.retryAfter ?? 1) * 1000);
-        $("status").textContent = `Polling too fast: waiting ${Math.round(wait / 1000)} s.`;
+        limited = `Polling too fast: waiting ${Math.round(wait / 1000)} s.`;
         continue;
       }
+      limited = "";
       if (!answer.ok) {
         $("status").textContent = "";
         return showError("error", explain(answer));
