@@ -163,6 +163,18 @@ def test_a_plan_is_drawn_and_described_and_a_forecast_charted(
     routes.nth(count - 1).click()
     expect(page.locator(f'#map g.route.selected[data-index="{count - 1}"]')).to_have_count(1)
 
+    # Zooming in about the cursor shrinks the view and the scale bar's distance.
+    scale = page.locator("#scale .label")
+    before = (page.get_attribute("#map", "viewBox"), scale.text_content())
+    at = page.evaluate("([lat, lon]) => window.cleanairExplore.screenPoint(lat, lon)", START)
+    page.mouse.move(at["x"], at["y"])
+    for _ in range(3):
+        page.mouse.wheel(0, -100)
+    expect(scale).not_to_have_text(before[1] or "")
+    assert page.get_attribute("#map", "viewBox") != before[0]
+    page.click("#reset-view")
+    expect(scale).to_have_text(before[1] or "")
+
     page.check('input[name="pick"][value="forecast"]')
     click_at(page, *FORECAST)
     expect(page.locator("#forecast-point")).to_have_text("60.16600, 24.94500")

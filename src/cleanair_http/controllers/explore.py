@@ -12,7 +12,6 @@ load nothing from any other host: the explorer works offline and leaks nothing.
 from __future__ import annotations
 
 import hashlib
-from functools import cache
 from importlib.resources import files
 from typing import Any
 
@@ -56,11 +55,18 @@ class Asset:
     etag: str
 
 
-@cache
-def asset(name: str) -> Asset:
-    """One file of the package's `explore/assets`, read once."""
+def _read(name: str) -> Asset:
     body = files("cleanair_http.explore").joinpath("assets", name).read_bytes()
     return Asset(body, _MEDIA_TYPES[name], f'"{hashlib.sha256(body).hexdigest()[:32]}"')
+
+
+#: Read once at import (a few kilobytes), never on the event loop while serving.
+_ASSETS = {name: _read(name) for name in _MEDIA_TYPES}
+
+
+def asset(name: str) -> Asset:
+    """One file of the package's `explore/assets`."""
+    return _ASSETS[name]
 
 
 def _cached_response(

@@ -160,6 +160,21 @@
   function setViewBox(box) {
     state.viewBox = box;
     map.setAttribute("viewBox", box.map((v) => v.toFixed(2)).join(" "));
+    drawScale();
+  }
+
+  // A map unit is 1e-5 degrees of latitude, the same distance across (see `project`).
+  const METRES_PER_UNIT = 111_320 / SCALE;
+
+  // The longest round distance that fits in about 120 pixels.
+  function drawScale() {
+    const metresPerPixel = pixels(1) * METRES_PER_UNIT;
+    if (!Number.isFinite(metresPerPixel) || metresPerPixel <= 0) return;
+    const lengths = [5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000];
+    const metres = lengths.filter((m) => m / metresPerPixel <= 120).pop() || lengths[0];
+    document.querySelector("#scale .bar").style.width = `${(metres / metresPerPixel).toFixed(1)}px`;
+    document.querySelector("#scale .label").textContent =
+      metres >= 1000 ? `${metres / 1000} km` : `${metres} m`;
   }
 
   function fitView(network) {
@@ -631,7 +646,10 @@
     });
     $("forecast-date").value = today();
     attachMapInput();
-    window.addEventListener("resize", drawMarkers);
+    window.addEventListener("resize", () => {
+      drawMarkers();
+      drawScale();
+    });
     loadNetworks();
   }
 
