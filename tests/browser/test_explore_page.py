@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import (
     Browser,
+    ConsoleMessage,
     Page,
     Playwright,
     Request,
@@ -105,6 +106,14 @@ def visit(browser: Browser, explorer: Explorer) -> Iterator[Visit]:
 
     context.route("**/*", only_the_server)
     page.on("pageerror", lambda error: visit.errors.append(str(error)))
+
+    def record_console_error(message: ConsoleMessage) -> None:
+        # An API error status is logged as a failed load, which the tests cause on purpose;
+        # anything else (a Content-Security-Policy violation, say) is the page's fault.
+        if message.type == "error" and "Failed to load resource" not in message.text:
+            visit.errors.append(message.text)
+
+    page.on("console", record_console_error)
 
     def record_poll(request: Request) -> None:
         if request.method == "GET" and "/v1/routes/" in request.url:
