@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine with Python >= 3.11 and make:
 #   make run    create .venv, install, start the API on http://127.0.0.1:8000
-#   make test   run every test
+#   make test   run every test but the browser ones (make test-browser, needs chromium)
 SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null)
 ifeq ($(UV),)
@@ -9,7 +9,7 @@ endif
 export UV_PYTHON_DOWNLOADS := never
 PY := .venv/bin/python
 
-.PHONY: install run test test-fast lint bench clean
+.PHONY: install run test test-fast test-browser lint bench clean
 
 # uv is installed into .tools from PyPI when the machine has none.
 .tools/bin/uv:
@@ -43,7 +43,12 @@ test: install
 
 # The end-to-end tests start real server processes and take about two minutes.
 test-fast: install
-	.venv/bin/pytest -m "not e2e"
+	.venv/bin/pytest -m "not e2e and not browser"
+
+# The route explorer in the machine's headless Chromium (Debian's chromium package), left
+# out of `make test` by pytest's addopts.
+test-browser: install
+	.venv/bin/pytest -m browser
 
 lint: install
 	.venv/bin/ruff check src tests bench

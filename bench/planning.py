@@ -149,6 +149,10 @@ class TimedNetworks:
     def names(self) -> list[str]:
         return [self.router.network.name]
 
+    @property
+    def loaded(self) -> list[StreetNetwork]:
+        return [self.router.network]
+
     def covering(self, points: Sequence[Point]) -> TimedRouter | None:
         return self.router if all(self.router.network.covers(p) for p in points) else None
 

@@ -17,6 +17,7 @@ from cleanair_http.auth import BearerAuthMiddleware
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
+from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
 from cleanair_http.controllers.health import PROBE_PATHS, live, ready
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
@@ -80,6 +81,7 @@ def create_app(
             poll_plan,
             live,
             ready,
+            *EXPLORER,
             *extra_route_handlers,
         ],
         middleware=[

@@ -237,6 +237,10 @@ class LoadedNetworks:
     def names(self) -> list[str]:
         return [router.network.name for router in self._routers]
 
+    @property
+    def loaded(self) -> list[StreetNetwork]:
+        return [router.network for router in self._routers]
+
     def covering(self, points: Sequence[Point]) -> ScipyRouter | None:
         for router in self._routers:
             if all(router.network.covers(point) for point in points):

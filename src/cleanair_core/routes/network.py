@@ -261,4 +261,9 @@ class StreetNetworks(Protocol):
         """The loaded networks' names (none: every plan is rejected)."""
         ...
 
+    @property
+    def loaded(self) -> Sequence[StreetNetwork]:
+        """The loaded networks themselves, for showing them (the route explorer draws them)."""
+        ...
+
     def covering(self, points: Sequence[Point]) -> Router | None: ...

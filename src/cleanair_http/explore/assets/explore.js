@@ -1,0 +1,669 @@
+// The cleanair route explorer: draws the street networks from /explore/networks, plans routes
+// through the /v1 API with the pasted token and charts a point's forecast. Plain JavaScript
+// with no build step and nothing fetched from any other host (docs/explore.md).
+"use strict";
+
+(() => {
+  const SVG_NS = "http://www.w3.org/2000/svg"; // a namespace name, never fetched
+  const TOKEN_KEY = "cleanair.explore.token";
+  // The contract allows 60 plan polls a minute per connection: stay just under it.
+  const POLL_EVERY_MS = 1100;
+  // Map units per degree of latitude: big enough that rounded SVG numbers stay exact.
+  const SCALE = 1e5;
+  const ROAD_CLASSES = ["path", "local", "collector", "arterial", "motorway"];
+
+  const $ = (id) => document.getElementById(id);
+  const map = $("map");
+  const state = {
+    networks: [],
+    view: null, // the network whose bounds the projection and the first view fit
+    viewBox: null, // [x, y, width, height]
+    start: null,
+    end: null,
+    forecastPoint: null,
+    plan: null, // the last completed PlanResult
+    selected: 0,
+    run: 0, // bumps on every submission: a stale poll loop stops
+  };
+
+  // -- small helpers ------------------------------------------------------------------------
+
+  function svg(tag, attributes = {}, parent = null) {
+    const element = document.createElementNS(SVG_NS, tag);
+    for (const [name, value] of Object.entries(attributes)) {
+      element.setAttribute(name, String(value));
+    }
+    if (parent) parent.appendChild(element);
+    return element;
+  }
+
+  function html(tag, text, className) {
+    const element = document.createElement(tag);
+    if (text !== undefined) element.textContent = text;
+    if (className) element.className = className;
+    return element;
+  }
+
+  const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  function formatPoint(point) {
+    return point ? `${point.lat.toFixed(5)}, ${point.lon.toFixed(5)}` : "not set";
+  }
+
+  function formatDistance(metres) {
+    return metres >= 1000 ? `${(metres / 1000).toFixed(2)} km` : `${Math.round(metres)} m`;
+  }
+
+  function formatDuration(seconds) {
+    if (seconds === null || seconds === undefined) return "unknown";
+    const minutes = Math.round(seconds / 60);
+    return minutes >= 60 ? `${Math.floor(minutes / 60)} h ${minutes % 60} min` : `${minutes} min`;
+  }
+
+  function formatSigned(value, unit) {
+    const sign = value > 0 ? "+" : value < 0 ? "−" : "±";
+    return `${sign}${Math.abs(value).toFixed(unit === "%" ? 1 : 0)} ${unit}`;
+  }
+
+  // A Clean Air Score 0..100 as a colour from red (0) through yellow to green (100).
+  function scoreColour(score) {
+    if (score === null || score === undefined || Number.isNaN(score)) return "#888";
+    const clamped = Math.max(0, Math.min(100, score));
+    const lightness = 42 - Math.max(0, clamped - 60) / 4;
+    return `hsl(${(clamped * 1.2).toFixed(0)} 75% ${lightness.toFixed(0)}%)`;
+  }
+
+  // -- the API ------------------------------------------------------------------------------
+
+  function token() {
+    return $("token").value.trim();
+  }
+
+  // One call to the /v1 API with the token in the Authorization header (and nowhere else).
+  async function api(method, path, body) {
+    const headers = { Accept: "application/json", Authorization: `Bearer ${token()}` };
+    const init = { method, headers, cache: "no-store", credentials: "omit" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (error) {
+      return { ok: false, status: 0, body: null, retryAfter: null, network: String(error) };
+    }
+    let parsed = null;
+    const text = await response.text();
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch (error) {
+      parsed = { detail: text };
+    }
+    const retry = Number.parseInt(response.headers.get("Retry-After") || "", 10);
+    return {
+      ok: response.ok,
+      status: response.status,
+      body: parsed,
+      retryAfter: Number.isFinite(retry) ? retry : null,
+    };
+  }
+
+  // What went wrong, in words a person can act on.
+  function explain(answer) {
+    if (answer.status === 0) return `The service could not be reached (${answer.network}).`;
+    const detail = answer.body && answer.body.detail ? String(answer.body.detail) : "";
+    const said = detail ? `: ${detail}` : "";
+    switch (answer.status) {
+      case 400:
+        return `Refused (400)${said}.`;
+      case 401:
+        return `The token was not accepted (401)${said}. Paste a valid token.`;
+      case 403:
+        return `This token may not do that (403)${said}.`;
+      case 404:
+        return `Not found (404)${said}.`;
+      case 422:
+        return `The request was not valid (422)${said}.`;
+      case 429: {
+        const wait = answer.retryAfter === null ? "" : ` Try again in ${answer.retryAfter} s.`;
+        return `Too many requests or no credits left (429)${said}.${wait}`;
+      }
+      case 503:
+        return `A data source is unavailable (503)${said}. Nothing was charged.`;
+      default:
+        return `The service answered ${answer.status}${said}.`;
+    }
+  }
+
+  function showError(id, message) {
+    const element = $(id);
+    element.textContent = message || "";
+    element.hidden = !message;
+  }
+
+  // -- the map ------------------------------------------------------------------------------
+
+  // Equirectangular about the view network's middle latitude: true to scale over a city.
+  function project(lat, lon) {
+    const [south, west, north] = state.view.bounds;
+    const kx = Math.cos((((south + north) / 2) * Math.PI) / 180);
+    return [(lon - west) * kx * SCALE, (north - lat) * SCALE];
+  }
+
+  function unproject(x, y) {
+    const [south, west, north] = state.view.bounds;
+    const kx = Math.cos((((south + north) / 2) * Math.PI) / 180);
+    return { lat: north - y / SCALE, lon: west + x / (kx * SCALE) };
+  }
+
+  function setViewBox(box) {
+    state.viewBox = box;
+    map.setAttribute("viewBox", box.map((v) => v.toFixed(2)).join(" "));
+    drawScale();
+  }
+
+  // A map unit is 1e-5 degrees of latitude, the same distance across (see `project`).
+  const METRES_PER_UNIT = 111_320 / SCALE;
+
+  // The longest round distance that fits in about 120 pixels.
+  function drawScale() {
+    const metresPerPixel = pixels(1) * METRES_PER_UNIT;
+    if (!Number.isFinite(metresPerPixel) || metresPerPixel <= 0) return;
+    const lengths = [5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000];
+    const metres = lengths.filter((m) => m / metresPerPixel <= 120).pop() || lengths[0];
+    document.querySelector("#scale .bar").style.width = `${(metres / metresPerPixel).toFixed(1)}px`;
+    document.querySelector("#scale .label").textContent =
+      metres >= 1000 ? `${metres / 1000} km` : `${metres} m`;
+  }
+
+  function fitView(network) {
+    const [south, west, north, east] = network.bounds;
+    const [x0, y0] = project(north, west);
+    const [x1, y1] = project(south, east);
+    const margin = 0.03 * Math.max(x1 - x0, y1 - y0, 1);
+    setViewBox([x0 - margin, y0 - margin, x1 - x0 + 2 * margin, y1 - y0 + 2 * margin]);
+  }
+
+  function drawNetworks() {
+    const layer = $("network-layer");
+    layer.replaceChildren();
+    for (const network of state.networks) {
+      const [south, west, north, east] = network.bounds;
+      const [x0, y0] = project(north, west);
+      const [x1, y1] = project(south, east);
+      svg("rect", { class: "bounds", x: x0, y: y0, width: x1 - x0, height: y1 - y0 }, layer);
+      const [originLat, originLon] = network.origin;
+      for (const roadClass of ROAD_CLASSES) {
+        const lines = network.roads[roadClass];
+        if (!lines) continue;
+        const parts = [];
+        for (const line of lines) {
+          for (let i = 0; i < line.length; i += 2) {
+            const [x, y] = project(
+              originLat + line[i] * network.unit,
+              originLon + line[i + 1] * network.unit,
+            );
+            parts.push(`${i === 0 ? "M" : "L"}${x.toFixed(1)} ${y.toFixed(1)}`);
+          }
+        }
+        svg(
+          "path",
+          {
+            class: `road ${roadClass}`,
+            d: parts.join(""),
+            "vector-effect": "non-scaling-stroke",
+            "data-network": network.name,
+          },
+          layer,
+        );
+      }
+    }
+  }
+
+  // The map's SVG coordinates under a client (screen) position.
+  function svgPoint(clientX, clientY) {
+    const point = map.createSVGPoint();
+    point.x = clientX;
+    point.y = clientY;
+    return point.matrixTransform(map.getScreenCTM().inverse());
+  }
+
+  // A pixel size on screen in map units, so markers keep their size when zooming.
+  function pixels(n) {
+    const matrix = map.getScreenCTM();
+    return matrix ? n / matrix.a : n;
+  }
+
+  function drawMarkers() {
+    const layer = $("marker-layer");
+    layer.replaceChildren();
+    for (const kind of ["forecast", "start", "end"]) {
+      const point = kind === "forecast" ? state.forecastPoint : state[kind];
+      if (!point) continue;
+      const [x, y] = project(point.lat, point.lon);
+      const marker = svg("circle", { class: `marker ${kind}`, cx: x, cy: y, r: pixels(7) }, layer);
+      marker.setAttribute("vector-effect", "non-scaling-stroke");
+    }
+  }
+
+  function drawRoutes() {
+    const layer = $("route-layer");
+    layer.replaceChildren();
+    if (!state.plan) return;
+    const order = state.plan.routes.map((_, index) => index).filter((i) => i !== state.selected);
+    order.push(state.selected); // the selected route on top
+    for (const index of order) {
+      const route = state.plan.routes[index];
+      const selected = index === state.selected;
+      const group = svg(
+        "g",
+        { class: `route ${selected ? "selected" : "other"}`, "data-index": index },
+        layer,
+      );
+      const points = route.waypoints.map(([lat, lon]) => project(lat, lon));
+      const scores = (route.measures && route.measures.clean_air_score) || [];
+      if (selected) {
+        const casing = points.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ");
+        svg(
+          "polyline",
+          {
+            class: "casing",
+            points: casing,
+            fill: "none",
+            "stroke-width": 9,
+            "stroke-linejoin": "round",
+            "vector-effect": "non-scaling-stroke",
+          },
+          group,
+        );
+      }
+      for (let i = 0; i + 1 < points.length; i += 1) {
+        const a = scores[i];
+        const b = scores[i + 1];
+        const score = a === null || a === undefined ? b : b === null || b === undefined ? a : (a + b) / 2;
+        svg(
+          "line",
+          {
+            x1: points[i][0].toFixed(1),
+            y1: points[i][1].toFixed(1),
+            x2: points[i + 1][0].toFixed(1),
+            y2: points[i + 1][1].toFixed(1),
+            stroke: scoreColour(score),
+            "stroke-width": selected ? 6 : 4,
+            "vector-effect": "non-scaling-stroke",
+          },
+          group,
+        );
+      }
+    }
+  }
+
+  function redraw() {
+    drawRoutes();
+    drawMarkers();
+  }
+
+  // Zoom with the wheel about the cursor, pan by dragging; a click without a drag picks.
+  function attachMapInput() {
+    let drag = null;
+    map.addEventListener("pointerdown", (event) => {
+      drag = { x: event.clientX, y: event.clientY, box: state.viewBox.slice(), moved: false };
+      map.setPointerCapture(event.pointerId);
+    });
+    map.addEventListener("pointermove", (event) => {
+      if (!drag) return;
+      const dx = event.clientX - drag.x;
+      const dy = event.clientY - drag.y;
+      if (!drag.moved && Math.hypot(dx, dy) < 4) return;
+      drag.moved = true;
+      map.classList.add("dragging");
+      const perPixel = pixels(1);
+      setViewBox([drag.box[0] - dx * perPixel, drag.box[1] - dy * perPixel, drag.box[2], drag.box[3]]);
+    });
+    map.addEventListener("pointerup", (event) => {
+      const finished = drag;
+      drag = null;
+      map.classList.remove("dragging");
+      if (finished && !finished.moved && state.view) pick(svgPoint(event.clientX, event.clientY));
+    });
+    map.addEventListener(
+      "wheel",
+      (event) => {
+        event.preventDefault();
+        const at = svgPoint(event.clientX, event.clientY);
+        const factor = Math.exp(Math.sign(event.deltaY) * 0.18);
+        const [x, y, w, h] = state.viewBox;
+        setViewBox([at.x - (at.x - x) * factor, at.y - (at.y - y) * factor, w * factor, h * factor]);
+        drawMarkers();
+      },
+      { passive: false },
+    );
+  }
+
+  function pick(point) {
+    const chosen = unproject(point.x, point.y);
+    const mode = document.querySelector('input[name="pick"]:checked').value;
+    if (mode === "start") {
+      state.start = chosen;
+      $("start-point").textContent = formatPoint(chosen);
+      setPickMode("end");
+    } else if (mode === "end") {
+      state.end = chosen;
+      $("end-point").textContent = formatPoint(chosen);
+    } else {
+      state.forecastPoint = chosen;
+      $("forecast-point").textContent = formatPoint(chosen);
+    }
+    drawMarkers();
+  }
+
+  function setPickMode(mode) {
+    document.querySelector(`input[name="pick"][value="${mode}"]`).checked = true;
+  }
+
+  // -- planning -----------------------------------------------------------------------------
+
+  async function submitPlan() {
+    showError("error", "");
+    if (!token()) return showError("error", "Paste a token first.");
+    if (!state.start || !state.end) return showError("error", "Pick a start and an end on the map.");
+    const run = ++state.run;
+    state.plan = null;
+    $("routes").replaceChildren();
+    $("baseline").textContent = "";
+    drawRoutes();
+    $("plan").disabled = true;
+    $("status").textContent = "Submitting the plan…";
+    try {
+      const submitted = await api("POST", "/v1/routes", {
+        start: { latitude: state.start.lat, longitude: state.start.lon },
+        end: { latitude: state.end.lat, longitude: state.end.lon },
+        activity_type: $("activity").value,
+      });
+      if (run !== state.run) return;
+      if (submitted.status !== 202) {
+        $("status").textContent = "";
+        return showError("error", explain(submitted));
+      }
+      await poll(submitted.body.request_id, run);
+    } finally {
+      if (run === state.run) $("plan").disabled = false;
+    }
+  }
+
+  async function poll(requestId, run) {
+    let wait = POLL_EVERY_MS;
+    let polls = 0;
+    let limited = ""; // why the page waits longer than usual, shown while it waits
+    for (;;) {
+      $("status").textContent = limited || `Planning (request ${requestId}); polls so far: ${polls}.`;
+      await delay(wait);
+      if (run !== state.run) return;
+      const answer = await api("GET", `/v1/routes/${encodeURIComponent(requestId)}`);
+      if (run !== state.run) return;
+      polls += 1;
+      if (answer.status === 429) {
+        // Wait as long as the service asks, and at least the usual interval.
+        wait = Math.max(POLL_EVERY_MS, (answer.retryAfter ?? 1) * 1000);
+        limited = `Polling too fast: waiting ${Math.round(wait / 1000)} s.`;
+        continue;
+      }
+      limited = "";
+      if (!answer.ok) {
+        $("status").textContent = "";
+        return showError("error", explain(answer));
+      }
+      const { status, result, error } = answer.body;
+      if (status === "pending") {
+        wait = POLL_EVERY_MS;
+        continue;
+      }
+      if (status === "failed") {
+        $("status").textContent = "";
+        return showError("error", `The plan was rejected: ${error || "no reason given"}.`);
+      }
+      $("status").textContent = `Planned: ${result.routes.length} route(s).`;
+      state.plan = result;
+      state.selected = result.best_route_index || 0;
+      showPlan();
+      return;
+    }
+  }
+
+  function showPlan() {
+    const result = state.plan;
+    const baseline = [`Direct route ${formatDistance(result.original_distance)}`];
+    if (result.original_clean_air_score !== null && result.original_clean_air_score !== undefined) {
+      baseline.push(`score ${result.original_clean_air_score.toFixed(0)}`);
+    }
+    if (result.original_dose !== null && result.original_dose !== undefined) {
+      baseline.push(`dose ${result.original_dose.toFixed(2)}`);
+    }
+    $("baseline").textContent = `${baseline.join(", ")}.`;
+    const list = $("routes");
+    list.replaceChildren();
+    result.routes.forEach((route, index) => {
+      const item = html("li");
+      item.dataset.index = String(index);
+      const banded = route.summary && route.summary.clean_air_score;
+      if (banded) item.style.setProperty("--band", banded.colour);
+      const title = html("div", route.goal.title, "goal");
+      if (index === result.best_route_index) title.append(" ", html("span", "lowest dose", "best"));
+      item.append(title, html("div", route.goal.description, "description"));
+      const figures = html("div", undefined, "figures");
+      figures.append(
+        html("span", `Distance ${formatDistance(route.distance)} (${formatSigned(route.distance_delta, "m")})`, "distance"),
+        html("span", `Duration ${formatDuration(route.duration)}`, "duration"),
+        html(
+          "span",
+          route.dose_delta_pct === null || route.dose_delta_pct === undefined
+            ? "Dose change: no baseline"
+            : `Dose ${formatSigned(-route.dose_delta_pct, "%")} vs direct`,
+          "dose",
+        ),
+      );
+      if (banded) {
+        figures.append(html("span", `Score ${banded.score.toFixed(0)} (${banded.description})`, "score"));
+      }
+      item.append(figures);
+      item.addEventListener("click", () => {
+        state.selected = index;
+        markSelected();
+        drawRoutes();
+      });
+      list.appendChild(item);
+    });
+    markSelected();
+    redraw();
+  }
+
+  function markSelected() {
+    for (const item of $("routes").children) {
+      item.classList.toggle("selected", Number(item.dataset.index) === state.selected);
+    }
+  }
+
+  // -- forecast -----------------------------------------------------------------------------
+
+  function timeZone() {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  }
+
+  function today() {
+    // en-CA formats a date as YYYY-MM-DD, the contract's date format.
+    return new Intl.DateTimeFormat("en-CA", { timeZone: timeZone() }).format(new Date());
+  }
+
+  async function showForecast() {
+    showError("forecast-error", "");
+    if (!token()) return showError("forecast-error", "Paste a token first.");
+    const point = state.forecastPoint || state.start;
+    if (!point) {
+      return showError("forecast-error", "Pick a forecast point (or a start) on the map.");
+    }
+    $("forecast").disabled = true;
+    $("forecast-status").textContent = "Asking for the forecast…";
+    try {
+      const answer = await api("POST", "/v1/airquality/forecast", {
+        latitude: point.lat,
+        longitude: point.lon,
+        date: $("forecast-date").value || today(),
+        timezone: timeZone(),
+      });
+      $("forecast-status").textContent = "";
+      if (!answer.ok) return showError("forecast-error", explain(answer));
+      state.forecast = answer.body;
+      offerMeasures(answer.body.measures || {});
+      drawChart();
+      $("forecast-status").textContent = `Forecast for ${answer.body.location}.`;
+    } finally {
+      $("forecast").disabled = false;
+    }
+  }
+
+  function offerMeasures(measures) {
+    const select = $("measure");
+    const current = select.value;
+    select.replaceChildren();
+    for (const name of Object.keys(measures)) {
+      const option = html("option", name);
+      option.value = name;
+      select.appendChild(option);
+    }
+    if (Object.hasOwn(measures, current)) select.value = current;
+  }
+
+  function drawChart() {
+    const chart = $("chart");
+    chart.replaceChildren();
+    const forecast = state.forecast;
+    if (!forecast) return;
+    const measure = $("measure").value;
+    const times = forecast.timestamps || [];
+    const values = (forecast.measures || {})[measure] || [];
+    const [width, height] = [420, 200];
+    const left = 36;
+    const right = 10;
+    const top = 22;
+    const bottom = 26;
+    const known = values.filter((v) => v !== null && v !== undefined);
+    const isScore = measure === "clean_air_score";
+    const unit = isScore ? "" : " µg/m³";
+    svg("text", { class: "title", x: left, y: 14 }, chart).textContent =
+      `${measure}${unit} at ${forecast.location}`;
+    if (!times.length || !known.length) {
+      svg("text", { x: left, y: height / 2 }, chart).textContent = "No values for this measure.";
+      return;
+    }
+    const high = isScore ? 100 : Math.max(...known) * 1.1 || 1;
+    const x = (i) => left + (times.length === 1 ? 0 : (i / (times.length - 1)) * (width - left - right));
+    const y = (v) => top + (1 - v / high) * (height - top - bottom);
+    for (let k = 0; k <= 4; k += 1) {
+      const value = (high * k) / 4;
+      svg("line", { class: "grid", x1: left, x2: width - right, y1: y(value), y2: y(value) }, chart);
+      const label = svg("text", { x: left - 4, y: y(value) + 3, "text-anchor": "end" }, chart);
+      label.textContent = Number.isInteger(value) || value >= 10 ? value.toFixed(0) : value.toFixed(1);
+    }
+    svg("line", { class: "axis", x1: left, x2: width - right, y1: height - bottom, y2: height - bottom }, chart);
+    const hour = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", timeZone: timeZone() });
+    const step = Math.max(1, Math.ceil(times.length / 8));
+    for (let i = 0; i < times.length; i += step) {
+      const label = svg("text", { x: x(i), y: height - bottom + 14, "text-anchor": "middle" }, chart);
+      label.textContent = hour.format(new Date(times[i] * 1000));
+    }
+    // One polyline per run of hours with values: a null hour is a gap, not a zero.
+    let run = [];
+    const flush = () => {
+      if (run.length > 1) svg("polyline", { class: "series", points: run.join(" ") }, chart);
+      run = [];
+    };
+    values.forEach((value, i) => {
+      if (value === null || value === undefined) return flush();
+      run.push(`${x(i).toFixed(1)},${y(value).toFixed(1)}`);
+      const dot = svg("circle", { cx: x(i), cy: y(value), r: 2.2 }, chart);
+      svg("title", {}, dot).textContent = `${hour.format(new Date(times[i] * 1000))}: ${value}${unit}`;
+    });
+    flush();
+  }
+
+  // -- start ---------------------------------------------------------------------------------
+
+  async function loadNetworks() {
+    let response;
+    try {
+      response = await fetch("/explore/networks", { credentials: "omit" });
+    } catch (error) {
+      return showError("error", `The street networks could not be loaded (${error}).`);
+    }
+    if (!response.ok) {
+      return showError("error", `The street networks could not be loaded (${response.status}).`);
+    }
+    state.networks = (await response.json()).networks;
+    if (!state.networks.length) {
+      $("network-info").textContent = "No street network is loaded: plans will be rejected.";
+      return;
+    }
+    const select = $("network");
+    for (const network of state.networks) {
+      const option = html("option", network.name);
+      option.value = network.name;
+      select.appendChild(option);
+    }
+    $("network-choice").hidden = state.networks.length < 2;
+    showNetwork(state.networks[0]);
+    select.addEventListener("change", () => {
+      showNetwork(state.networks.find((n) => n.name === select.value));
+    });
+  }
+
+  function showNetwork(network) {
+    state.view = network;
+    $("network-info").textContent = `${network.name}: ${network.bounds.map((v) => v.toFixed(4)).join(", ")}`;
+    fitView(network);
+    drawNetworks();
+    redraw();
+  }
+
+  function init() {
+    for (const id of ["network-layer", "route-layer", "marker-layer"]) svg("g", { id }, map);
+    const input = $("token");
+    input.value = sessionStorage.getItem(TOKEN_KEY) || "";
+    input.addEventListener("input", () => {
+      if (token()) sessionStorage.setItem(TOKEN_KEY, token());
+      else sessionStorage.removeItem(TOKEN_KEY);
+    });
+    $("forget-token").addEventListener("click", () => {
+      sessionStorage.removeItem(TOKEN_KEY);
+      input.value = "";
+    });
+    $("plan").addEventListener("click", submitPlan);
+    $("forecast").addEventListener("click", showForecast);
+    $("measure").addEventListener("change", drawChart);
+    $("reset-view").addEventListener("click", () => {
+      if (state.view) fitView(state.view);
+      drawMarkers();
+    });
+    $("forecast-date").value = today();
+    attachMapInput();
+    window.addEventListener("resize", () => {
+      drawMarkers();
+      drawScale();
+    });
+    loadNetworks();
+  }
+
+  // For automation and the browser tests: where on screen a point of the map is drawn.
+  window.cleanairExplore = {
+    screenPoint(lat, lon) {
+      const [x, y] = project(lat, lon);
+      const point = map.createSVGPoint();
+      point.x = x;
+      point.y = y;
+      const screen = point.matrixTransform(map.getScreenCTM());
+      return { x: screen.x, y: screen.y };
+    },
+  };
+
+  init();
+})();

@@ -1,0 +1,284 @@
+"""`GET /explore` and its assets and geometry: public, outside `/v1` and the OpenAPI document,
+served from package data, referencing no other host, and the geometry true to the loaded
+networks. The page's behaviour in a browser is tested in tests/browser."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from litestar.testing import TestClient
+
+import cleanair_http.controllers.explore as explore
+from cleanair_core import CleanAir
+from cleanair_core.ports import Sources
+from cleanair_core.routes.network import RoadClass, StreetNetwork
+from cleanair_http.app import create_app
+from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
+from cleanair_http.explore.geometry import ROAD_CLASSES, UNIT, encode_geometry, polylines
+from cleanair_sources.osm_import import import_network
+from cleanair_sources.street_router import LoadedNetworks
+from cleanair_storage.sqlite import SqliteStore
+from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
+from support.http import Client, bearer, pair
+from support.networks import grid
+
+ASSETS = Path(explore.__file__).parent.parent / "explore" / "assets"
+#: The SVG namespace name: an identifier in the markup, never fetched.
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+
+
+def arterial_row(a: tuple[int, int], b: tuple[int, int]) -> RoadClass:
+    return RoadClass.ARTERIAL if a[0] == b[0] == 1 else RoadClass.LOCAL
+
+
+def inner_crossing(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[1] == b[1] in (1, 2)
+
+
+#: Three east-west streets (the middle one arterial) joined at both ends only: the inner
+#: nodes of each street are where its polyline runs on.
+NETWORK = grid(3, 4, road_class=arterial_row, skip=inner_crossing, name="testgrid")
+
+
+@pytest.fixture
+def networks() -> LoadedNetworks:
+    return LoadedNetworks([NETWORK])
+
+
+@pytest.fixture
+def sources(networks: LoadedNetworks) -> Sources:
+    return Sources(FakeSource(), FakeGeolocator(None), FakeIp(), FakeNamer(), networks=networks)
+
+
+def referenced_assets(page: str) -> set[str]:
+    return set(re.findall(r'(?:src|href)="(/explore/assets/[^"]+)"', page))
+
+
+def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client) -> None:
+    page = client.get("/explore")
+    assert page.status_code == 200
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy
+    assert "connect-src 'self'" in policy
+    assert "script-src 'self'" in policy
+    assert referenced_assets(page.text) == {
+        "/explore/assets/explore.js",
+        "/explore/assets/explore.css",
+        "/explore/assets/icon.svg",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "media_type"),
+    [
+        ("explore.js", "text/javascript; charset=utf-8"),
+        ("explore.css", "text/css; charset=utf-8"),
+        ("icon.svg", "image/svg+xml"),
+    ],
+)
+def test_each_asset_is_served_from_package_data(client: Client, name: str, media_type: str) -> None:
+    served = client.get(f"/explore/assets/{name}")
+    assert served.status_code == 200
+    assert served.headers["content-type"] == media_type
+    assert served.headers["x-content-type-options"] == "nosniff"
+    assert served.content == (ASSETS / name).read_bytes()
+
+
+@pytest.mark.parametrize("name", ["index.html", "missing.js", "..%2Fcontrollers%2Fexplore.py"])
+def test_only_the_public_assets_are_served(client: Client, name: str) -> None:
+    assert client.get(f"/explore/assets/{name}").status_code == 404
+
+
+def test_no_served_asset_references_another_host(client: Client) -> None:
+    page = client.get("/explore").text
+    served = [page, *(client.get(path).text for path in referenced_assets(page))]
+    served.append(client.get("/explore/networks").text)
+    for text in served:
+        urls = set(re.findall(r"""(?:https?:)?//[\w.-]+\.[a-z]{2,}[^\s"'<>)]*""", text))
+        assert urls <= {SVG_NAMESPACE}, urls
+        assert "@import" not in text
+    # Every file of the package's assets is one the page loads (nothing unreviewed ships).
+    assert {path.name for path in ASSETS.iterdir()} == {"index.html"} | {
+        path.rsplit("/", 1)[1] for path in referenced_assets(page)
+    }
+
+
+def test_the_page_revalidates_with_its_etag(client: Client) -> None:
+    first = client.get("/explore/assets/explore.js")
+    assert first.headers["cache-control"] == "no-cache"
+    again = client.get(
+        "/explore/assets/explore.js", headers={"If-None-Match": first.headers["etag"]}
+    )
+    assert again.status_code == 304
+    assert again.content == b""
+    other = client.get("/explore/assets/explore.js", headers={"If-None-Match": '"other"'})
+    assert other.status_code == 200
+
+
+def test_the_explorer_is_not_in_the_openapi_document(client: Client) -> None:
+    paths = client.get("/schema/openapi.json").json()["paths"]
+    assert paths
+    assert not [path for path in paths if path.startswith("/explore")]
+
+
+def test_a_token_is_neither_needed_nor_looked_at(client: Client) -> None:
+    stale = bearer("ca_tst_" + "A" * 43)
+    for path in ("/explore", "/explore/networks", "/explore/assets/explore.js"):
+        assert client.get(path).status_code == 200
+        assert client.get(path, headers=stale).status_code == 200
+
+
+def test_reading_the_explorer_costs_no_credits(client: Client, core: CleanAir) -> None:
+    token = pair(core, client)
+    before = client.get("/v1/quota", headers=bearer(token)).json()
+    for path in ("/explore", "/explore/networks"):
+        assert client.get(path, headers=bearer(token)).status_code == 200
+    assert client.get("/v1/quota", headers=bearer(token)).json() == before
+
+
+def decoded(network: dict[str, Any]) -> dict[str, list[list[tuple[float, float]]]]:
+    """The payload's polylines as (lat, lon) lists by road class."""
+    origin_lat, origin_lon = network["origin"]
+    unit = network["unit"]
+    return {
+        name: [
+            [
+                (origin_lat + line[i] * unit, origin_lon + line[i + 1] * unit)
+                for i in range(0, len(line), 2)
+            ]
+            for line in lines
+        ]
+        for name, lines in network["roads"].items()
+    }
+
+
+def steps_by_class(network: StreetNetwork) -> Counter[tuple[str, frozenset[tuple[int, int]]]]:
+    """The network's edges as (road class, unordered end points in UNIT steps)."""
+
+    def steps(node: int) -> tuple[int, int]:
+        south, west, _, _ = network.bounds
+        return (
+            round((network.node_lat[node] - south) / UNIT),
+            round((network.node_lon[node] - west) / UNIT),
+        )
+
+    return Counter(
+        (ROAD_CLASSES[c], frozenset({steps(int(a)), steps(int(b))}))
+        for a, b, c in zip(network.edge_from, network.edge_to, network.edge_class, strict=True)
+    )
+
+
+def payload_steps(network: dict[str, Any]) -> Counter[tuple[str, frozenset[tuple[int, int]]]]:
+    return Counter(
+        (name, frozenset({(line[i], line[i + 1]), (line[i + 2], line[i + 3])}))
+        for name, lines in network["roads"].items()
+        for line in lines
+        for i in range(0, len(line) - 2, 2)
+    )
+
+
+def test_the_geometry_is_the_loaded_network(client: Client) -> None:
+    answer = client.get("/explore/networks")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "application/json"
+    (network,) = answer.json()["networks"]
+    assert network["name"] == "testgrid"
+    assert network["bounds"] == pytest.approx(list(NETWORK.bounds))
+    assert network["unit"] == UNIT
+    assert set(network["roads"]) == {"local", "arterial"}
+    # Every edge once, in its class; a polyline runs on through the nodes where two edges of
+    # its class meet: the arterial street is one, and each outer street with its two end
+    # links (as far as the arterial) another.
+    assert payload_steps(network) == steps_by_class(NETWORK)
+    assert [len(line) // 2 for line in network["roads"]["arterial"]] == [4]
+    assert [len(line) // 2 for line in network["roads"]["local"]] == [6, 6]
+    points = decoded(network)
+    nodes = set(zip(NETWORK.node_lat.tolist(), NETWORK.node_lon.tolist(), strict=True))
+    for lines in points.values():
+        for line in lines:
+            for lat, lon in line:
+                assert min(abs(lat - a) + abs(lon - b) for a, b in nodes) <= UNIT
+
+
+def test_the_geometry_is_encoded_once_and_again_when_the_networks_change(
+    client: Client, networks: LoadedNetworks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded: list[int] = []
+
+    def counting(loaded: Any) -> Any:
+        encoded.append(len(loaded))
+        return encode_geometry(loaded)
+
+    monkeypatch.setattr(explore, "encode_geometry", counting)
+    first = client.get("/explore/networks")
+    second = client.get("/explore/networks", headers={"If-None-Match": first.headers["etag"]})
+    assert (second.status_code, second.content) == (304, b"")
+    assert second.headers["cache-control"] == "no-cache"
+    assert encoded == [1]
+    networks.replace([NETWORK, grid(2, 2, name="other")])
+    third = client.get("/explore/networks", headers={"If-None-Match": first.headers["etag"]})
+    assert third.status_code == 200
+    assert [n["name"] for n in third.json()["networks"]] == ["other", "testgrid"]
+    assert encoded == [1, 2]
+
+
+def test_without_networks_the_geometry_is_empty(
+    client: Client, networks: LoadedNetworks, core: CleanAir, tmp_path: Path
+) -> None:
+    networks.replace([])
+    answer = client.get("/explore/networks")
+    assert (answer.status_code, answer.json()) == (200, {"networks": []})
+    # A core without any sources (an embedder's, say) has none either.
+    store = SqliteStore(tmp_path / "bare.db")
+    try:
+        bare = TestClient(create_app(CleanAir(store, core.keys)))
+        with bare:
+            assert bare.get("/explore/networks").json() == {"networks": []}
+    finally:
+        store.close()
+
+
+def test_the_shipped_network_fits_in_a_reasonable_payload() -> None:
+    helsinki = import_network(DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME)
+    encoded = encode_geometry([helsinki])
+    assert len(encoded.body) < 150_000  # about 93 kB for its 6,622 edges
+
+    (network,) = msgspec.json.decode(encoded.body)["networks"]
+    assert payload_steps(network) == steps_by_class(helsinki)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 7), st.integers(0, 7), st.sampled_from([0, 1])),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_every_edge_lies_in_exactly_one_polyline(edges: list[tuple[int, int, int]]) -> None:
+    network = StreetNetwork(
+        "random",
+        np.linspace(60.0, 60.01, 8),
+        np.linspace(24.0, 24.02, 8),
+        np.array([a for a, _, _ in edges], dtype=np.int32),
+        np.array([b for _, b, _ in edges], dtype=np.int32),
+        np.ones(len(edges)),
+        np.array([c for _, _, c in edges], dtype=np.uint8),
+        np.ones(len(edges), dtype=np.uint8),
+    )
+    lines = polylines(network)
+    walked = Counter(
+        (road_class, frozenset({nodes[i], nodes[i + 1]}))
+        for road_class, nodes in lines
+        for i in range(len(nodes) - 1)
+    )
+    assert walked == Counter((c, frozenset({a, b})) for a, b, c in edges)
