@@ -445,3 +445,17 @@ def test_bad_metrics_settings_are_named(env: dict[str, str], message: str) -> No
     with pytest.raises(SettingsError) as raised:
         Settings.from_env(env)
     assert message in str(raised.value)
+
+
+def test_a_plan_worker_without_a_metrics_port_says_it_serves_none(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from cleanair_http import worker
+
+    monkeypatch.setattr(worker, "configure_logging", lambda level: None)
+    monkeypatch.setattr(worker, "_work", lambda settings, concurrency: 0)
+    assert worker.work(Settings(metrics="on"), 1) == 0
+    assert "serves them only on CLEANAIR_METRICS_PORT" in caplog.text
+    caplog.clear()
+    assert worker.work(Settings(), 1) == 0
+    assert "CLEANAIR_METRICS_PORT" not in caplog.text
