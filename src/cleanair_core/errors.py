@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 
 class CleanAirError(Exception):
     """Base of every error the core raises on purpose."""
@@ -86,8 +88,19 @@ class LocationUnresolved(Unprocessable):
 
 
 # 429 -----------------------------------------------------------------------------------------
+class Limit(StrEnum):
+    """The limit behind a 429, in the contract's words: the rate limit, the daily burst cap
+    or the monthly credit pool."""
+
+    RATE_LIMIT = "rate_limit"
+    DAILY_BURST = "daily_burst"
+    MONTHLY_POOL = "monthly_pool"
+
+
 class TooManyRequests(CleanAirError):
     """Base of the 429s; `retry_after` is whole seconds until the blocking window resets."""
+
+    limit = Limit.RATE_LIMIT
 
     def __init__(self, retry_after: int, detail: str | None = None) -> None:
         super().__init__(detail)
@@ -100,6 +113,12 @@ class RateLimited(TooManyRequests):
 
 class CreditsExhausted(TooManyRequests):
     detail = "Credit limit exhausted"
+
+    def __init__(
+        self, retry_after: int, detail: str | None = None, limit: Limit = Limit.MONTHLY_POOL
+    ) -> None:
+        super().__init__(retry_after, detail)
+        self.limit = limit
 
 
 # 503 -----------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ The outside world (`cleanair_sources` ships the adapters), gathered into `Source
     Router (routes). TrafficIncrements and BackgroundGrid (air) are what `StreetLevelAir`
     downscales any background source to street level with.
 Time and work: Clock, and Offload (where CPU-heavy planning runs).
+Monitoring: Metrics (credits charged and refunded, plans finished, upstream requests; the
+    default `NO_METRICS` drops them, `cleanair_http` ships a Prometheus adapter).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from cleanair_core.clock import Clock
 from cleanair_core.credits.attribution import ClientLabelStore
 from cleanair_core.credits.ledger import CreditLedger
 from cleanair_core.credits.rate_limits import RateLimitStore
+from cleanair_core.metrics import Metrics
 from cleanair_core.offload import Offload
 from cleanair_core.routes.network import Router, StreetNetworks, StreetNetworkStore
 from cleanair_core.routes.plans import PlanBook, PlanStore
@@ -48,6 +51,7 @@ __all__ = [
     "ConnectionStore",
     "CreditLedger",
     "IpLocator",
+    "Metrics",
     "Offload",
     "PairingCodeStore",
     "PlaceNamer",

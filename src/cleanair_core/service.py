@@ -26,6 +26,7 @@ from cleanair_core.credits.ledger import Billable, Quota
 from cleanair_core.credits.rate_limits import RateLimit
 from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys
+from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload, inline
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
@@ -54,12 +55,14 @@ class CleanAir:
         sources: Sources | None = None,
         offload: Offload = inline,
         store_calls: Offload | None = None,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         """`offload` runs the async use cases' blocking work (storage waits, path searches):
         give a service with an event loop a thread (`anyio.to_thread.run_sync`).
         `store_calls` runs their one-step store calls (a charge's debit and settlement;
         default: `offload`): `here_unless_blocked(offload)` spares the thread while nothing
-        holds the store."""
+        holds the store. `metrics` hears of credits charged and refunded and of plans
+        finished."""
         self.context = Context(
             store=store,
             keys=keys,
@@ -69,6 +72,7 @@ class CleanAir:
             randbelow=randbelow,
             offload=offload,
             store_calls=offload if store_calls is None else store_calls,
+            metrics=metrics,
         )
 
     @property
@@ -90,6 +94,10 @@ class CleanAir:
     @property
     def clock(self) -> Clock:
         return self.context.clock
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.context.metrics
 
     @property
     def store_calls(self) -> Offload:

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.middleware import DefineMiddleware
-from litestar.types import ASGIApp, ControllerRouterHandler
+from litestar.types import ASGIApp, ControllerRouterHandler, Middleware
 
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
@@ -18,7 +18,7 @@ from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
-from cleanair_http.controllers.health import PROBE_PATHS, live, ready
+from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
@@ -57,6 +57,19 @@ def create_app(
         else None
     )
 
+    route_handlers: list[ControllerRouterHandler] = []
+    middleware: list[Middleware] = []
+    metrics = None
+    if settings.metrics_enabled:
+        # Imported only now: prometheus_client must not be imported before the multiprocess
+        # directory is set (`cleanair_http.metrics`).
+        from cleanair_http.metrics import MetricsController, prometheus_config, prometheus_metrics
+
+        metrics = prometheus_metrics()
+        middleware.append(prometheus_config().middleware)
+        if settings.metrics_port is None:
+            route_handlers.append(MetricsController)
+
     @asynccontextmanager
     async def plan_worker(_: Litestar) -> AsyncIterator[None]:
         if worker is None:
@@ -82,17 +95,22 @@ def create_app(
             live,
             ready,
             *EXPLORER,
+            *route_handlers,
             *extra_route_handlers,
         ],
         middleware=[
             watch_disconnects,
+            # Before the bearer middleware, so its 401s and 429s are counted too.
+            *middleware,
             DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"]),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
         # Every malformed JSON body is a 422, including those msgspec does not call malformed.
         request_class=JsonBodyRequest,
         openapi_config=openapi_config(),
-        state=State({"core": core, "settings": settings, "plan_worker": worker}),
+        state=State(
+            {"core": core, "settings": settings, "plan_worker": worker, "metrics": metrics}
+        ),
         lifespan=[charges, plan_worker],
         on_shutdown=list(on_shutdown),
         logging_config=None,
@@ -104,5 +122,5 @@ def create_app(
 
 def with_access_log(app: Litestar) -> ASGIApp:
     """The app as served: wrapped so that every request, routed or not, is logged once (the
-    probes at DEBUG)."""
-    return AccessLog(app, quiet_paths=PROBE_PATHS)
+    probes and metrics scrapes at DEBUG)."""
+    return AccessLog(app, quiet_paths=PROBE_PATHS | {METRICS_PATH})

@@ -24,6 +24,7 @@ from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.keys import TokenKeys, generate_key
+from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
@@ -148,6 +149,15 @@ class Deployment:
         asyncio.run(self.aclose())
 
 
+def metrics_for(settings: Settings) -> Metrics:
+    """The process's Prometheus metrics when they are on, else none."""
+    if not settings.metrics_enabled:
+        return NO_METRICS
+    from cleanair_http.metrics import prometheus_metrics  # imports prometheus_client
+
+    return prometheus_metrics()
+
+
 def store_calls_for(settings: Settings) -> Offload:
     """Where the deployment's one-step store calls run: PostgreSQL's each wait on the network,
     so always in a worker thread; SQLite's right on the event loop unless the store would
@@ -183,7 +193,10 @@ def open_deployment(
         opened = store
         deployment.opened("the database", lambda: in_thread(opened.close))
         keys = TokenKeys(key)
-        sources = build_sources(settings, store, keys, deployment) if with_sources else None
+        metrics = metrics_for(settings)
+        sources = (
+            build_sources(settings, store, keys, deployment, metrics) if with_sources else None
+        )
         deployment._core = CleanAir(
             store,
             keys,
@@ -192,6 +205,7 @@ def open_deployment(
             sources=sources,
             offload=in_thread,
             store_calls=store_calls,
+            metrics=metrics,
         )
     except BaseException:
         deployment.close()
@@ -200,10 +214,15 @@ def open_deployment(
 
 
 def build_sources(
-    settings: Settings, store: Store, keys: TokenKeys, deployment: Deployment
+    settings: Settings,
+    store: Store,
+    keys: TokenKeys,
+    deployment: Deployment,
+    metrics: Metrics = NO_METRICS,
 ) -> Sources:
     """The outside-world adapters the settings choose; each one holding a connection pool is
-    registered with `deployment` for closing as it is opened."""
+    registered with `deployment` for closing as it is opened. The remote ones tell `metrics`
+    of their requests."""
     # Imported here: only the server needs the adapters, and the CLI starts faster without.
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
@@ -220,7 +239,10 @@ def build_sources(
     grid: BackgroundGrid
     if settings.air_quality_source == "open-meteo":
         open_meteo = OpenMeteoSource(
-            _http_client(), settings.open_meteo_url, timeout=settings.open_meteo_timeout
+            _http_client(),
+            settings.open_meteo_url,
+            timeout=settings.open_meteo_timeout,
+            metrics=metrics,
         )
         deployment.opened("the Open-Meteo client", open_meteo.aclose)
         background = grid = open_meteo
@@ -235,7 +257,9 @@ def build_sources(
     )
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
-        ichnaea = IchnaeaGeolocator(_http_client(), settings.ichnaea_url, settings.ichnaea_key)
+        ichnaea = IchnaeaGeolocator(
+            _http_client(), settings.ichnaea_url, settings.ichnaea_key, metrics=metrics
+        )
         deployment.opened("the Ichnaea client", ichnaea.aclose)
         wifi = ichnaea
     else:

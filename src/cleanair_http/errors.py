@@ -57,11 +57,14 @@ def _error(
     return Response({"detail": detail}, status_code=status, headers=headers)
 
 
-def core_error(_: Request[Any, Any, Any], exc: CleanAirError) -> Response[dict[str, str]]:
+def core_error(request: Request[Any, Any, Any], exc: CleanAirError) -> Response[dict[str, str]]:
     status = status_of(exc)
     headers: dict[str, str] = {}
     if isinstance(exc, TooManyRequests):
         headers["Retry-After"] = str(exc.retry_after)
+        metrics = getattr(request.app.state, "metrics", None)
+        if metrics is not None:  # every 429 of the API passes here, whoever raised it
+            metrics.too_many_requests(exc.limit)
     if isinstance(exc, NotAuthenticated):
         headers["WWW-Authenticate"] = 'Bearer realm="cleanair"'
     return _error(status, exc.detail, headers)

@@ -7,6 +7,12 @@ that socket: the kernel hands each new connection to one of them. Everything the
 SIGINT to the command is passed on to every process as SIGTERM, which then shuts down
 gracefully (a Ctrl-C that reached them too included); the
 command exits once they all have (non-zero if any failed).
+
+With metrics on (`CLEANAIR_METRICS=on`), the command makes a private directory for
+prometheus_client's multiprocess mode before anything imports it, so that every process
+writes its metrics there and a scrape of any of them adds up all; it removes the directory
+when they have all ended. A separate metrics port (`CLEANAIR_METRICS_PORT`) is served by the
+command itself, reading that directory: one address for the whole group.
 """
 
 from __future__ import annotations
@@ -14,9 +20,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 import uvicorn
@@ -34,21 +43,65 @@ log = logging.getLogger("cleanair")
 def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     """Serve the API on `host:port` in `workers` processes; the exit status."""
     configure_logging(settings.log_level)
+    if settings.metrics_port == port:
+        return _cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
     if workers == 1:
         return _serve(settings, host, port, None, announce=True)
+    with _shared_metrics(settings):
+        return _serve_processes(settings, host, port, workers)
+
+
+@contextlib.contextmanager
+def _shared_metrics(settings: Settings) -> Iterator[None]:
+    """With metrics on, a private directory the serving processes write their metrics to
+    (prometheus_client's multiprocess mode), removed when they have ended."""
+    if not settings.metrics_enabled:
+        yield
+        return
+    # prometheus_client picks its mode when first imported: nothing may have imported it.
+    if "prometheus_client" in sys.modules:
+        raise RuntimeError("prometheus_client was imported before the metrics directory")
+    directory = tempfile.mkdtemp(prefix="cleanair-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    try:
+        yield
+    finally:
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _cannot_listen(host: str, port: int | None, reason: str | OSError) -> int:
+    """Say why the command cannot listen on `host:port`; the exit status."""
+    if isinstance(reason, OSError):  # in use, or not an address of this machine
+        reason = reason.strerror or str(reason)
+    print(
+        f"cleanair: cannot listen on {escape_nonprintable(host)}:{port}: "
+        f"{escape_nonprintable(reason)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1
+
+
+def _metrics_port(settings: Settings) -> Callable[[], None] | None:
+    """Serve the metrics on their own port when one is set; the function that stops it.
+    Raises OSError when it cannot listen there."""
+    if settings.metrics_port is None:
+        return None
+    from cleanair_http.metrics import serve_metrics
+
+    return serve_metrics(settings.metrics_host, settings.metrics_port)
+
+
+def _serve_processes(settings: Settings, host: str, port: int, workers: int) -> int:
+    """`serve` with `workers` > 1: the socket bound here, shared by forked processes."""
     # Open (and close) the deployment here first: a bad database or key is then one clear
     # error from this command, not N from its processes. Nothing stays open across the fork.
     open_deployment(settings, with_sources=False).close()
     try:
         listening = listening_socket(host, port)
     except OSError as exc:  # in use, or not an address of this machine: as one process says
-        print(
-            f"cleanair: cannot listen on {escape_nonprintable(host)}:{port}: "
-            f"{escape_nonprintable(exc.strerror or str(exc))}",
-            file=sys.stderr,
-            flush=True,
-        )
-        return 1
+        return _cannot_listen(host, port, exc)
     _banner(settings, host, port, workers=workers)
     children: list[int] = []
     for _ in range(workers):
@@ -80,11 +133,29 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     signal.signal(signal.SIGTERM, pass_on)
     signal.signal(signal.SIGINT, pass_on)
     failed = 0
-    for child in children:
-        _, status = os.waitpid(child, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            failed += 1
-            log.error("a serving process ended with an error", extra={"pid": child})
+    stop_metrics = None
+    try:
+        # Started only now: a thread running across a fork could leave a lock held.
+        stop_metrics = _metrics_port(settings)
+    except OSError as exc:
+        assert settings.metrics_port is not None
+        failed = _cannot_listen(
+            settings.metrics_host, settings.metrics_port, exc.strerror or str(exc)
+        )
+        pass_on(signal.SIGTERM, None)
+    try:
+        for child in children:
+            _, status = os.waitpid(child, 0)
+            if settings.metrics_enabled:
+                from cleanair_http.metrics import mark_process_dead
+
+                mark_process_dead(child)
+            if os.waitstatus_to_exitcode(status) != 0:
+                failed += 1
+                log.error("a serving process ended with an error", extra={"pid": child})
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
     return 1 if failed else 0
 
 
@@ -130,7 +201,16 @@ def _serve(
         on_shutdown=[deployment.aclose],
         plan_wakeups=deployment.plan_wakeups,
     )
-    if announce:
+    stop_metrics = None
+    if announce:  # alone, so the metrics port (if any) is this process's own
+        try:
+            stop_metrics = _metrics_port(settings)
+        except OSError as exc:
+            deployment.close()
+            assert settings.metrics_port is not None
+            return _cannot_listen(
+                settings.metrics_host, settings.metrics_port, exc.strerror or str(exc)
+            )
         _banner(settings, host, port, workers=1)
     config = uvicorn.Config(
         with_access_log(app),
@@ -155,6 +235,8 @@ def _serve(
         pass  # SIGINT ends the server gracefully (as `uvicorn.run` treats it): no traceback
     finally:
         deployment.close()  # whatever the app's shutdown has not closed (it never started, say)
+        if stop_metrics is not None:
+            stop_metrics()
     return 0
 
 

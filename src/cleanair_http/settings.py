@@ -228,6 +228,21 @@ def _flag(raw: str) -> bool:
     raise ValueError("must be true or false")
 
 
+def _port(raw: str) -> int:
+    # Checked here rather than by `Bounds`: the setting is unset by default, not a number.
+    port = _whole(raw)
+    if not 1 <= port <= 65535:
+        raise ValueError("must be a port number, 1 to 65535")
+    return port
+
+
+def _host(raw: str) -> str:
+    host = raw.strip()
+    if not host or any(c.isspace() for c in host):
+        raise ValueError("must be an IP address or a host name")
+    return host
+
+
 def _log_level(raw: str) -> str:
     level = raw.upper()
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
@@ -476,6 +491,33 @@ class Settings:
         "aborted",
     )
 
+    metrics: str = _setting(
+        "CLEANAIR_METRICS",
+        _choice("off", "on"),
+        "off",
+        help="`on` serves Prometheus metrics at `/metrics`, with no token, on the API's port "
+        "unless `CLEANAIR_METRICS_PORT` is set ([docs/deployment.md](docs/deployment.md))",
+    )
+    metrics_port: int | None = _setting(
+        "CLEANAIR_METRICS_PORT",
+        _port,
+        None,
+        help="serve the metrics on this port of `CLEANAIR_METRICS_HOST` instead, "
+        "for all the processes of `cleanair serve --workers N` together; the only way "
+        "`cleanair worker` serves its plan metrics",
+    )
+    metrics_host: str = _setting(
+        "CLEANAIR_METRICS_HOST",
+        _host,
+        "127.0.0.1",
+        help="the address `CLEANAIR_METRICS_PORT` listens on",
+    )
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """Whether Prometheus metrics are collected (and served somewhere)."""
+        return self.metrics == "on"
+
     @property
     def uses_postgres(self) -> bool:
         """Whether the database is a PostgreSQL URL (else a SQLite file)."""
@@ -512,6 +554,10 @@ class Settings:
         if settings.daily_credits > settings.monthly_credits:
             problems.append(
                 "CLEANAIR_DAILY_CREDITS: the daily burst cap cannot exceed the monthly pool"
+            )
+        if settings.metrics_port is not None and not settings.metrics_enabled:
+            problems.append(
+                "CLEANAIR_METRICS_PORT: set, but CLEANAIR_METRICS is off (set it to on)"
             )
         if settings.uses_postgres and not (settings.secret_key or settings.secret_key_file):
             problems.append(KEY_REQUIRED)

@@ -4,12 +4,17 @@ API processes may then run with `CLEANAIR_PLAN_WORKERS=0`, so planning scales on
 its own. Every worker of every machine claims plans from the shared database (a PostgreSQL
 URL, or a SQLite file on one machine). SIGTERM or SIGINT stops it: plans in progress are
 handed back, so the next worker takes them at once, and the database is closed.
+
+With `CLEANAIR_METRICS=on` and `CLEANAIR_METRICS_PORT` set, it serves its metrics (plans
+finished and their planning time, credits refunded for failed plans, upstream requests) on
+that port; it has no API port to serve them on otherwise.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import sys
 
 import anyio
 
@@ -17,6 +22,7 @@ from cleanair_http.access_log import configure_logging
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
+from cleanair_http.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
 
@@ -24,6 +30,31 @@ log = logging.getLogger("cleanair")
 def work(settings: Settings, concurrency: int) -> int:
     """Run `concurrency` plan runners until SIGTERM or SIGINT; the exit status."""
     configure_logging(settings.log_level)
+    stop_metrics = None
+    if settings.metrics_enabled and settings.metrics_port is not None:
+        from cleanair_http.metrics import serve_metrics
+
+        try:
+            stop_metrics = serve_metrics(settings.metrics_host, settings.metrics_port)
+        except OSError as exc:
+            host = escape_nonprintable(settings.metrics_host)
+            reason = escape_nonprintable(exc.strerror or str(exc))
+            print(
+                f"cleanair: cannot listen on {host}:{settings.metrics_port}: {reason}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
+    elif settings.metrics_enabled:
+        log.warning("metrics are on, but a plan worker serves them only on CLEANAIR_METRICS_PORT")
+    try:
+        return _work(settings, concurrency)
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
+
+
+def _work(settings: Settings, concurrency: int) -> int:
     deployment = open_deployment(settings)
 
     async def main() -> None:

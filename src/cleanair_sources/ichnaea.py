@@ -15,7 +15,8 @@ included, at INFO on the `httpx` logger; the composition root raises that logger
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import httpx
 
@@ -23,6 +24,7 @@ from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import locatable_scan
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
+from cleanair_core.metrics import NO_METRICS, Metrics, Upstream
 
 UNAVAILABLE = "The Wi-Fi geolocation service is unavailable"
 
@@ -49,11 +51,18 @@ class IchnaeaGeolocator:
         url: str,
         api_key: str | None = None,
         timeout: float = 5.0,
+        *,
+        metrics: Metrics = NO_METRICS,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`metrics` hears of every request: its time (on `monotonic`) and whether it
+        failed (a 404, no fix for the scan, is an answer, not a failure)."""
         self._client = client
         self._url = url
         self._params = {} if api_key is None else {"key": api_key}
         self._timeout = timeout
+        self._metrics = metrics
+        self._monotonic = monotonic
 
     def __repr__(self) -> str:  # never show the key
         return "IchnaeaGeolocator(<url hidden>)"
@@ -68,20 +77,26 @@ class IchnaeaGeolocator:
                 {"macAddress": mac, "signalStrength": rssi} for mac, rssi in usable
             ],
         }
+        started = self._monotonic()
         try:
             response = await self._client.post(
                 self._url, json=body, params=self._params, timeout=self._timeout
             )
         except httpx.HTTPError:
+            self._answered(started, failed=True)
             raise SourceUnavailable(UNAVAILABLE) from None
         if response.status_code == 404:
+            self._answered(started, failed=False)
             return None
-        if response.status_code != 200:
-            raise SourceUnavailable(UNAVAILABLE)
-        point = _point(response)
+        point = _point(response) if response.status_code == 200 else None
+        self._answered(started, failed=point is None)
         if point is None:
             raise SourceUnavailable(UNAVAILABLE)
         return point
+
+    def _answered(self, started: float, *, failed: bool) -> None:
+        seconds = self._monotonic() - started
+        self._metrics.upstream_request(Upstream.ICHNAEA, seconds, failed=failed)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -66,6 +66,7 @@ from cleanair_core.air.quality_source import Sample
 from cleanair_core.air.street_level import GridCell as StreetGridCell
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
+from cleanair_core.metrics import NO_METRICS, Metrics, Upstream
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -187,7 +188,10 @@ class OpenMeteoSource:
         cache_ttl: float = 3600.0,
         cache_size: int = 200_000,
         max_locations_per_request: int = 100,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
+        """`metrics` hears of every HTTP request: its time (on `monotonic`) and whether it
+        failed."""
         if retries < 0:
             raise ValueError("retries must be >= 0")
         if cache_size < 0:
@@ -204,6 +208,7 @@ class OpenMeteoSource:
         self._cache_ttl = cache_ttl
         self._cache_size = cache_size
         self._max_locations = max_locations_per_request
+        self._metrics = metrics
         # (cell, hour) -> (expires at, values); least recently used first.
         self._cache: OrderedDict[_Key, tuple[float, _Values]] = OrderedDict()
 
@@ -277,12 +282,14 @@ class OpenMeteoSource:
             "end_date": last.isoformat(),
             "domains": "auto",
         }
-        payload = await self._get(params)
+        payload, seconds = await self._get(params)
         try:
             answers = _parse(payload, len(cells))
         except _Malformed as exc:
             _log.warning("Open-Meteo air quality: unexpected response shape (%s)", exc)
+            self._metrics.upstream_request(Upstream.OPEN_METEO, seconds, failed=True)
             raise SourceUnavailable from None
+        self._metrics.upstream_request(Upstream.OPEN_METEO, seconds, failed=False)
 
         range_start = int(datetime(first.year, first.month, first.day, tzinfo=UTC).timestamp())
         range_end = range_start + ((last - first).days + 1) * DAY
@@ -292,14 +299,18 @@ class OpenMeteoSource:
                 fetched[cell, hour] = by_hour.get(hour, _UNKNOWN)
         return fetched
 
-    async def _get(self, params: dict[str, str]) -> Any:
+    async def _get(self, params: dict[str, str]) -> tuple[Any, float]:
+        """The JSON answer and the seconds its request took. Every failed attempt is told
+        to the metrics here; the caller tells of the answered one once it has read it."""
         attempts = 1 + self._retries
         for attempt in range(1, attempts + 1):
             if attempt > 1:
                 await self._sleep(self._backoff * 2 ** (attempt - 2))
+            started = self._monotonic()
             try:
                 response = await self._client.get(self._url, params=params, timeout=self._timeout)
             except httpx.TransportError as exc:  # includes every httpx.TimeoutException
+                self._failed(started)
                 _log.warning(
                     "Open-Meteo air quality: %s (attempt %d of %d)",
                     type(exc).__name__,
@@ -308,10 +319,13 @@ class OpenMeteoSource:
                 )
                 continue
             except httpx.HTTPError as exc:
+                self._failed(started)
                 _log.warning("Open-Meteo air quality: %s, not retried", type(exc).__name__)
                 raise SourceUnavailable from None
 
             status = response.status_code
+            if status != 200:
+                self._failed(started)
             if status == 429 or status >= 500:
                 _log.warning(
                     "Open-Meteo air quality: HTTP %d (attempt %d of %d)", status, attempt, attempts
@@ -323,13 +337,19 @@ class OpenMeteoSource:
                 _log.debug("Open-Meteo air quality error body: %s", response.text[:500])
                 raise SourceUnavailable
             try:
-                return response.json()
+                return response.json(), self._monotonic() - started
             except ValueError:
+                self._failed(started)
                 _log.warning("Open-Meteo air quality: response is not JSON")
                 raise SourceUnavailable from None
 
         _log.warning("Open-Meteo air quality: giving up after %d attempts", attempts)
         raise SourceUnavailable
+
+    def _failed(self, started: float) -> None:
+        self._metrics.upstream_request(
+            Upstream.OPEN_METEO, self._monotonic() - started, failed=True
+        )
 
 
 # Parsing ----------------------------------------------------------------------------------

@@ -17,25 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support.servers import CLI, free_port, pair, server_env
+from support.servers import CLI, children_of, free_port, pair, server_env
 
 pytestmark = pytest.mark.e2e
 
 CAP = 40
 CALLS = 60
-
-
-def children_of(pid: int) -> set[int]:
-    """The processes whose parent is `pid` (from /proc)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended while we looked
-        if int(fields[1]) == pid:
-            found.add(int(stat.parent.name))
-    return found
 
 
 async def score_calls(base: str, headers: dict[str, str]) -> list[int]:

@@ -26,6 +26,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def children_of(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while we looked
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
 def cli(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run the operator CLI on the server's database."""
     return subprocess.run(

@@ -26,6 +26,7 @@ from types import TracebackType
 
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import CreditLedger, CreditLimits, Debit, LedgerEntry
+from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload, inline
 
 
@@ -66,7 +67,12 @@ class Charge:
         clock: Clock,
         held: HeldCharges | None = None,
         offload: Offload = inline,
+        *,
+        metrics: Metrics = NO_METRICS,
+        endpoint: str = "",
     ) -> None:
+        """`metrics` hears of the credits debited and refunded, under `endpoint` (a
+        `Billable` value)."""
         self._ledger = ledger
         # A callable is called once, when the debit is first needed: building it may read
         # the store (a client label), which belongs on the offload too.
@@ -76,6 +82,8 @@ class Charge:
         self._clock = clock
         self._held = held if held is not None else HeldCharges()
         self._offload = offload
+        self._metrics = metrics
+        self._endpoint = endpoint
         self.entry: LedgerEntry | None = None
         #: False when the hold was gone at confirmation (swept): the answer went out free.
         self.confirmed: bool | None = None
@@ -100,6 +108,7 @@ class Charge:
             self.entry = entry
             if self.debit.hold_until is not None and not self._abandoned:
                 self._held.add(entry.id)
+        self._metrics.credits_charged(self._endpoint, entry.amount)
         return entry
 
     def abandon(self) -> None:
@@ -130,9 +139,11 @@ class Charge:
         """Reverse the reservation (idempotent; a no-op when nothing was reserved)."""
         if self.entry is not None:
             try:
-                self._ledger.refund(self.entry.id, self._clock.now())
+                refunded = self._ledger.refund(self.entry.id, self._clock.now())
             finally:
                 self._held.discard(self.entry.id)
+            if refunded is not None:  # not already refunded (by this call or a sweep)
+                self._metrics.credits_refunded(self._endpoint, self.entry.amount)
 
     def __enter__(self) -> Charge:
         self.reserve()

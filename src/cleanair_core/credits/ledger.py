@@ -14,7 +14,7 @@ from typing import Protocol
 
 import attrs
 
-from cleanair_core.errors import CreditsExhausted
+from cleanair_core.errors import CreditsExhausted, Limit
 
 
 class Billable(StrEnum):
@@ -129,10 +129,14 @@ def check_fits(usage: Usage, amount: int, limits: CreditLimits, at: datetime) ->
     # The month always resets no earlier than the day, so when it blocks it is the answer.
     if month_blocks:
         raise CreditsExhausted(
-            seconds_until(at, next_month_start(at)), "Monthly credit pool exhausted"
+            seconds_until(at, next_month_start(at)),
+            "Monthly credit pool exhausted",
+            Limit.MONTHLY_POOL,
         )
     if day_blocks:
-        raise CreditsExhausted(seconds_until(at, next_day_start(at)), "Daily burst cap exhausted")
+        raise CreditsExhausted(
+            seconds_until(at, next_day_start(at)), "Daily burst cap exhausted", Limit.DAILY_BURST
+        )
 
 
 @attrs.frozen

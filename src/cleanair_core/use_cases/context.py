@@ -12,6 +12,7 @@ from cleanair_core.clock import Clock
 from cleanair_core.credits.charging import HeldCharges
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.keys import TokenKeys
+from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload, inline
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
@@ -38,6 +39,8 @@ class Context:
     held_charges: HeldCharges = attrs.field(factory=HeldCharges)
     #: The air at street-network nodes, kept for every plan of the same hour.
     network_air: NetworkAir = attrs.field(factory=NetworkAir)
+    #: Hears of credits charged and refunded and of plans finished.
+    metrics: Metrics = NO_METRICS
 
     def now(self) -> datetime:
         return self.clock.now()

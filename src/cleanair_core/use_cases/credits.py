@@ -57,7 +57,14 @@ def charge(
         )
 
     return Charge(
-        ctx.store, debit, ctx.policy.credits, ctx.clock, ctx.held_charges, ctx.store_calls
+        ctx.store,
+        debit,
+        ctx.policy.credits,
+        ctx.clock,
+        ctx.held_charges,
+        ctx.store_calls,
+        metrics=ctx.metrics,
+        endpoint=billable,
     )
 
 

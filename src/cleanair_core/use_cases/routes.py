@@ -11,7 +11,7 @@ from cleanair_core.access.connections import Authorized
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType, speed_m_s
 from cleanair_core.air.exposure import EnvironmentType
-from cleanair_core.credits.ledger import Billable
+from cleanair_core.credits.ledger import Billable, cost_of
 from cleanair_core.errors import NotFound, OperatorError, PlanRejected, PlanTooLong, Unprocessable
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.routes import plans
@@ -30,6 +30,7 @@ from cleanair_core.routes.plans import (
     gives_up,
     is_expected_failure,
 )
+from cleanair_core.routes.results import PlanResult
 from cleanair_core.routes.times import as_utc, check_data_window, waypoint_times
 from cleanair_core.use_cases.context import Context
 from cleanair_core.use_cases.credits import charge
@@ -98,6 +99,7 @@ def submit_plan(
     stored = plans.submit(ctx.store, plan, held.debit, ctx.policy.credits)
     if stored.ledger_entry is not None:  # final now that the answer is on its way
         ctx.store.confirm_charge(stored.ledger_entry)
+    ctx.metrics.credits_charged(Billable.ROUTE_PLAN, held.debit.amount)
     return stored.id
 
 
@@ -126,8 +128,9 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
     worker died `max_plan_attempts` times. An unexpected error propagates afterwards for the
     caller to log. The path searches and the store's writes run on the context's offload.
     """
+    started = ctx.now()
     if gives_up(plan, ctx.policy.max_plan_attempts):
-        await ctx.offload(lambda: _fail(ctx, plan, REPEATED_FAILURE_ERROR))
+        await ctx.offload(lambda: _fail(ctx, plan, REPEATED_FAILURE_ERROR, started))
         return
     sources = ctx.sources
     try:
@@ -138,11 +141,11 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
         )
     except Exception as error:
         reason = failure_reason(error)
-        await ctx.offload(lambda: _fail(ctx, plan, reason))
+        await ctx.offload(lambda: _fail(ctx, plan, reason, started))
         if not is_expected_failure(error):
             raise
     else:
-        await ctx.offload(lambda: ctx.store.complete_plan(plan.id, result, ctx.now(), plan.claims))
+        await ctx.offload(lambda: _complete(ctx, plan, result, started))
 
 
 async def work_on_next_plan(ctx: Context) -> Plan | None:
@@ -170,8 +173,19 @@ def prune_plans(ctx: Context) -> int:
     return ctx.store.prune_plans(cutoff)
 
 
-def _fail(ctx: Context, plan: Plan, reason: str) -> None:
-    plans.fail(ctx.store, plan.id, reason, ctx.now(), refund=True, claim=plan.claims)
+def _complete(ctx: Context, plan: Plan, result: PlanResult, started: datetime) -> None:
+    now = ctx.now()
+    if ctx.store.complete_plan(plan.id, result, now, plan.claims):
+        ctx.metrics.plan_finished(PlanStatus.COMPLETED, (now - started).total_seconds())
+
+
+def _fail(ctx: Context, plan: Plan, reason: str, started: datetime) -> None:
+    # Only the worker that finishes the plan reports it: one that lost its claim (another
+    # took the plan over) changed nothing.
+    now = ctx.now()
+    if plans.fail(ctx.store, plan.id, reason, now, refund=True, claim=plan.claims):
+        ctx.metrics.credits_refunded(Billable.ROUTE_PLAN, cost_of(Billable.ROUTE_PLAN))
+        ctx.metrics.plan_finished(PlanStatus.FAILED, (now - started).total_seconds())
 
 
 def save_network(ctx: Context, network: StreetNetwork) -> None:

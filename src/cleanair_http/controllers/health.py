@@ -20,6 +20,10 @@ LIVE_PATH = "/livez"
 READY_PATH = "/readyz"
 #: The paths the access log writes at DEBUG only.
 PROBE_PATHS = frozenset({LIVE_PATH, READY_PATH})
+#: Prometheus scrapes it as often as the probes come (`cleanair_http.metrics`), so the
+#: access log writes it at DEBUG too; named here as the metrics module imports
+#: prometheus_client, which must wait until metrics are on.
+METRICS_PATH = "/metrics"
 
 
 class Health(msgspec.Struct, omit_defaults=True):

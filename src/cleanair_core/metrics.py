@@ -1,0 +1,56 @@
+"""Domain metrics as a port: what the core and its sources tell an operator's monitoring.
+
+The core reports events through `Metrics` and never knows who listens: the HTTP service
+implements it with prometheus_client, an embedder with whatever it monitors with, and
+`NO_METRICS` (the default) drops every event. Nothing passed here names a caller (no token,
+user, connection or address): monitoring systems keep labels for long and show them widely.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Protocol
+
+
+class Upstream(StrEnum):
+    """An outside service the sources call over the network."""
+
+    OPEN_METEO = "open_meteo"
+    ICHNAEA = "ichnaea"
+
+
+class Metrics(Protocol):
+    """One method per event; each must return at once and never raise."""
+
+    def credits_charged(self, endpoint: str, credits: int) -> None:
+        """`credits` were debited for a call of `endpoint` (a `Billable` value)."""
+
+    def credits_refunded(self, endpoint: str, credits: int) -> None:
+        """`credits` debited for a call of `endpoint` were given back (the call failed)."""
+
+    def plan_finished(self, status: str, seconds: float) -> None:
+        """A route plan ended as `status` (`completed` or `failed`) after `seconds` of
+        planning by this process."""
+
+    def upstream_request(self, upstream: Upstream, seconds: float, *, failed: bool) -> None:
+        """One request to `upstream` took `seconds`; `failed` when it gave no usable answer
+        (network error, timeout, an error status, a body that is not the expected one)."""
+
+
+class NoMetrics:
+    """The default `Metrics`: every event is dropped."""
+
+    def credits_charged(self, endpoint: str, credits: int) -> None:
+        pass
+
+    def credits_refunded(self, endpoint: str, credits: int) -> None:
+        pass
+
+    def plan_finished(self, status: str, seconds: float) -> None:
+        pass
+
+    def upstream_request(self, upstream: Upstream, seconds: float, *, failed: bool) -> None:
+        pass
+
+
+NO_METRICS: Metrics = NoMetrics()
