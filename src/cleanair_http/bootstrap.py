@@ -14,8 +14,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, street_level_air
@@ -30,10 +29,12 @@ from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
-from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import SECONDS_PER_DAY, Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("cleanair")
 USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
@@ -204,7 +205,9 @@ def build_sources(
 ) -> Sources:
     """The outside-world adapters the settings choose; each one holding a connection pool is
     registered with `deployment` for closing as it is opened."""
-    # Imported here: only the server needs the adapters, and the CLI starts faster without.
+    # Imported here: only the server needs the adapters (and httpx, Litestar), and the CLI
+    # starts faster without.
+    from cleanair_http.access_log import quiet_upstream_urls
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.ichnaea import IchnaeaGeolocator
@@ -244,4 +247,6 @@ def build_sources(
 
 
 def _http_client() -> httpx.AsyncClient:
+    import httpx
+
     return httpx.AsyncClient(headers={"User-Agent": USER_AGENT}, follow_redirects=False)

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.dose import GUIDELINE_LEVELS
@@ -64,6 +63,12 @@ from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
 from cleanair_core.routes.times import estimated_times
 
+# NumPy is imported by the functions that compute: the operator CLI's commands import this
+# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 #: Alternatives aim at these length budgets over the baseline's length (LARAC).
 LENGTH_BUDGETS = (0.05, 0.10, 0.25)
 #: No alternative is longer than the baseline by more than this share (OSRM and GraphHopper
@@ -85,7 +90,7 @@ MAX_CANDIDATES = 8
 #: Most path searches spent on the frontier per plan.
 MAX_SEARCHES = 24
 
-EdgeIndices = npt.NDArray[np.intp]
+EdgeIndices: TypeAlias = "npt.NDArray[np.intp]"
 
 
 @attrs.frozen
@@ -119,6 +124,8 @@ class PlanGraph:
     @property
     def shortest(self) -> float:
         """The baseline's length, metres."""
+        import numpy as np
+
         return float(self.lengths[np.asarray(self.baseline.edges, dtype=np.int64)].sum())
 
     def search(self, activity: PlanActivityType) -> Search:
@@ -139,6 +146,8 @@ async def plan_graph(
 ) -> PlanGraph:
     """Steps 1-3 of a plan (see the module documentation): snapped ends, the baseline and
     the edge doses. Raises PlanRejected as `plan_routes` does."""
+    import numpy as np
+
     run: Offload = offload or inline
     router = networks.covering([request.start, request.end])
     if router is None:
@@ -246,6 +255,8 @@ def _snap(router: Router, point: Point, activity: PlanActivityType, end: str) ->
 def _ellipse(network: StreetNetwork, start: Point, end: Point, longest: float) -> EdgeIndices:
     """The nodes a route from start to end no longer than `longest` can pass (the sum of
     their straight-line distances to both ends is at most that, plus the snapping reach)."""
+    import numpy as np
+
     lat, lon = network.node_lat, network.node_lon
     inside = (
         distances_m(start.lat, start.lon, lat, lon) + distances_m(end.lat, end.lon, lat, lon)
@@ -267,6 +278,8 @@ async def _node_loads(
     """Per node, the air load at `start_time + seconds` (the earliest a route can reach it:
     straight from the start at the activity's speed); NaN outside `nodes` or without data.
     Rejects the plan when too few nodes have data."""
+    import numpy as np
+
     hours, hour_of_node = hours_reached(start_time, seconds, source.update_interval)
     air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
     # The dose pollutants: those known at every node that knows any.
@@ -285,6 +298,8 @@ async def _node_loads(
 def _edge_doses(network: StreetNetwork, loads: FloatArray) -> FloatArray:
     """Per edge, length x the mean load of its ends (inf where either is unknown): summed
     along a route, proportional to its trapezoid dose."""
+    import numpy as np
+
     mean = (loads[network.edge_from] + loads[network.edge_to]) / 2
     doses: FloatArray = np.where(np.isnan(mean), np.inf, network.edge_length * mean)
     return doses
@@ -302,6 +317,8 @@ async def _candidate(
     hour it is reached in (the plan's node air, so a route in the search's hours asks the
     source nothing). Its dose is then the search's own cost of the route, up to one factor
     for the whole plan, wherever each node is reached in the hour the search assumed."""
+    import numpy as np
+
     nodes = np.asarray(path.nodes, dtype=np.intp)
     points = [network.node(i) for i in path.nodes]
     activity = request.activity.activity
@@ -322,6 +339,8 @@ async def _candidate(
 
 def shared_share(route: Path, other: Path, lengths: FloatArray) -> float:
     """The share of `route`'s length on edges `other` also uses (0..1; 0 for an empty route)."""
+    import numpy as np
+
     edges = np.asarray(route.edges, dtype=np.int64)
     total = float(lengths[edges].sum())
     if total <= 0:
