@@ -51,18 +51,22 @@ def load_or_create_key(path: Path) -> bytes:
     copy of the database alone cannot be used to check guesses.
     """
     try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = generate_key()
-        with contextlib.suppress(FileExistsError):  # another process won the race: use theirs
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(key.hex() + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            return key
-        text = path.read_text().strip()
+        try:
+            text = path.read_text().strip()
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            key = generate_key()
+            with contextlib.suppress(FileExistsError):  # another process won the race
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(key.hex() + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                return key
+            text = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:  # unreadable, a folder, not text: no traceback
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a hex key"
+        raise SettingsError(f"the key file {path} cannot be read: {reason}") from None
     try:
         key = bytes.fromhex(text)
     except ValueError:

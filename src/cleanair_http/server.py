@@ -35,20 +35,20 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     """Serve the API on `host:port` in `workers` processes; the exit status."""
     configure_logging(settings.log_level)
     if workers == 1:
-        return _serve(settings, host, port, None, announce=True)
+        # Bound here, not by uvicorn: a port in use is then one line and exit 1, where
+        # uvicorn logs it among its start-up lines and exits 3 ("try again" in our codes).
+        try:
+            listening = listening_socket(host, port)
+        except OSError as exc:
+            return _cannot_listen(host, port, exc)
+        return _serve(settings, host, port, listening, announce=True)
     # Open (and close) the deployment here first: a bad database or key is then one clear
     # error from this command, not N from its processes. Nothing stays open across the fork.
     open_deployment(settings, with_sources=False).close()
     try:
         listening = listening_socket(host, port)
-    except OSError as exc:  # in use, or not an address of this machine: as one process says
-        print(
-            f"cleanair: cannot listen on {escape_nonprintable(host)}:{port}: "
-            f"{escape_nonprintable(exc.strerror or str(exc))}",
-            file=sys.stderr,
-            flush=True,
-        )
-        return 1
+    except OSError as exc:
+        return _cannot_listen(host, port, exc)
     _banner(settings, host, port, workers=workers)
     children: list[int] = []
     for _ in range(workers):
@@ -86,6 +86,17 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
             failed += 1
             log.error("a serving process ended with an error", extra={"pid": child})
     return 1 if failed else 0
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> int:
+    """The port is in use, or the host no address of this machine: one line, exit 1."""
+    print(
+        f"cleanair: cannot listen on {escape_nonprintable(host)}:{port}: "
+        f"{escape_nonprintable(exc.strerror or str(exc))}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1
 
 
 def _interrupted(signum: int, _: FrameType | None) -> None:
