@@ -351,7 +351,7 @@ def _command(args: argparse.Namespace) -> str:
     return str(args.command) if action is None else f"{args.command} {action}"
 
 
-def check_database(settings: Settings, command: str) -> None:
+def _check_database(settings: Settings, command: str) -> None:
     """Refuse (SettingsError) a command outside `CREATING` when the SQLite database or its
     key file does not exist; for one in `CREATING`, say on stderr what it is about to create,
     by absolute path, and make the folders for it."""
@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        check_database(settings, _command(args))
+        _check_database(settings, _command(args))
         if args.command == "serve":
             from cleanair_http.server import serve
 

@@ -147,6 +147,13 @@ def test_a_database_path_that_is_a_folder(tmp_path: Path) -> None:
     )
 
 
+def test_a_database_name_the_system_refuses(tmp_path: Path) -> None:
+    too_long = tmp_path / ("x" * 300)
+    done = installed(["users", "add", "alice"], CLEANAIR_DATABASE=str(too_long))
+    assert done.returncode == 2
+    assert done.stderr == f"cleanair: {too_long}: File name too long\n"
+
+
 @pytest.mark.parametrize(
     ("make", "reason"),
     [
