@@ -18,6 +18,7 @@
 12.-13. Plans per second with 1 and 2 `cleanair worker` processes over one PostgreSQL
    database, and how soon an idle worker in another process claims a submitted plan
    (`bench/workers.py`).
+14. Operator CLI start-up: whole `cleanair` processes against `python -c pass` (`bench/cli.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -43,7 +44,7 @@ from typing import Any
 import attrs
 from litestar import Litestar, get
 
-from bench import floors, loaded, planning, postgres, quality, workers
+from bench import cli, floors, loaded, planning, postgres, quality, workers
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
@@ -506,6 +507,7 @@ async def main() -> None:
     postgres.main()
     workers.main()
     await served_matrix()
+    cli.main()
 
 
 if __name__ == "__main__":

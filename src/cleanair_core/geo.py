@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
-import numpy as np
-import numpy.typing as npt
+
+# NumPy is imported by the functions that compute: the operator CLI's commands import this
+# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 EARTH_RADIUS_M = 6_371_008.8  # mean radius (IUGG); a sphere is accurate to ~0.5 % here
 
 #: Degrees or metres, one per point or edge.
-FloatArray = npt.NDArray[np.float64]
+FloatArray: TypeAlias = "npt.NDArray[np.float64]"
 
 
 @attrs.frozen
@@ -45,6 +50,8 @@ def distances_m(
     arrays of degrees that broadcast together, so a float against arrays is one point against
     many. The same formula in the same order as `distance_m`; NumPy's sine and cosine may
     differ from the math module's in the last bit."""
+    import numpy as np
+
     phi1, phi2 = np.radians(lat1), np.radians(lat2)
     h = (
         np.sin((phi2 - phi1) / 2.0) ** 2

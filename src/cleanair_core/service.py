@@ -139,12 +139,32 @@ class CleanAir:
     def revoke_connection(self, connection_id: uuid.UUID) -> None:
         access.revoke_connection(self.context, connection_id)
 
+    def users(self) -> list[User]:
+        """Every user, by name."""
+        return access.list_users(self.context)
+
+    def partners(self) -> list[Partner]:
+        """Every partner, active or not, by name."""
+        return access.list_partners(self.context)
+
+    def connections_of_partner(self, name: str) -> list[Connection]:
+        """Every connection of a partner, oldest first, revoked ones included."""
+        return access.connections_of_partner(self.context, name)
+
+    def revoke_partner_connection(self, name: str, connection_id: uuid.UUID) -> None:
+        """Revoke a connection of partner `name`; OperatorError for any other's."""
+        access.revoke_partner_connection(self.context, name, connection_id)
+
     def add_client_label(self, label: str) -> None:
         credits.add_client_label(self.context, label)
 
     def usage_by_label(self, user_name: str) -> dict[str, int]:
         """This month's net credits per attribution label for a user."""
         return credits.usage_by_label(self.context, user_name)
+
+    def partner_usage_by_label(self, partner_name: str) -> dict[str, int]:
+        """This month's net credits per attribution label for a partner's credit pool."""
+        return credits.partner_usage_by_label(self.context, partner_name)
 
     def import_access_points(
         self,

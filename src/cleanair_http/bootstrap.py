@@ -14,8 +14,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, street_level_air
@@ -31,10 +30,12 @@ from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
-from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import SECONDS_PER_DAY, Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("cleanair")
 USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
@@ -51,18 +52,22 @@ def load_or_create_key(path: Path) -> bytes:
     copy of the database alone cannot be used to check guesses.
     """
     try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = generate_key()
-        with contextlib.suppress(FileExistsError):  # another process won the race: use theirs
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(key.hex() + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            return key
-        text = path.read_text().strip()
+        try:
+            text = path.read_text().strip()
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            key = generate_key()
+            with contextlib.suppress(FileExistsError):  # another process won the race
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(key.hex() + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                return key
+            text = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:  # unreadable, a folder, not text: no traceback
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a hex key"
+        raise SettingsError(f"the key file {path} cannot be read: {reason}") from None
     try:
         key = bytes.fromhex(text)
     except ValueError:
@@ -223,7 +228,9 @@ def build_sources(
     """The outside-world adapters the settings choose; each one holding a connection pool is
     registered with `deployment` for closing as it is opened. The remote ones tell `metrics`
     of their requests."""
-    # Imported here: only the server needs the adapters, and the CLI starts faster without.
+    # Imported here: only the server needs the adapters (and httpx, Litestar), and the CLI
+    # starts faster without.
+    from cleanair_http.access_log import quiet_upstream_urls
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.ichnaea import IchnaeaGeolocator
@@ -270,4 +277,6 @@ def build_sources(
 
 
 def _http_client() -> httpx.AsyncClient:
+    import httpx
+
     return httpx.AsyncClient(headers={"User-Agent": USER_AGENT}, follow_redirects=False)

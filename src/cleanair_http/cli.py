@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope, format_scopes
 from cleanair_core.air.wifi_location import (
     IMPORT_BATCH_SIZE,
@@ -43,6 +44,47 @@ def _concurrency(raw: str) -> int:
     return value
 
 
+def _port(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be between 0 and 65535")
+    return value
+
+
+def _add_partner_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    partners = sub.add_parser("partners", help="manage partners").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    partners.add_parser("add", help="add an active partner").add_argument("partner")
+    partners.add_parser("list", help="every partner: name, active, created")
+    issue = partners.add_parser(
+        "issue-token",
+        help="issue a partner token: printed once, on stdout; the connection id on stderr",
+    )
+    issue.add_argument("partner")
+    issue.add_argument("--name", required=True)
+    issue.add_argument("--scope", action="append", required=True, choices=[s.value for s in Scope])
+    partners.add_parser(
+        "deactivate", help="deactivate a partner; its tokens stop working at once"
+    ).add_argument("partner")
+    partners.add_parser(
+        "connections", help="a partner's connections (never the token)"
+    ).add_argument("partner")
+    partner_revoke = partners.add_parser(
+        "revoke", help="revoke one of a partner's connections at once"
+    )
+    partner_revoke.add_argument("partner")
+    partner_revoke.add_argument("connection_id")
+    partner_usage = partners.add_parser(
+        "usage", help="this month's credits of a partner's pool by attribution label"
+    )
+    partner_usage.add_argument("partner")
+    partner_usage.add_argument("--json", action="store_true", help="print {label: credits}")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cleanair",
@@ -53,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="start the HTTP API")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=_port, default=8000, help="0-65535 (0: any free port)")
     serve.add_argument(
         "--workers",
         type=_concurrency,
@@ -74,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     add = users.add_parser("add", help="add a user (premium unless --no-premium)")
     add.add_argument("user")
     add.add_argument("--premium", action=argparse.BooleanOptionalAction, default=True)
+    users.add_parser("list", help="every user: name, premium, created")
     premium = users.add_parser("set-premium", help="turn a user's premium plan on or off")
     premium.add_argument("user")
     premium.add_argument("state", choices=["on", "off"])
@@ -86,17 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     conn_sub.add_parser("list", help="a user's connections (never the token)").add_argument("user")
     conn_sub.add_parser("revoke", help="revoke a connection at once").add_argument("connection_id")
 
-    partners = sub.add_parser("partners", help="manage partners").add_subparsers(
-        dest="action", required=True, metavar="ACTION"
-    )
-    partners.add_parser("add", help="add an active partner").add_argument("partner")
-    issue = partners.add_parser("issue-token", help="issue a partner token (printed once)")
-    issue.add_argument("partner")
-    issue.add_argument("--name", required=True)
-    issue.add_argument("--scope", action="append", required=True, choices=[s.value for s in Scope])
-    partners.add_parser(
-        "deactivate", help="deactivate a partner; its tokens stop working at once"
-    ).add_argument("partner")
+    _add_partner_commands(sub)
 
     clients = sub.add_parser("clients", help="recognised `client` labels").add_subparsers(
         dest="action", required=True, metavar="ACTION"
@@ -193,8 +226,7 @@ def _import_network(core: CleanAir, path: Path, name: str | None) -> None:
     )
 
 
-def _list_connections(core: CleanAir, user: str) -> None:
-    listed = core.connections_of_user(user)  # "no user ..." comes before any header
+def _list_connections(listed: list[Connection]) -> None:
     print("id\tname\tscopes\tcreated\trevoked")
     for c in listed:
         scopes = ",".join(format_scopes(c.scopes))
@@ -202,6 +234,36 @@ def _list_connections(core: CleanAir, user: str) -> None:
         # neither draw over the terminal nor break the table's rows and columns.
         name = escape_nonprintable(c.name)
         print(f"{c.id}\t{name}\t{scopes}\t{_when(c.created_at)}\t{_when(c.revoked_at)}")
+
+
+def _list_users(core: CleanAir) -> None:
+    print("name\tpremium\tcreated")
+    for user in core.users():
+        premium = "on" if user.premium else "off"  # as `users set-premium` takes it
+        print(f"{escape_nonprintable(user.name)}\t{premium}\t{_when(user.created_at)}")
+
+
+def _list_partners(core: CleanAir) -> None:
+    print("name\tactive\tcreated")
+    for partner in core.partners():
+        active = "yes" if partner.active else "no"
+        print(f"{escape_nonprintable(partner.name)}\t{active}\t{_when(partner.created_at)}")
+
+
+def _print_usage(usage: dict[str, int], as_json: bool) -> None:
+    if as_json:
+        # ensure_ascii escapes everything outside printable ASCII, DEL included.
+        print(json.dumps(usage, sort_keys=True))
+    else:
+        for label, credits in sorted(usage.items()):
+            print(f"{escape_nonprintable(label)}\t{credits}")
+
+
+def _connection_id(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise OperatorError("a connection id is a UUID") from None
 
 
 def _list_networks(core: CleanAir) -> None:
@@ -212,24 +274,23 @@ def _list_networks(core: CleanAir) -> None:
         print(f"{name}\t{n.nodes}\t{n.edges}\t{bounds}\t{source}\t{_when(n.imported_at)}")
 
 
-def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - one arm per command
+def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912, PLR0915 - an arm a command
     match args.command, getattr(args, "action", None):
         case "users", "add":
             user = core.add_user(args.user, premium=args.premium)
             plan = "premium" if user.premium else "not premium"
             print(f"added user {escape_nonprintable(user.name)} ({plan})")
+        case "users", "list":
+            _list_users(core)
         case "users", "set-premium":
             core.set_premium(args.user, args.state == "on")
             print(f"premium {args.state} for {escape_nonprintable(args.user)}")
         case "pairing-code", _:
             print(escape_nonprintable(core.create_pairing_code(args.user)))
         case "connections", "list":
-            _list_connections(core, args.user)
+            _list_connections(core.connections_of_user(args.user))
         case "connections", "revoke":
-            try:
-                connection_id = uuid.UUID(args.connection_id)
-            except ValueError:
-                raise OperatorError("a connection id is a UUID") from None
+            connection_id = _connection_id(args.connection_id)
             core.revoke_connection(connection_id)
             print(f"revoked {connection_id}")
         case "partners", "add":
@@ -239,21 +300,32 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - o
             issued = core.issue_partner_token(
                 args.partner, args.name, [Scope(s) for s in args.scope]
             )
+            # The token alone on stdout, as scripts capture it; shown this once, never again.
             print(escape_nonprintable(issued.token))
+            print(
+                f"cleanair: connection {issued.connection.id} (the token is shown only now; "
+                f"revoke it with `cleanair partners revoke {escape_nonprintable(args.partner)} "
+                f"{issued.connection.id}`)",
+                file=sys.stderr,
+            )
         case "partners", "deactivate":
             core.deactivate_partner(args.partner)
             print(f"deactivated partner {escape_nonprintable(args.partner)}")
+        case "partners", "list":
+            _list_partners(core)
+        case "partners", "connections":
+            _list_connections(core.connections_of_partner(args.partner))
+        case "partners", "revoke":
+            connection_id = _connection_id(args.connection_id)
+            core.revoke_partner_connection(args.partner, connection_id)
+            print(f"revoked {connection_id}")
+        case "partners", "usage":
+            _print_usage(core.partner_usage_by_label(args.partner), args.json)
         case "clients", "add":
             core.add_client_label(args.label)
             print(f"recognised client label {escape_nonprintable(args.label)}")
         case "usage", _:
-            usage = core.usage_by_label(args.user)
-            if args.json:
-                # ensure_ascii escapes everything outside printable ASCII, DEL included.
-                print(json.dumps(usage, sort_keys=True))
-            else:
-                for label, credits in sorted(usage.items()):
-                    print(f"{escape_nonprintable(label)}\t{credits}")
+            _print_usage(core.usage_by_label(args.user), args.json)
         case "wifi", "import":
             _import_wifi(core, args.file)
         case "network", "import":
@@ -265,10 +337,63 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912 - o
             print(f"deleted network {escape_nonprintable(args.name)}")
 
 
+#: The commands that may make a new SQLite database and key file (saying so on stderr): what
+#: an operator runs first on a new machine. Every other command refuses when there is none:
+#: run from another folder, the relative default `./var/cleanair.db` would otherwise be a
+#: second, empty database with its own key, whose pairing codes the server answers with 401.
+CREATING = frozenset(
+    {"serve", "worker", "users add", "partners add", "clients add", "wifi import", "network import"}
+)
+
+
+def _command(args: argparse.Namespace) -> str:
+    action = getattr(args, "action", None)
+    return str(args.command) if action is None else f"{args.command} {action}"
+
+
+def _check_database(settings: Settings, command: str) -> None:
+    """Refuse (SettingsError) a command outside `CREATING` when the SQLite database or its
+    key file does not exist; for one in `CREATING`, say on stderr what it is about to create,
+    by absolute path, and make the folders for it."""
+    if settings.uses_postgres or str(settings.database) == ":memory:":
+        return
+    given = Path(settings.database)
+    database = given.absolute()
+    key_file = None if settings.secret_key else settings.key_file.absolute()
+    missing = [f"database {database}"] if not database.exists() else []
+    if key_file is not None and not key_file.exists():
+        missing.append(f"key file {key_file}")
+    if database.is_dir():
+        raise SettingsError(f"CLEANAIR_DATABASE: {database} is a folder, not a database file")
+    if not missing:
+        return
+    where = "" if given.is_absolute() else f" (CLEANAIR_DATABASE is relative to {Path.cwd()})"
+    if command not in CREATING:
+        if database.exists():  # the key alone is missing: the database's tokens depend on it
+            raise SettingsError(
+                f"no key file at {key_file}: the database's tokens and pairing codes cannot "
+                "be checked without the key they were made with; set CLEANAIR_SECRET_KEY_FILE "
+                "to it"
+            )
+        raise SettingsError(
+            f"no database at {database}{where}: run cleanair where its database is or set "
+            "CLEANAIR_DATABASE (`cleanair users add` or `cleanair serve` makes a new one)"
+        )
+    for folder in {database.parent, *([] if key_file is None else [key_file.parent])}:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SettingsError(
+                f"cannot create the folder {folder}: {exc.strerror or exc}"
+            ) from None
+    print(f"cleanair: creating a new {' and '.join(missing)}{where}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
+        _check_database(settings, _command(args))
         if args.command == "serve":
             from cleanair_http.server import serve
 
@@ -290,6 +415,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except StoreUnavailable as exc:
         return _unavailable(exc)
+    except OSError as exc:  # a file the settings name that cannot be made or opened
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(
+            f"cleanair: {escape_nonprintable(where + (exc.strerror or str(exc)))}", file=sys.stderr
+        )
+        return 2
     try:
         _run(deployment.core, args)
     except (OperatorError, ValueError) as exc:

@@ -46,7 +46,13 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     if settings.metrics_port == port:
         return _cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
     if workers == 1:
-        return _serve(settings, host, port, None, announce=True)
+        # Bound here, not by uvicorn: a port in use is then one line and exit 1, where
+        # uvicorn logs it among its start-up lines and exits 3 ("try again" in our codes).
+        try:
+            listening = listening_socket(host, port)
+        except OSError as exc:
+            return _cannot_listen(host, port, exc)
+        return _serve(settings, host, port, listening, announce=True)
     with _shared_metrics(settings):
         return _serve_processes(settings, host, port, workers)
 

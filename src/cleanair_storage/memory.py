@@ -107,6 +107,10 @@ class MemoryStore:
         with self._lock:
             return self._users.get(name)
 
+    def list_users(self) -> list[User]:
+        with self._lock:
+            return [self._users[name] for name in sorted(self._users)]
+
     def set_premium(self, name: str, premium: bool) -> bool:
         with self._lock:
             user = self._users.get(name)
@@ -125,6 +129,10 @@ class MemoryStore:
     def get_partner(self, name: str) -> Partner | None:
         with self._lock:
             return self._partners.get(name)
+
+    def list_partners(self) -> list[Partner]:
+        with self._lock:
+            return [self._partners[name] for name in sorted(self._partners)]
 
     def set_partner_active(self, name: str, active: bool) -> bool:
         with self._lock:

@@ -3,41 +3,80 @@
 from __future__ import annotations
 
 import functools
-
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cleanair_storage.errors import UPGRADE_ADVICE, SchemaTooNew
 
-migrations = Migrations("cleanair")
+# sqlite-utils (which imports NumPy) is imported only when a migration is due: a process
+# opening a database that is up to date, an operator CLI command say, starts without it.
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+#: The sqlite-utils migration set; its applied migrations are rows of `_sqlite_migrations`.
+MIGRATION_SET = "cleanair"
+#: Every migration, in the order applied.
+_MIGRATIONS: list[Callable[[Database], None]] = []
+
+
+def _migration(function: Callable[[Database], None]) -> Callable[[Database], None]:
+    _MIGRATIONS.append(function)
+    return function
 
 
 @functools.cache
+def sqlite_utils_migrations() -> Migrations:
+    """The migrations as a sqlite-utils `Migrations` set (named by their functions)."""
+    from sqlite_utils.migrations import Migrations
+
+    migrations = Migrations(MIGRATION_SET)
+    for function in _MIGRATIONS:
+        migrations()(function)
+    return migrations
+
+
 def migration_names() -> frozenset[str]:
-    """The name of every migration this code knows (on an empty database all are pending)."""
-    return frozenset(migration.name for migration in migrations.pending(Database(memory=True)))
+    """The name of every migration this code knows."""
+    return frozenset(function.__name__ for function in _MIGRATIONS)
 
 
-def migrate(db: Database) -> None:
+def applied_migrations(conn: sqlite3.Connection) -> list[str] | None:
+    """The migrations `conn`'s database records, in the order applied; None when it has no
+    record of any (a new file, or one emptied or replaced)."""
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'"
+    ).fetchone()
+    if found is None:
+        return None
+    rows = conn.execute(
+        "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
+        (MIGRATION_SET,),
+    ).fetchall()
+    return [str(name) for (name,) in rows]
+
+
+def migrate(conn: sqlite3.Connection) -> None:
     """Apply the missing migrations in order. Raises SchemaTooNew, changing nothing, when
-    `db` records a migration this code does not know: a newer release applied it, and
-    sqlite-utils alone would carry on over a schema this code was not written for."""
-    unknown = unknown_migrations(db)
+    the database records a migration this code does not know: a newer release applied it,
+    and sqlite-utils alone would carry on over a schema this code was not written for."""
+    applied = applied_migrations(conn) or []
+    known = migration_names()
+    unknown = [name for name in applied if name not in known]
     if unknown:
         raise SchemaTooNew(
             f"the database holds migrations newer than this cleanair knows "
             f"({', '.join(unknown)}): {UPGRADE_ADVICE}"
         )
-    migrations.apply(db)
+    if set(applied) == known:
+        return
+    from sqlite_utils import Database
+
+    sqlite_utils_migrations().apply(Database(conn))
 
 
-def unknown_migrations(db: Database) -> list[str]:
-    """The migrations recorded in `db` that this code does not know, in the order applied."""
-    known = migration_names()
-    return [applied.name for applied in migrations.applied(db) if applied.name not in known]
-
-
-@migrations()
+@_migration
 def m001_accounts_connections_credits(db: Database) -> None:
     db.execute(
         """
@@ -123,7 +162,7 @@ def m001_accounts_connections_credits(db: Database) -> None:
     )
 
 
-@migrations()
+@_migration
 def m002_access_points(db: Database) -> None:
     # Imported Wi-Fi access points, keyed only by `TokenKeys.hash_bssid` of the normalised
     # BSSID: the database never holds a raw BSSID. WITHOUT ROWID keeps the hash once (the
@@ -139,7 +178,7 @@ def m002_access_points(db: Database) -> None:
     )
 
 
-@migrations()
+@_migration
 def m003_plans_and_street_networks(db: Database) -> None:
     # Route plans as shared work (cleanair_core.routes.plans). `ledger_entry` is the debit a
     # rejected plan refunds. Workers claim the oldest pending plan (plans_claim), and the retention
@@ -194,7 +233,7 @@ def m003_plans_and_street_networks(db: Database) -> None:
     )
 
 
-@migrations()
+@_migration
 def m004_pairing_guesses(db: Database) -> None:
     # The global guess budget (cleanair_core.access.pairing): the keyed hash of each distinct code
     # tried in the last 60 s and when it was last tried. It never holds more than the budget
@@ -208,7 +247,7 @@ def m004_pairing_guesses(db: Database) -> None:
     )
 
 
-@migrations()
+@_migration
 def m005_charge_holds(db: Database) -> None:
     # Debits not yet confirmed (cleanair_core.credits.charging): the answering process renews
     # `until` while it works and deletes the row when the answer goes out; a row whose
@@ -225,14 +264,14 @@ def m005_charge_holds(db: Database) -> None:
     db.execute("CREATE INDEX plans_ledger_entry ON plans (ledger_entry)")
 
 
-@migrations()
+@_migration
 def m006_street_network_traffic(db: Database) -> None:
     # Each edge's estimated motor vehicles a day (StreetNetwork.edge_traffic), for the
     # street-level air. Networks stored before have NULL and load with the class defaults.
     db.execute("ALTER TABLE street_networks ADD COLUMN edge_traffic BLOB")
 
 
-@migrations()
+@_migration
 def m007_plan_claims(db: Database) -> None:
     # The fencing token of a plan's lease (Plan.claims): it counts every claim and, unlike
     # `attempts`, a hand-back never lowers it, so no earlier claim's token comes round again.

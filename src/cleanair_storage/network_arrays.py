@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
-#: Each StreetNetwork array and its element type; stored as raw little-endian bytes, so a
-#: database file reads the same on any machine.
-NETWORK_ARRAYS: tuple[tuple[str, type[np.generic]], ...] = (
-    ("node_lat", np.float64),
-    ("node_lon", np.float64),
-    ("edge_from", np.int32),
-    ("edge_to", np.int32),
-    ("edge_length", np.float64),
-    ("edge_class", np.uint8),
-    ("edge_access", np.uint8),
-    ("edge_traffic", np.float64),
+# NumPy is imported by the functions that convert: the operator CLI opens the store and
+# starts faster without NumPy.
+if TYPE_CHECKING:
+    import numpy as np
+
+#: Each StreetNetwork array and its element type (a NumPy dtype name); stored as raw
+#: little-endian bytes, so a database file reads the same on any machine.
+NETWORK_ARRAYS: tuple[tuple[str, str], ...] = (
+    ("node_lat", "float64"),
+    ("node_lon", "float64"),
+    ("edge_from", "int32"),
+    ("edge_to", "int32"),
+    ("edge_length", "float64"),
+    ("edge_class", "uint8"),
+    ("edge_access", "uint8"),
+    ("edge_traffic", "float64"),
 )
 
 
-def array_bytes(name: str, array: np.ndarray, kind: type[np.generic]) -> bytes:
+def array_bytes(name: str, array: np.ndarray, kind: str) -> bytes:
+    import numpy as np
+
     native = np.dtype(kind)
     if array.ndim != 1 or array.dtype.newbyteorder("=") != native:
         raise ValueError(
@@ -28,7 +35,9 @@ def array_bytes(name: str, array: np.ndarray, kind: type[np.generic]) -> bytes:
     return array.astype(native.newbyteorder("<"), copy=False).tobytes()
 
 
-def array_of(blob: bytes, kind: type[np.generic]) -> np.ndarray:
+def array_of(blob: bytes, kind: str) -> np.ndarray:
+    import numpy as np
+
     # A native, writable copy: numpy can work on it in place, and the blob can be freed.
     native = np.dtype(kind)
     return np.frombuffer(blob, dtype=native.newbyteorder("<")).astype(native)

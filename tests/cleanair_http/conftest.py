@@ -13,8 +13,9 @@ from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app, with_access_log
+from cleanair_http.bootstrap import load_or_create_key
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import Settings
+from cleanair_http.settings import KEY_FILE_NAME, Settings
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
 from support.http import Client, MakeClient
@@ -22,7 +23,21 @@ from support.http import Client, MakeClient
 
 @pytest.fixture
 def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The SQLite file the CLI (run in process) works on, with a fresh key file beside it."""
+    """The SQLite file the CLI (run in process) works on: made, empty, with a fresh key file
+    beside it, as the first `cleanair users add` leaves them (most commands need both)."""
+    path = new_database(tmp_path, monkeypatch)
+    load_or_create_key(path.parent / KEY_FILE_NAME)
+    SqliteStore(path).close()
+    return path
+
+
+@pytest.fixture
+def no_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where CLEANAIR_DATABASE names a SQLite file that does not exist yet, nor its key."""
+    return new_database(tmp_path, monkeypatch)
+
+
+def new_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "var" / "cleanair.db"
     monkeypatch.setenv("CLEANAIR_DATABASE", str(path))
     monkeypatch.delenv("CLEANAIR_SECRET_KEY", raising=False)

@@ -198,6 +198,12 @@ def test_network_list_and_delete_escape_names_and_sources(
         (["connections", "list", f"{HOSTILE}bob"], f"no user {HOSTILE_SHOWN}bob"),
         (["usage", f"{HOSTILE}bob"], f"no user {HOSTILE_SHOWN}bob"),
         (["partners", "deactivate", HOSTILE], f"no partner {HOSTILE_SHOWN}"),
+        (["partners", "connections", HOSTILE], f"no partner {HOSTILE_SHOWN}"),
+        (["partners", "usage", HOSTILE], f"no partner {HOSTILE_SHOWN}"),
+        (
+            ["partners", "revoke", HOSTILE, "00000000-0000-4000-8000-000000000001"],
+            f"no partner {HOSTILE_SHOWN}",
+        ),
         (
             ["partners", "issue-token", HOSTILE, "--name", "n", "--scope", "aq:read"],
             f"no partner {HOSTILE_SHOWN}",

@@ -133,6 +133,7 @@ def test_the_cli_says_the_database_is_unavailable_and_exits_3(
     monkeypatch.setenv("CLEANAIR_DATABASE", str(tmp_path / "cleanair.db"))
     monkeypatch.setattr(bootstrap, "SqliteStore", partial(SqliteStore, busy_timeout=0.05))
     assert cli.main(["users", "add", "alice"]) == 0
+    capsys.readouterr()  # its note of the key file it made
     other_writer.execute("BEGIN IMMEDIATE")
     # Opening the store already needs the write lock (its migrations), so that is where a
     # command finds the database unavailable.

@@ -13,7 +13,7 @@ import pytest
 from sqlite_utils import Database
 
 from cleanair_core.ports import Store
-from cleanair_storage.migrations import migrations
+from cleanair_storage.migrations import sqlite_utils_migrations
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.migrations import migrate
 from cleanair_storage.postgres.schema import MIGRATIONS
@@ -45,7 +45,7 @@ def assert_counts_on(store: Store) -> None:
 def test_sqlite_plans_from_before_claims_start_at_their_attempts(tmp_path: Path) -> None:
     path = tmp_path / "older.db"
     with sqlite3.connect(path) as conn:
-        migrations.apply(Database(conn), stop_before="m007_plan_claims")
+        sqlite_utils_migrations().apply(Database(conn), stop_before="m007_plan_claims")
         at = T0.timestamp()
         conn.execute(INSERT.format("?"), (*ROW, at, at, at))
     conn.close()

@@ -111,6 +111,35 @@ def test_partners(store: Store) -> None:
     assert store.set_partner_active("nobody", False) is False
 
 
+def test_users_are_listed_by_name_in_code_point_order(store: Store) -> None:
+    assert store.list_users() == []
+    # Upper case before lower case, digits first: code point order, whatever the collation.
+    names = ["bob", "Zed", "alice", "0day", "al.ice"]
+    for index, name in enumerate(names):
+        assert store.add_user(User(name, index % 2 == 0, T0 + timedelta(seconds=index)))
+    store.set_premium("bob", False)
+    assert store.list_users() == [
+        User("0day", False, T0 + timedelta(seconds=3)),
+        User("Zed", False, T0 + timedelta(seconds=1)),
+        User("al.ice", True, T0 + timedelta(seconds=4)),
+        User("alice", True, T0 + timedelta(seconds=2)),
+        User("bob", False, T0),
+    ]
+
+
+def test_partners_are_listed_by_name_active_or_not(store: Store) -> None:
+    assert store.list_partners() == []
+    for name in ["globex", "Acme", "acme"]:
+        assert store.add_partner(Partner(name, True, T0))
+    store.set_partner_active("acme", False)
+    assert store.add_user(User("initech", True, T0))  # a user is no partner
+    assert store.list_partners() == [
+        Partner("Acme", True, T0),
+        Partner("acme", False, T0),
+        Partner("globex", True, T0),
+    ]
+
+
 def test_users_and_partners_are_separate_namespaces(store: Store) -> None:
     assert store.add_user(User("shared", False, T0))
     assert store.add_partner(Partner("shared", True, T0))

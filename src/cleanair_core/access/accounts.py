@@ -64,6 +64,9 @@ class AccountStore(Protocol):
 
     def get_user(self, name: str) -> User | None: ...
 
+    def list_users(self) -> list[User]:
+        """Every user, by name (code point order)."""
+
     def set_premium(self, name: str, premium: bool) -> bool:
         """False when no such user."""
 
@@ -71,6 +74,9 @@ class AccountStore(Protocol):
         """Insert; False when a partner of that name exists."""
 
     def get_partner(self, name: str) -> Partner | None: ...
+
+    def list_partners(self) -> list[Partner]:
+        """Every partner, active or not, by name (code point order)."""
 
     def set_partner_active(self, name: str, active: bool) -> bool:
         """False when no such partner."""

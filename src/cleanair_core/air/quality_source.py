@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from cleanair_core.air.pollutants import Concentrations
 from cleanair_core.geo import Point
+
+# NumPy is imported by the functions that compute: the operator CLI's commands import this
+# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 @attrs.frozen

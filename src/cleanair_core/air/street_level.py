@@ -26,17 +26,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.offload import Offload, inline
 
-FloatArray = npt.NDArray[np.float64]
+# NumPy is imported by the functions that compute: the operator CLI's commands import this
+# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+FloatArray: TypeAlias = "npt.NDArray[np.float64]"
 
 
 @attrs.frozen
@@ -107,6 +111,8 @@ def traffic_factor(lon: float, at: datetime) -> float:
 def road_decay(distance_m: FloatArray, effect: TrafficEffect) -> FloatArray:
     """How much of a road's kerb effect reaches `distance_m` from its centre line, before
     normalisation: exp(-d'/L) - exp(-R/L) with d' = sqrt(d² + kerb²), 0 at d' >= R."""
+    import numpy as np
+
     d = np.sqrt(np.square(np.asarray(distance_m, dtype=np.float64)) + KERB_OFFSET_M**2)
     floor = math.exp(-effect.reach_m / effect.decay_m)
     value: FloatArray = np.where(
@@ -118,6 +124,8 @@ def road_decay(distance_m: FloatArray, effect: TrafficEffect) -> FloatArray:
 def straight_road_integral(effect: TrafficEffect, step_m: float = 0.25) -> float:
     """∫ road_decay along a long straight road, seen from its centre line (metres): the
     normalisation that makes such a road of 10,000 vehicles a day give `per_10k_vehicles`."""
+    import numpy as np
+
     s = np.arange(-effect.reach_m, effect.reach_m + step_m, step_m)
     return float(np.trapezoid(road_decay(s, effect), s))
 
@@ -180,6 +188,8 @@ def downscale(
 
 def traffic_factors(lons: FloatArray, at: datetime) -> FloatArray:
     """`traffic_factor` for many longitudes at one time."""
+    import numpy as np
+
     if at.tzinfo is None or at.utcoffset() is None:
         raise ValueError("street-level air needs a timezone-aware datetime (UTC by convention)")
     hour = (at.timestamp() / 3600.0 + np.asarray(lons, dtype=np.float64) / 15.0) % 24.0
@@ -201,6 +211,8 @@ def downscale_rows(
     """`downscale` for many points: `background` has a row per point and a column per
     `SCORED` pollutant (NaN unknown), `local` and `cell_mean` a column per street pollutant,
     `traffic` one factor per point."""
+    import numpy as np
+
     result = np.array(background, dtype=np.float64)
     for index, column in enumerate(_SCORED_COLUMN):
         value = result[:, column]
@@ -250,6 +262,8 @@ class StreetLevelAir:
     def _downscaled(
         self, samples: Sequence[Sample], answers: list[Concentrations]
     ) -> list[Concentrations]:
+        import numpy as np
+
         lats = np.fromiter((s.point.lat for s in samples), dtype=np.float64, count=len(samples))
         lons = np.fromiter((s.point.lon for s in samples), dtype=np.float64, count=len(samples))
         local = self._increments.at(lats, lons)
@@ -268,6 +282,8 @@ class StreetLevelAir:
 
     def _cell_means_of(self, lats: FloatArray, lons: FloatArray) -> FloatArray:
         """Each point's cell mean (a row per point; NaN where the networks miss its cell)."""
+        import numpy as np
+
         means = np.full((lats.size, len(STREET_POLLUTANTS)), np.nan)
         for row, (lat, lon) in enumerate(zip(lats.tolist(), lons.tolist(), strict=True)):
             mean = self._cell_mean(lat, lon)
@@ -307,6 +323,8 @@ class GriddedStreetLevelAir(StreetLevelAir):
     def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
         """See `GriddedAir.air_at_hour`: the background's array, downscaled where a network
         covers a point (the same values `concentrations` gives)."""
+        import numpy as np
+
         lat = np.asarray(lats, dtype=np.float64).reshape(-1)
         lon = np.asarray(lons, dtype=np.float64).reshape(-1)
         air = self._gridded.air_at_hour(lat, lon, hour)

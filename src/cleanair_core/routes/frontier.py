@@ -19,11 +19,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
-import numpy as np
 
 from cleanair_core.routes.network import FloatArray, Path
+
+# NumPy is imported by the functions that compute: the operator CLI's commands import this
+# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+if TYPE_CHECKING:
+    pass
 
 #: Relative improvement below which a λ-search is taken to have found nothing new (rounding).
 _TOLERANCE = 1e-9
@@ -53,6 +58,8 @@ Search = Callable[[FloatArray, float | None], Path | None]
 
 
 def _corner(path: Path, lengths: FloatArray, doses: FloatArray) -> Corner:
+    import numpy as np
+
     edges = np.asarray(path.edges, dtype=np.int64)
     return Corner(path, float(lengths[edges].sum()), float(doses[edges].sum()))
 
@@ -73,6 +80,8 @@ def supported_routes(
     within it. At most `max_searches` searches are made; with fewer, some hull edges may hide
     corners (the routes returned are still supported, each optimal for its own length).
     """
+    import numpy as np
+
     first = _corner(shortest, lengths, doses)
     if not np.isfinite(first.dose):
         return Frontier([first], complete=False)  # no dose to compare with

@@ -17,18 +17,22 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from enum import IntEnum, IntFlag, StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.geo import Point
 
-FloatArray = npt.NDArray[np.float64]
-IndexArray = npt.NDArray[np.int32]
-ByteArray = npt.NDArray[np.uint8]
+# NumPy is imported by the functions that compute: the operator CLI's commands import this
+# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+FloatArray: TypeAlias = "npt.NDArray[np.float64]"
+IndexArray: TypeAlias = "npt.NDArray[np.int32]"
+ByteArray: TypeAlias = "npt.NDArray[np.uint8]"
 
 
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -104,6 +108,8 @@ TRAFFIC_BY_CLASS: dict[RoadClass, float] = {
 
 def traffic_by_class(edge_class: ByteArray) -> FloatArray:
     """`TRAFFIC_BY_CLASS` per edge."""
+    import numpy as np
+
     table = np.zeros(256, dtype=np.float64)
     for road_class, vehicles in TRAFFIC_BY_CLASS.items():
         table[road_class] = vehicles
@@ -133,6 +139,8 @@ class StreetNetwork:
     _edge_traffic: FloatArray | None = attrs.field(default=None, alias="edge_traffic")
 
     def __attrs_post_init__(self) -> None:
+        import numpy as np
+
         traffic = (
             traffic_by_class(self.edge_class)
             if self._edge_traffic is None
@@ -178,6 +186,8 @@ class StreetNetwork:
 
     def usable(self, activity: PlanActivityType) -> npt.NDArray[np.bool_]:
         """Per edge: may `activity` use it in at least one direction."""
+        import numpy as np
+
         wanted = Access.BIKE if activity is PlanActivityType.CYCLING else Access.FOOT
         usable: npt.NDArray[np.bool_] = (self.edge_access & np.uint8(wanted)) != 0
         return usable

@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from datetime import datetime, timedelta
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from cleanair_core.air.point_score import current_hour
 from cleanair_core.air.pollutants import SCORED
@@ -27,6 +25,12 @@ from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sampl
 from cleanair_core.geo import Point
 from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.network import FloatArray, StreetNetwork
+
+# NumPy is imported by the functions that compute: the operator CLI's commands import this
+# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 #: Networks up to this many nodes are asked for all their nodes by the first plan of an hour
 #: (about 0.1 s with the embedded model); larger ones node by node as plans reach them.
@@ -67,6 +71,8 @@ class NetworkAir:
         where unknown) at `hours[hour_of_node[i]]` for node `nodes[i]`; each hour is the start
         of one of the source's update intervals (UTC). A source that computes its values
         (`GriddedAir`) is asked for all missing nodes at once, as arrays, on `offload`."""
+        import numpy as np
+
         result = np.full((nodes.size, len(SCORED)), np.nan)
         for index, hour in enumerate(hours):
             mine = np.flatnonzero(hour_of_node == index)
@@ -83,6 +89,8 @@ class NetworkAir:
         wanted: npt.NDArray[np.intp],
         offload: Offload,
     ) -> FloatArray:
+        import numpy as np
+
         key = (network, source, hour)
         entry = self._hours.get(key)
         if entry is None:
@@ -136,6 +144,8 @@ def hours_reached(
     start: datetime, seconds: FloatArray, interval_s: int
 ) -> tuple[list[datetime], npt.NDArray[np.intp]]:
     """The update intervals that `start + seconds` fall in, and each one's index."""
+    import numpy as np
+
     first = current_hour(start, interval_s)
     step = max(1, interval_s)
     offset = (start - first).total_seconds()

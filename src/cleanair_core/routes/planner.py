@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.dose import GUIDELINE_LEVELS
@@ -65,6 +64,12 @@ from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
 from cleanair_core.routes.times import estimated_times
 
+# NumPy is imported by the functions that compute: the operator CLI's commands import this
+# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 #: Alternatives aim at these length budgets over the baseline's length (LARAC).
 LENGTH_BUDGETS = (0.05, 0.10, 0.25)
 #: No alternative is longer than the baseline by more than this share (OSRM and GraphHopper
@@ -86,7 +91,7 @@ MAX_CANDIDATES = 8
 #: Most path searches spent on the frontier per plan.
 MAX_SEARCHES = 24
 
-EdgeIndices = npt.NDArray[np.intp]
+EdgeIndices: TypeAlias = "npt.NDArray[np.intp]"
 
 
 @attrs.frozen
@@ -120,6 +125,8 @@ class PlanGraph:
     @property
     def shortest(self) -> float:
         """The baseline's length, metres."""
+        import numpy as np
+
         return float(self.lengths[np.asarray(self.baseline.edges, dtype=np.int64)].sum())
 
     def search(self, activity: PlanActivityType) -> Search:
@@ -140,6 +147,8 @@ async def plan_graph(
 ) -> PlanGraph:
     """Steps 1-3 of a plan (see the module documentation): snapped ends, the baseline and
     the edge doses. Raises PlanRejected as `plan_routes` does."""
+    import numpy as np
+
     run: Offload = offload or inline
     router = networks.covering([request.start, request.end])
     if router is None:
@@ -262,6 +271,8 @@ def _earliest_arrivals(
 def _ellipse(network: StreetNetwork, start: Point, end: Point, longest: float) -> EdgeIndices:
     """The nodes a route from start to end no longer than `longest` can pass (the sum of
     their straight-line distances to both ends is at most that, plus the snapping reach)."""
+    import numpy as np
+
     lat, lon = network.node_lat, network.node_lon
     inside = (
         distances_m(start.lat, start.lon, lat, lon) + distances_m(end.lat, end.lon, lat, lon)
@@ -283,6 +294,8 @@ async def _node_loads(
     """Per node, the air load at `start_time + seconds` (the earliest a route can reach it:
     see `_earliest_arrivals`); NaN outside `nodes` or without data.
     Rejects the plan when too few nodes have data."""
+    import numpy as np
+
     hours, hour_of_node = hours_reached(start_time, seconds, source.update_interval)
     air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
     # The dose pollutants: those known at every node that knows any.
@@ -301,6 +314,8 @@ async def _node_loads(
 def _edge_doses(network: StreetNetwork, loads: FloatArray) -> FloatArray:
     """Per edge, length x the mean load of its ends (inf where either is unknown): summed
     along a route, proportional to its trapezoid dose."""
+    import numpy as np
+
     mean = (loads[network.edge_from] + loads[network.edge_to]) / 2
     doses: FloatArray = np.where(np.isnan(mean), np.inf, network.edge_length * mean)
     return doses
@@ -318,6 +333,8 @@ async def _candidate(
     hour it is reached in (the plan's node air, so a route in the search's hours asks the
     source nothing). Its dose is then the search's own cost of the route, up to one factor
     for the whole plan, wherever each node is reached in the hour the search assumed."""
+    import numpy as np
+
     nodes = np.asarray(path.nodes, dtype=np.intp)
     points = [network.node(i) for i in path.nodes]
     activity = request.activity.activity
@@ -338,6 +355,8 @@ async def _candidate(
 
 def shared_share(route: Path, other: Path, lengths: FloatArray) -> float:
     """The share of `route`'s length on edges `other` also uses (0..1; 0 for an empty route)."""
+    import numpy as np
+
     edges = np.asarray(route.edges, dtype=np.int64)
     total = float(lengths[edges].sum())
     if total <= 0:

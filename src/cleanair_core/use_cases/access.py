@@ -83,6 +83,28 @@ def revoke_connection(ctx: Context, connection_id: uuid.UUID) -> None:
         raise OperatorError(f"no active connection {connection_id}")
 
 
+def list_users(ctx: Context) -> list[User]:
+    return ctx.store.list_users()
+
+
+def list_partners(ctx: Context) -> list[Partner]:
+    return ctx.store.list_partners()
+
+
+def connections_of_partner(ctx: Context, name: str) -> list[Connection]:
+    if ctx.store.get_partner(name) is None:
+        raise OperatorError(f"no partner {name}")
+    return ctx.store.connections_of(Owner(OwnerKind.PARTNER, name))
+
+
+def revoke_partner_connection(ctx: Context, name: str, connection_id: uuid.UUID) -> None:
+    """Revoke one of `name`'s connections; an id of another owner's is refused, so a slip
+    of the operator's cannot end a user's connection."""
+    owned = {c.id for c in connections_of_partner(ctx, name) if not c.revoked}
+    if connection_id not in owned or not ctx.store.revoke_connection(connection_id, ctx.now()):
+        raise OperatorError(f"partner {name} has no active connection {connection_id}")
+
+
 # -- API use cases ----------------------------------------------------------------------------
 
 

@@ -27,6 +27,15 @@ def usage_by_label(ctx: Context, user_name: str) -> dict[str, int]:
     return ctx.store.usage_by_label(pool, month_key(ctx.now()))
 
 
+def partner_usage_by_label(ctx: Context, partner_name: str) -> dict[str, int]:
+    """This month's net credits per attribution label drawn from a partner's credit pool
+    (all its connections'), deactivated partners included."""
+    if ctx.store.get_partner(partner_name) is None:
+        raise OperatorError(f"no partner {partner_name}")
+    pool = Owner(OwnerKind.PARTNER, partner_name).key
+    return ctx.store.usage_by_label(pool, month_key(ctx.now()))
+
+
 def enforce_rate_limit(ctx: Context, caller: Caller, rule: RateLimit | None = None) -> None:
     """Count a request of `caller` against `rule` (default: the general request limit)."""
     rule = rule or ctx.policy.requests

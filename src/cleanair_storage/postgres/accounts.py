@@ -25,6 +25,14 @@ class PostgresAccounts(PostgresDatabase):
             ).fetchone()
         return None if row is None else User(row[0], bool(row[1]), row[2])
 
+    def list_users(self) -> list[User]:
+        # COLLATE "C": code point order, as the other adapters, whatever the database's locale.
+        with self._statement() as conn:
+            rows = conn.execute(
+                'SELECT name, premium, created_at FROM users ORDER BY name COLLATE "C"'
+            ).fetchall()
+        return [User(row[0], bool(row[1]), row[2]) for row in rows]
+
     def set_premium(self, name: str, premium: bool) -> bool:
         with self._conn() as conn:
             cur = conn.execute("UPDATE users SET premium = %s WHERE name = %s", (premium, name))
@@ -45,6 +53,13 @@ class PostgresAccounts(PostgresDatabase):
                 "SELECT name, active, created_at FROM partners WHERE name = %s", (name,)
             ).fetchone()
         return None if row is None else Partner(row[0], bool(row[1]), row[2])
+
+    def list_partners(self) -> list[Partner]:
+        with self._statement() as conn:
+            rows = conn.execute(
+                'SELECT name, active, created_at FROM partners ORDER BY name COLLATE "C"'
+            ).fetchall()
+        return [Partner(row[0], bool(row[1]), row[2]) for row in rows]
 
     def set_partner_active(self, name: str, active: bool) -> bool:
         with self._conn() as conn:

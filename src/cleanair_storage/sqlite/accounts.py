@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cleanair_core.access.accounts import Partner, User
-from cleanair_storage.sqlite.database import SqliteDatabase, instant_or_none, timestamp
+from cleanair_storage.sqlite.database import SqliteDatabase, instant, instant_or_none, timestamp
 
 
 class SqliteAccounts(SqliteDatabase):
@@ -26,6 +26,11 @@ class SqliteAccounts(SqliteDatabase):
         )
         return None if row is None else User(row[0], bool(row[1]), instant_or_none(row[2]))  # type: ignore[arg-type]
 
+    def list_users(self) -> list[User]:
+        # BINARY collation: UTF-8 byte order, which is code point order.
+        rows = self._read().execute("SELECT name, premium, created_at FROM users ORDER BY name")
+        return [User(row[0], bool(row[1]), instant(row[2])) for row in rows]
+
     def set_premium(self, name: str, premium: bool) -> bool:
         with self._write() as conn:
             cur = conn.execute("UPDATE users SET premium = ? WHERE name = ?", (int(premium), name))
@@ -47,6 +52,10 @@ class SqliteAccounts(SqliteDatabase):
             .fetchone()
         )
         return None if row is None else Partner(row[0], bool(row[1]), instant_or_none(row[2]))  # type: ignore[arg-type]
+
+    def list_partners(self) -> list[Partner]:
+        rows = self._read().execute("SELECT name, active, created_at FROM partners ORDER BY name")
+        return [Partner(row[0], bool(row[1]), instant(row[2])) for row in rows]
 
     def set_partner_active(self, name: str, active: bool) -> bool:
         with self._write() as conn:

@@ -24,11 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ParamSpec, Self, TypeVar
 
-from sqlite_utils import Database
-
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
 from cleanair_core.offload import WouldBlock, waiting_allowed
-from cleanair_storage.migrations import migrate, migration_names, migrations
+from cleanair_storage.migrations import applied_migrations, migrate, migration_names
 
 BUSY_TIMEOUT_MS = 10_000
 #: The WAL is cut back to this size when it restarts after a checkpoint: without a limit it
@@ -216,21 +214,14 @@ class SqliteDatabase:
     def _migrate(self) -> None:
         # Several processes may start at once: the write lock makes one of them migrate.
         with self._write() as conn:
-            migrate(Database(conn))
+            migrate(conn)
 
     def schema_is_current(self) -> bool:
         """Whether the applied migrations are exactly those this code knows. A reader's query,
         so a write lock another process holds (a CLI import) does not make it wait."""
-        conn = self._read()
-        found = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'"
-        ).fetchone()
-        if found is None:  # a file emptied or replaced since this process migrated it
-            return False
-        applied = conn.execute(
-            "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", (migrations.name,)
-        ).fetchall()
-        return {str(name) for (name,) in applied} == migration_names()
+        applied = applied_migrations(self._read())
+        # None: a file emptied or replaced since this process migrated it
+        return applied is not None and set(applied) == migration_names()
 
     def close(self) -> None:
         """Stop the checkpoint thread and close every connection (the last connection of the

@@ -6,8 +6,6 @@ import contextlib
 import sqlite3
 import time
 
-import numpy as np
-
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.offload import WouldBlock
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
@@ -80,15 +78,15 @@ class SqliteStreetNetworks(SqliteDatabase):
         return [
             StreetNetwork(
                 name=row[0],
-                node_lat=array_of(row[3], np.float64),
-                node_lon=array_of(row[4], np.float64),
-                edge_from=array_of(row[5], np.int32),
-                edge_to=array_of(row[6], np.int32),
-                edge_length=array_of(row[7], np.float64),
-                edge_class=array_of(row[8], np.uint8),
-                edge_access=array_of(row[9], np.uint8),
+                node_lat=array_of(row[3], "float64"),
+                node_lon=array_of(row[4], "float64"),
+                edge_from=array_of(row[5], "int32"),
+                edge_to=array_of(row[6], "int32"),
+                edge_length=array_of(row[7], "float64"),
+                edge_class=array_of(row[8], "uint8"),
+                edge_access=array_of(row[9], "uint8"),
                 # NULL: stored before traffic was recorded; the class defaults stand in.
-                edge_traffic=None if row[10] is None else array_of(row[10], np.float64),
+                edge_traffic=None if row[10] is None else array_of(row[10], "float64"),
                 source=row[1],
                 imported_at=instant_or_none(row[2]),
             )

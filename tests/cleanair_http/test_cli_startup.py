@@ -1,0 +1,77 @@
+"""The operator CLI's store-only commands start without the server's heavy libraries.
+
+Litestar, httpx, NumPy and sqlite-utils take most of a second to import; a command that only
+reads or writes the database needs none of them. Timing is measured by `make bench`; these
+tests check the structural fact behind it, in a fresh interpreter (this one has them all).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: Imported only by `serve`, `worker` and the commands that compute (network import).
+HEAVY = ("litestar", "httpx", "numpy", "sqlite_utils", "uvicorn", "psycopg")
+
+PROBE = """
+import json, sys
+from cleanair_http.cli import main
+codes = [main(argv) for argv in json.loads(sys.argv[1])]
+heavy = sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)
+print(json.dumps({"codes": codes, "heavy": heavy}))
+"""
+
+
+def run_probe(database: Path, *commands: list[str]) -> dict[str, list[object]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANAIR_")}
+    env["CLEANAIR_DATABASE"] = str(database)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(commands), json.dumps(HEAVY)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    result: dict[str, list[object]] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+@pytest.fixture
+def existing_database(tmp_path: Path) -> Path:
+    """A database that is already migrated, as an operator's normally is."""
+    path = tmp_path / "cleanair.db"
+    assert run_probe(path, ["users", "add", "alice"])["codes"] == [0]
+    return path
+
+
+def test_store_only_commands_import_no_heavy_library(existing_database: Path) -> None:
+    result = run_probe(
+        existing_database,
+        ["users", "add", "bob"],
+        ["users", "list"],
+        ["pairing-code", "alice"],
+        ["connections", "list", "alice"],
+        ["partners", "add", "acme"],
+        ["partners", "list"],
+        ["partners", "connections", "acme"],
+        ["partners", "usage", "acme"],
+        ["usage", "alice"],
+        ["network", "list"],
+    )
+    assert result == {"codes": [0] * 10, "heavy": []}
+
+
+def test_help_imports_no_heavy_library(tmp_path: Path) -> None:
+    probe = "import sys\nfrom cleanair_http.cli import _parser\n_parser()\n" + (
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
