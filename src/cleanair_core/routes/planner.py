@@ -259,6 +259,8 @@ def _earliest_arrivals(
     shortest path's length from `origin`, which is how far every route of this plan that takes
     that path has come (the baseline included, all of whose nodes it reaches so). Beyond
     `longest` no route within the detour limit passes: the straight line stands in."""
+    import numpy as np
+
     along = router.lengths_from(origin, activity, longest)[nodes]
     here = router.network.node(origin)
     straight = distances_m(
