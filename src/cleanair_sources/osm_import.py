@@ -31,7 +31,8 @@ Each kept way gets an estimate (`traffic_of_way`), where no counts exist (docs/s
    tabulates them, day + evening + night vehicles: motorway 37,290, trunk 23,914, primary
    8,905, secondary 2,000, tertiary 1,000, residential and unclassified 500, living_street and
    service 250; a `_link` road takes its road's class, as in GeoClimate; our choices: road 500
-   (as unclassified), paths 0.
+   (as unclassified: the OpenStreetMap wiki defines `highway=road` as a road of unknown
+   classification, to be retagged once surveyed), paths 0.
 2. A one-way way carries half, as GeoClimate splits a one-way section's flow (a dual
    carriageway is drawn as two one-way ways, each with one direction's traffic):
    `oneway=yes|true|1|-1|reverse`, roundabouts and motorways.

@@ -474,8 +474,10 @@ def test_in_one_cams_cell_a_busy_kerb_and_a_quiet_block_differ_as_studies_report
     # NO2: street / background contrasts of 1.09-3.16 across 36 European areas (Cyrys 2012).
     ratio = at_kerb[Pollutant.NO2] / in_block[Pollutant.NO2]  # type: ignore[operator]
     assert 1.1 <= ratio <= 3.2
-    # PM2.5 mass: about 1.1x at a busy kerb, barely any gradient (Karner 2010).
-    assert 1.0 < at_kerb[Pollutant.PM25] / cams[Pollutant.PM25] <= 1.25  # type: ignore[operator]
+    # PM mass (PM2.5 and PM10): "only about 10-30% higher" at the most exposed sites than at
+    # the least exposed (Janssen et al. 2008, HEPMEAP), far below NO2's contrast.
+    for pm in (Pollutant.PM25, Pollutant.PM10):
+        assert 1.1 <= at_kerb[pm] / in_block[pm] <= 1.3, pm  # type: ignore[operator]
     assert at_kerb[Pollutant.O3] < in_block[Pollutant.O3]  # type: ignore[operator]
 
 
