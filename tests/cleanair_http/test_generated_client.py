@@ -381,3 +381,17 @@ def test_rate_limits_answer_429_with_retry_after(
     for response in responses:
         assert parsed(response, 429, errors).detail
         assert int(response.headers["Retry-After"]) > 0
+
+
+def test_an_unavailable_source_is_a_503(
+    api: ModuleType, core: CleanAir, clock: ManualClock
+) -> None:
+    models = api.models
+    failing = Sources(FakeSource(fail=True), FakeGeolocator(None), FakeIp(), FakeNamer())
+    outage = CleanAir(core.store, core.keys, core.policy, clock, sources=failing)
+    with TestClient(create_app(outage, Settings(plan_workers=0))) as http:
+        token = redeem(api, http, outage).token
+        response = operation(api, SCORE).sync_detailed(
+            client=caller(api, http, token), body=models.ScoreRequest(lat=60.17, lon=24.94)
+        )
+    assert parsed(response, 503, models.ErrorResponse).detail
