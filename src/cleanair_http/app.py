@@ -22,7 +22,7 @@ from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, re
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
-from cleanair_http.openapi import drop_framework_400s, openapi_config
+from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
 from cleanair_http.upkeep import charge_upkeep
@@ -116,7 +116,7 @@ def create_app(
         logging_config=None,
         debug=False,
     )
-    drop_framework_400s(app)
+    finish_document(app)
     return app
 
 

@@ -1,12 +1,30 @@
-"""OpenAPI: the real statuses of each endpoint, the bearer scheme, version 1.0.0."""
+"""OpenAPI: the real statuses of each endpoint, the bearer scheme, version 1.0.0; the
+document and its Swagger UI page under /schema, served without any other host."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from litestar import Litestar
+from litestar import Litestar, Request, Router, get
+from litestar.datastructures import CacheControlHeader
+from litestar.exceptions import NotFoundException
 from litestar.openapi import OpenAPIConfig, ResponseSpec
-from litestar.openapi.spec import Components, SecurityScheme
+from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, YamlRenderPlugin
+from litestar.openapi.spec import (
+    Components,
+    Example,
+    OpenAPIHeader,
+    OpenAPIResponse,
+    OpenAPIType,
+    Operation,
+    Reference,
+    RequestBody,
+    Schema,
+    SecurityScheme,
+)
+from litestar.params import FromPath
+from litestar.response import File
+from swagger_ui_bundle import swagger_ui_path
 
 from cleanair_http.schemas import ErrorResponse
 
@@ -42,7 +60,71 @@ def error_responses(*statuses: int, **descriptions: str) -> dict[int, ResponseSp
     }
 
 
+SCHEMA_PATH = "/schema"
+#: Swagger UI's files, from the swagger-ui-bundle-v2 package rather than a CDN, under
+#: /schema: outside /v1 and, like the document, served without a token.
+SWAGGER_ASSETS_PATH = f"{SCHEMA_PATH}/assets/swagger-ui"
+
+
+class OfflineSwagger(SwaggerRenderPlugin):
+    """Swagger UI from the service's own files. Swagger UI would ask validator.swagger.io
+    for a badge were the document ever loaded by URL: the online validator is switched off so
+    that the page never reaches another host whatever its configuration."""
+
+    _ANCHOR = b"dom_id: '#swagger-container',"
+
+    def __init__(self) -> None:
+        super().__init__(
+            js_url=f"{SWAGGER_ASSETS_PATH}/swagger-ui-bundle.js",
+            css_url=f"{SWAGGER_ASSETS_PATH}/swagger-ui.css",
+            standalone_preset_js_url=f"{SWAGGER_ASSETS_PATH}/swagger-ui-standalone-preset.js",
+            favicon=(
+                f"<link rel='icon' type='image/png' href='{SWAGGER_ASSETS_PATH}/favicon-32x32.png'>"
+            ),
+            path="/swagger",
+        )
+
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        page = super().render(request, openapi_schema)
+        # Litestar's template offers no option for it; its tests fail if the anchor moves.
+        if self._ANCHOR not in page:
+            raise RuntimeError("Litestar's Swagger UI template changed: no dom_id to anchor on")
+        return page.replace(self._ANCHOR, self._ANCHOR + b" validatorUrl: 'none',", 1)
+
+
+#: The files the page loads (and their source maps, which a browser's tools ask for). Not the
+#: whole folder: its index.html and swagger-initializer.js open a demo document on another host.
+SWAGGER_FILES = {
+    name: media_type
+    for stem, media_type in (
+        ("swagger-ui-bundle.js", "text/javascript"),
+        ("swagger-ui-standalone-preset.js", "text/javascript"),
+        ("swagger-ui.css", "text/css"),
+    )
+    for name, media_type in ((stem, media_type), (f"{stem}.map", "application/json"))
+} | {"favicon-32x32.png": "image/png", "favicon-16x16.png": "image/png"}
+
+
+@get(
+    f"{SWAGGER_ASSETS_PATH.removeprefix(SCHEMA_PATH)}/{{name:str}}",
+    include_in_schema=False,
+    # The files change only with the package: a day's caching spares every page view 2 MB,
+    # and an upgrade shows within a day.
+    cache_control=CacheControlHeader(public=True, max_age=86400),
+)
+async def swagger_asset(name: FromPath[str]) -> File:
+    media_type = SWAGGER_FILES.get(name)
+    if media_type is None:
+        raise NotFoundException()
+    # Streamed in chunks by Litestar's async file I/O: the event loop never waits on the disk.
+    return File(swagger_ui_path / name, media_type=media_type, content_disposition_type="inline")
+
+
 def openapi_config() -> OpenAPIConfig:
+    """The document at /schema/openapi.json (and .yaml), Swagger UI at /schema and
+    /schema/swagger. Litestar's other pages (ReDoc, Elements, RapiDoc) load their scripts
+    and fonts from CDNs and no maintained Python package ships them, so they are off: a page
+    that is blank offline is worse than none."""
     return OpenAPIConfig(
         title="cleanair",
         version="1.0.0",
@@ -50,20 +132,136 @@ def openapi_config() -> OpenAPIConfig:
         components=Components(
             security_schemes={BEARER: SecurityScheme(type="http", scheme="bearer")}
         ),
-        path="/schema",
+        path=SCHEMA_PATH,
+        openapi_router=Router(SCHEMA_PATH, route_handlers=[swagger_asset], include_in_schema=False),
+        render_plugins=[OfflineSwagger(), JsonRenderPlugin(), YamlRenderPlugin()],
         create_examples=False,
         use_handler_docstrings=True,
     )
 
 
-def drop_framework_400s(app: Litestar) -> None:
-    """Litestar documents a 400 for every handler with a body; ours answer 422 instead."""
+#: The contract's words for its enumerations. Litestar would take the Python enum's docstring
+#: (notes for this code's readers), or the description of the first field typed with it.
+ENUM_DESCRIPTIONS = {
+    "ActivityType": "The activity during the exposure: it sets the breathing rate and, for a "
+    "route without times, the speed",
+    "EnvironmentType": "Where the air is breathed",
+    "PlanActivityType": "How a planned route is travelled",
+    "PlanRouteStatus": "A route plan's state: `pending` until the planner finishes, then "
+    "`completed` (with a result) or `failed` (with an error)",
+}
+
+RETRY_AFTER = OpenAPIHeader(
+    description="Seconds until the window that refused the call resets",
+    required=True,
+    schema=Schema(type=OpenAPIType.INTEGER, minimum=0),
+)
+
+#: Example bodies, by the name of the request's schema (its struct).
+REQUEST_EXAMPLES: dict[str, dict[str, Example]] = {
+    "RedeemPairingCode": {
+        "pairing": Example(
+            summary="A code shown in the companion app",
+            value={"code": "123456", "name": "Kitchen display"},
+        )
+    },
+    "ScoreRequest": {
+        "coordinates": Example(
+            summary="A point by its coordinates",
+            value={"lat": 60.1699, "lon": 24.9384, "client": "kitchen-display"},
+        ),
+        "wifi": Example(
+            summary="A point by a Wi-Fi scan, strongest first",
+            value={
+                "wifi": [
+                    {"mac": "02:1a:2b:3c:4d:5e", "rssi": -48},
+                    {"mac": "02:1a:2b:3c:4d:5f", "rssi": -63},
+                ]
+            },
+        ),
+    },
+    "ForecastRequest": {
+        "day": Example(
+            summary="A day's hourly forecast for a run",
+            value={
+                "latitude": 60.1699,
+                "longitude": 24.9384,
+                "date": "2026-11-25",
+                "timezone": "Europe/Helsinki",
+                "activity_type": "running_outdoor",
+            },
+        )
+    },
+    "EnrichRouteRequest": {
+        "planned": Example(
+            summary="A walk to come: times from the start time and walking speed",
+            value={
+                "waypoints": [
+                    {"lat": 60.1699, "lon": 24.9384},
+                    {"lat": 60.1720, "lon": 24.9410},
+                ],
+                "start_time": "2026-11-25T08:00:00Z",
+                "activity_type": "walking",
+            },
+        ),
+        "recorded": Example(
+            summary="A recorded ride: a time on every waypoint",
+            value={
+                "waypoints": [
+                    {"lat": 60.1699, "lon": 24.9384, "time": "2026-11-24T07:30:00Z"},
+                    {"lat": 60.1750, "lon": 24.9450, "time": "2026-11-24T07:33:00Z"},
+                ],
+                "activity_type": "cycling",
+                "environment_type": "outdoor",
+            },
+        ),
+    },
+    "PlanRouteRequest": {
+        "walk": Example(
+            summary="Cleaner walking routes across town",
+            value={
+                "start": {"latitude": 60.1699, "longitude": 24.9384},
+                "end": {"latitude": 60.1841, "longitude": 24.9503},
+                "activity_type": "walking",
+            },
+        )
+    },
+}
+
+
+def finish_document(app: Litestar) -> None:
+    """What Litestar cannot be told where the endpoints are declared: the 400s it documents
+    for every body (ours answer 422) go, every 429 declares Retry-After, each request body
+    gets examples, each enumeration the contract's description."""
     schema = app.openapi_schema
     for path_item in (schema.paths or {}).values():
         for method in ("get", "post", "put", "patch", "delete"):
-            operation: Any = getattr(path_item, method, None)
-            if operation is None or not operation.responses:
+            operation: Operation | None = getattr(path_item, method, None)
+            if operation is None:
                 continue
-            response = operation.responses.get("400")
-            if response is not None and "Bad request syntax" in (response.description or ""):
-                del operation.responses["400"]
+            _finish_operation(operation)
+    components = schema.components.schemas or {}
+    for name, description in ENUM_DESCRIPTIONS.items():
+        component = components.get(name)
+        if isinstance(component, Schema):
+            # A field's own description or default may have leaked onto the shared component.
+            component.description = description
+            component.default = None
+            component.examples = None
+
+
+def _finish_operation(operation: Operation) -> None:
+    for status, response in list((operation.responses or {}).items()):
+        if not isinstance(response, OpenAPIResponse):
+            continue
+        if status == "400" and "Bad request syntax" in (response.description or ""):
+            del operation.responses[status]  # type: ignore[union-attr]
+        elif status == "429":
+            response.headers = {**(response.headers or {}), "Retry-After": RETRY_AFTER}
+    body = operation.request_body
+    if not isinstance(body, RequestBody):
+        return
+    for media in body.content.values():
+        if isinstance(media.schema, Reference):
+            name = media.schema.ref.rsplit("/", 1)[-1]
+            media.examples = dict(REQUEST_EXAMPLES.get(name, {})) or None

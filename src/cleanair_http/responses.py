@@ -28,7 +28,7 @@ DOSE_DECIMALS = 6
 def connection(issued: IssuedConnection) -> schemas.Connection:
     """A redeemed pairing code's connection, with its raw token (shown only here)."""
     return schemas.Connection(
-        connection_id=str(issued.connection.id),
+        connection_id=issued.connection.id,
         name=issued.connection.name,
         scopes=format_scopes(issued.connection.scopes),
         token=issued.token,
@@ -122,10 +122,12 @@ def plan_result(result: PlanResult) -> schemas.PlanResult:
 
 
 def plan_submitted(plan_id: uuid.UUID) -> schemas.PlanSubmitted:
-    return schemas.PlanSubmitted(request_id=str(plan_id))
+    return schemas.PlanSubmitted(request_id=plan_id)
 
 
 def plan_poll(plan: Plan) -> schemas.PlanPollResponse:
     """A poll's answer: the status, the result once completed, the error once failed."""
     result = None if plan.result is None else plan_result(plan.result)
-    return schemas.PlanPollResponse(status=plan.status.value, result=result, error=plan.error)
+    return schemas.PlanPollResponse(
+        status=schemas.PlanRouteStatus(plan.status.value), result=result, error=plan.error
+    )

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, get, post
-from litestar.params import FromPath, JSONBody
+from litestar.params import JSONBody, PathParameter
 
 from cleanair_core.access.scopes import Scope
 from cleanair_core.errors import Unprocessable
@@ -77,7 +77,13 @@ async def submit_plan(
     ),
 )
 async def poll_plan(
-    request: Request[Any, Any, Any], request_id: FromPath[str]
+    request: Request[Any, Any, Any],
+    # Checked here rather than typed uuid.UUID: Litestar would answer a malformed id with
+    # 400, the contract says 422; the document still says what is expected.
+    request_id: Annotated[
+        str,
+        PathParameter(format="uuid", description="The request_id the plan was submitted with"),
+    ],
 ) -> schemas.PlanPollResponse:
     """The plan's status, its result once `completed`, or its error once `failed`. Free, and
     open to any connection of the owning user, premium or not."""

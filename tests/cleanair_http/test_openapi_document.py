@@ -1,0 +1,126 @@
+"""The served OpenAPI document says what the contract says, precisely enough to generate a
+client from: enums, uuid formats, Retry-After on every 429, a description on every field and
+an example for every request body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from cleanair_core import CleanAir
+from cleanair_http import schemas
+from cleanair_http.errors import VALIDATION_FAILED
+from support.http import Client, bearer, pair
+
+Document = dict[str, Any]
+
+
+@pytest.fixture
+def document(client: Client) -> Document:
+    served: Document = client.get("/schema/openapi.json").json()
+    return served
+
+
+def _operations(document: Document) -> list[tuple[str, str, Document]]:
+    return [
+        (path, method, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    ]
+
+
+def _component(document: Document, ref: str) -> Document:
+    schema: Document = document["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return schema
+
+
+def test_a_plan_polls_status_is_the_contracts_enum(document: Document) -> None:
+    poll = _component(document, "PlanPollResponse")
+    assert "status" in poll["required"]
+    (status_ref,) = poll["properties"]["status"]["allOf"]
+    status = _component(document, status_ref["$ref"])
+    assert status["type"] == "string"
+    assert status["enum"] == ["pending", "completed", "failed"]
+    assert status["title"] == "PlanRouteStatus"
+
+
+def test_ids_and_the_request_id_parameter_are_uuids(document: Document) -> None:
+    connection = _component(document, "Connection")["properties"]["connection_id"]
+    submitted = _component(document, "PlanSubmitted")["properties"]["request_id"]
+    assert connection["type"] == submitted["type"] == "string"
+    assert connection["format"] == submitted["format"] == "uuid"
+    (parameter,) = document["paths"]["/v1/routes/{request_id}"]["get"]["parameters"]
+    assert (parameter["name"], parameter["in"], parameter["required"]) == (
+        "request_id",
+        "path",
+        True,
+    )
+    assert parameter["schema"] == {
+        "type": "string",
+        "format": "uuid",
+        "description": parameter["description"],
+    }
+
+
+def test_every_429_declares_retry_after(document: Document) -> None:
+    operations = _operations(document)
+    assert len(operations) == 7
+    for path, method, operation in operations:
+        # The contract: any endpoint may be rate limited, and any 429 carries Retry-After.
+        too_many = operation["responses"]["429"]
+        header = too_many["headers"]["Retry-After"]
+        assert header["required"] is True, (path, method)
+        assert header["schema"]["type"] == "integer", (path, method)
+        assert header["description"], (path, method)
+
+
+def test_every_field_and_enum_has_a_description(document: Document) -> None:
+    components = document["components"]["schemas"]
+    assert len(components) >= 24
+    for name, schema in components.items():
+        if "enum" in schema:
+            assert schema.get("description"), name
+            # A field's default would otherwise leak onto the shared enumeration.
+            assert "default" not in schema, name
+            continue
+        assert schema["properties"], name
+        for field, definition in schema["properties"].items():
+            assert definition.get("description"), f"{name}.{field}"
+    assert "83" not in components["ActivityType"]["description"]  # no notes for our readers
+
+
+def test_every_operation_parameter_and_response_is_described(document: Document) -> None:
+    for path, method, operation in _operations(document):
+        assert operation["summary"], (path, method)
+        assert operation["description"], (path, method)
+        for status, response in operation["responses"].items():
+            assert response["description"], (path, method, status)
+        for parameter in operation.get("parameters", []):
+            assert parameter["description"], (path, method, parameter["name"])
+
+
+def test_every_request_body_has_examples_the_api_accepts(
+    core: CleanAir, client: Client, document: Document
+) -> None:
+    token = pair(core, client)
+    bodies = 0
+    for path, method, operation in _operations(document):
+        if "requestBody" not in operation:
+            continue
+        bodies += 1
+        media = operation["requestBody"]["content"]["application/json"]
+        struct = getattr(schemas, media["schema"]["$ref"].rsplit("/", 1)[-1])
+        assert media["examples"], path
+        for name, example in media["examples"].items():
+            assert example["summary"], (path, name)
+            # The example is a valid body: it decodes as the request, and the API does not
+            # refuse it as invalid (it may refuse the code, a day outside the window or a
+            # scan the test's geolocator cannot place).
+            msgspec.json.decode(msgspec.json.encode(example["value"]), type=struct)
+            response = client.request(
+                method.upper(), path, json=example["value"], headers=bearer(token)
+            )
+            assert response.json().get("detail") != VALIDATION_FAILED, (path, name)
+    assert bodies == 5
