@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Awaitable, Callable
 from types import FrameType
 
 import uvicorn
@@ -25,6 +26,7 @@ from cleanair_http.access_log import configure_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
+from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
 from cleanair_http.terminal import escape_nonprintable
 
@@ -147,15 +149,37 @@ def _serve(
         forwarded_allow_ips=[],  # and, were it ever turned on, trust nobody
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
     )
+    worker = app.state.get("plan_worker")
+    server = _Server(config, worker.stop if isinstance(worker, PlanWorker) else None)
     try:
         # A shared socket is handed over as the socket object: uvicorn's own `fd` option
         # rebuilds it as a UNIX socket, and TCP connections would lose TCP_NODELAY.
-        uvicorn.Server(config).run(sockets=None if listening is None else [listening])
+        server.run(sockets=None if listening is None else [listening])
     except KeyboardInterrupt:
         pass  # SIGINT ends the server gracefully (as `uvicorn.run` treats it): no traceback
     finally:
         deployment.close()  # whatever the app's shutdown has not closed (it never started, say)
     return 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopping the plan worker the moment shutdown begins.
+
+    uvicorn runs the app's lifespan shutdown only once every open connection has ended (a
+    request waiting on a slow upstream, say): until then the runners would go on working on
+    plans and claiming new ones, which a service manager that kills the process meanwhile
+    leaves to wait out their leases."""
+
+    def __init__(
+        self, config: uvicorn.Config, stop_planning: Callable[[], Awaitable[None]] | None
+    ) -> None:
+        super().__init__(config)
+        self._stop_planning = stop_planning
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._stop_planning is not None:
+            await self._stop_planning()
+        await super().shutdown(sockets)
 
 
 def _banner(settings: Settings, host: str, port: int, *, workers: int) -> None:

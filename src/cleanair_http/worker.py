@@ -44,6 +44,9 @@ def work(settings: Settings, concurrency: int) -> int:
             async with worker.running():
                 async for received in signals:
                     log.info("plan worker stopping", extra={"signal": received.name})
+                    # Plans in progress are handed back now, without waiting for a path
+                    # search still running in its thread.
+                    await worker.stop()
                     break
         await deployment.aclose()
 

@@ -119,16 +119,17 @@ def claim_next_plan(ctx: Context) -> Plan | None:
     return ctx.store.claim_plan(ctx.now(), ctx.policy.plan_lease)
 
 
-async def run_plan(ctx: Context, plan: Plan) -> None:
-    """Plan a claimed plan and store its outcome.
+async def run_plan(ctx: Context, plan: Plan) -> Plan | None:
+    """Plan a claimed plan and store its outcome; the plan as finished (completed, or failed
+    with the reason a poll shows), or None when nothing was stored because its claim had gone
+    stale (another worker took it since).
 
     Every failure is refunded, with the reason `failure_reason` gives; so is a plan whose
     worker died `max_plan_attempts` times. An unexpected error propagates afterwards for the
     caller to log. The path searches and the store's writes run on the context's offload.
     """
     if gives_up(plan, ctx.policy.max_plan_attempts):
-        await ctx.offload(lambda: _fail(ctx, plan, REPEATED_FAILURE_ERROR))
-        return
+        return await ctx.offload(lambda: _fail(ctx, plan, REPEATED_FAILURE_ERROR))
     sources = ctx.sources
     try:
         if sources is None or sources.networks is None:
@@ -138,11 +139,13 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
         )
     except Exception as error:
         reason = failure_reason(error)
-        await ctx.offload(lambda: _fail(ctx, plan, reason))
+        outcome = await ctx.offload(lambda: _fail(ctx, plan, reason))
         if not is_expected_failure(error):
             raise
-    else:
-        await ctx.offload(lambda: ctx.store.complete_plan(plan.id, result, ctx.now(), plan.claims))
+        return outcome
+    now = ctx.now()
+    stored = await ctx.offload(lambda: ctx.store.complete_plan(plan.id, result, now, plan.claims))
+    return plans.completed(plan, result, now) if stored else None
 
 
 async def work_on_next_plan(ctx: Context) -> Plan | None:
@@ -170,8 +173,11 @@ def prune_plans(ctx: Context) -> int:
     return ctx.store.prune_plans(cutoff)
 
 
-def _fail(ctx: Context, plan: Plan, reason: str) -> None:
-    plans.fail(ctx.store, plan.id, reason, ctx.now(), refund=True, claim=plan.claims)
+def _fail(ctx: Context, plan: Plan, reason: str) -> Plan | None:
+    now = ctx.now()
+    if plans.fail(ctx.store, plan.id, reason, now, refund=True, claim=plan.claims):
+        return plans.failed(plan, reason, now)
+    return None
 
 
 def save_network(ctx: Context, network: StreetNetwork) -> None:
