@@ -35,7 +35,7 @@ log = logging.getLogger("cleanair")
 
 def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     """Serve the API on `host:port` in `workers` processes; the exit status."""
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.access_log)
     if workers == 1:
         return _serve(settings, host, port, None, announce=True)
     # Open (and close) the deployment here first: a bad database or key is then one clear
@@ -134,6 +134,12 @@ def _serve(
     )
     if announce:
         _banner(settings, host, port, workers=1)
+    # Each serving process says what it loaded (with --workers, each loads its own networks,
+    # so a network imported while they started may be in some and not others).
+    log.info(
+        "API process started",
+        extra={"pid": os.getpid(), "plan_runners": settings.plan_workers, **deployment.in_use()},
+    )
     config = uvicorn.Config(
         with_access_log(app),
         host=host,

@@ -16,7 +16,7 @@ import anyio
 from cleanair_http.access_log import configure_logging
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.plan_worker import PlanWorker
-from cleanair_http.settings import Settings, database_label
+from cleanair_http.settings import Settings
 
 log = logging.getLogger("cleanair")
 
@@ -34,13 +34,7 @@ def work(settings: Settings, concurrency: int) -> int:
             wakeups=deployment.plan_wakeups,
         )
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            log.info(
-                "plan worker started",
-                extra={
-                    "runners": concurrency,
-                    "database": database_label(settings.database),
-                },
-            )
+            log.info("plan worker started", extra={"runners": concurrency, **deployment.in_use()})
             async with worker.running():
                 async for received in signals:
                     log.info("plan worker stopping", extra={"signal": received.name})

@@ -13,6 +13,7 @@ a stop timeout.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import sqlite3
 import subprocess
@@ -170,6 +171,19 @@ def test_a_plan_caught_by_sigterm_completes_within_seconds_of_the_restart(
     logs = "".join(log.read_text() for log in tmp_path.glob("*.log"))
     assert "handed a plan back" in logs
     assert "completed a plan" in logs
+    # uvicorn's colour copies of its messages are left out: no terminal escapes, even escaped.
+    for escape in ("\x1b[", "\\u001b[", "color_message"):
+        assert escape not in logs
+    # Each process said at start what it works with.
+    started = "API process started" if command == "serve" else "plan worker started"
+    (line,) = (
+        json.loads(line)
+        for line in (tmp_path / "restarted.log").read_text().splitlines()
+        if started in line
+    )
+    assert line["database"] == database
+    assert line["air_quality_source"] == f"open-meteo ({upstream.url})"
+    assert line["networks"] == ["helsinki"]
 
 
 def wait_for_claim(database: str, request_id: str, within: float) -> None:
