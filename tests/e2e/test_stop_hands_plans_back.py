@@ -124,7 +124,7 @@ def submit(server: Server, headers: Mapping[str, str]) -> str:
     return request_id
 
 
-@pytest.mark.parametrize("command", ["serve", "worker"])
+@pytest.mark.parametrize("command", ["serve", "serve --workers 2", "worker"])
 def test_a_plan_caught_by_sigterm_completes_within_seconds_of_the_restart(
     tmp_path: Path, command: str
 ) -> None:
@@ -138,15 +138,17 @@ def test_a_plan_caught_by_sigterm_completes_within_seconds_of_the_restart(
         )
         database = env["CLEANAIR_DATABASE"]
         # `serve` plans itself; for `worker`, an API process without runners takes the plan.
-        api_env = {**env, "CLEANAIR_PLAN_WORKERS": "1" if command == "serve" else "0"}
-        with running_server(api_env, tmp_path / "api.log") as api, ExitStack() as stack:
+        serving = command.startswith("serve")
+        api_env = {**env, "CLEANAIR_PLAN_WORKERS": "1" if serving else "0"}
+        args = command.split()[1:]
+        with running_server(api_env, tmp_path / "api.log", *args) as api, ExitStack() as stack:
             headers = pair(env, api.base)
             upstream.hold()
             score_in_background(api.base, headers)
             assert upstream.waiting.acquire(timeout=10), "the score request never went upstream"
             planner = (
                 api.process
-                if command == "serve"
+                if serving
                 else stack.enter_context(worker_process(env, tmp_path / "worker.log"))
             )
             request_id = submit(api, headers)
@@ -158,8 +160,8 @@ def test_a_plan_caught_by_sigterm_completes_within_seconds_of_the_restart(
             stop_as_a_service_manager(planner)
         upstream.release()
         restarting = time.monotonic()
-        if command == "serve":
-            with running_server(api_env, tmp_path / "restarted.log"):
+        if serving:
+            with running_server(api_env, tmp_path / "restarted.log", *args):
                 wait_for_status(database, request_id, "completed", RESTARTED_AND_DONE_S)
         else:
             with worker_process(env, tmp_path / "restarted.log"):
@@ -175,15 +177,16 @@ def test_a_plan_caught_by_sigterm_completes_within_seconds_of_the_restart(
     for escape in ("\x1b[", "\\u001b[", "color_message"):
         assert escape not in logs
     # Each process said at start what it works with.
-    started = "API process started" if command == "serve" else "plan worker started"
-    (line,) = (
+    started = [
         json.loads(line)
         for line in (tmp_path / "restarted.log").read_text().splitlines()
-        if started in line
-    )
-    assert line["database"] == database
-    assert line["air_quality_source"] == f"open-meteo ({upstream.url})"
-    assert line["networks"] == ["helsinki"]
+        if ("API process started" if serving else "plan worker started") in line
+    ]
+    assert len(started) == (2 if "--workers" in args else 1)  # one per serving process
+    for line in started:
+        assert line["database"] == database
+        assert line["air_quality_source"] == f"open-meteo ({upstream.url})"
+        assert line["networks"] == ["helsinki"]
 
 
 def wait_for_claim(database: str, request_id: str, within: float) -> None:
