@@ -365,6 +365,36 @@ def test_stop_hands_back_at_once_a_plan_whose_search_thread_runs_on_and_never_st
     assert messages.count("completed a plan") == 1
 
 
+def test_a_worker_stopped_before_it_started_claims_nothing(tmp_path: Path) -> None:
+    """uvicorn may be told to stop while the app is still starting: its runners never start."""
+    clock, air = ManualClock(NOW), HeldAir()
+    store = SqliteStore(tmp_path / "cleanair.db")
+    core = make_core(store, clock, air)
+    plan_id = submit(core, paired(core))
+    claims = 0
+    claim = core.claim_next_plan
+
+    def counted() -> Plan | None:
+        nonlocal claims
+        claims += 1
+        return claim()
+
+    core.claim_next_plan = counted  # type: ignore[method-assign]
+
+    async def main() -> None:
+        worker = PlanWorker(core, runners=2, idle_seconds=IDLE, sleep=ClockSleep(clock))
+        await worker.stop()
+        async with worker.running():
+            await anyio.wait_all_tasks_blocked()  # a started runner would now be claiming
+
+    try:
+        anyio.run(main)
+        assert claims == 0
+        assert stored(core, plan_id).attempts == 0
+    finally:
+        store.close()
+
+
 def test_each_plans_claim_and_outcome_is_one_log_line_with_the_reason_of_a_failure(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
