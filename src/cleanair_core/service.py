@@ -322,9 +322,10 @@ class CleanAir:
         """Take the oldest pending plan no live worker holds (None when there is none)."""
         return routes.claim_next_plan(self.context)
 
-    async def run_plan(self, plan: Plan) -> None:
-        """Plan a claimed plan and store its outcome (every failure refunded)."""
-        await routes.run_plan(self.context, plan)
+    async def run_plan(self, plan: Plan) -> Plan | None:
+        """Plan a claimed plan and store its outcome (every failure refunded); the plan as
+        finished, or None when its claim had gone stale and nothing was stored."""
+        return await routes.run_plan(self.context, plan)
 
     async def work_on_next_plan(self) -> Plan | None:
         """Claim and run one plan; the plan taken, or None when there was none."""

@@ -60,7 +60,16 @@ class AccessLog:
             )
 
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
+#: Record attributes that are not extra fields. uvicorn puts `color_message` on its records, a
+#: copy of the message with ANSI colour codes for its own console formatter: in a JSON line it
+#: would only be terminal escapes in a log store.
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "color_message",
+}
+#: The access log's level (`CLEANAIR_ACCESS_LOG`) by setting: `info` logs callers' requests and
+#: `debug` the health probes too, whatever CLEANAIR_LOG_LEVEL says.
+ACCESS_LOG_LEVELS = {"info": logging.INFO, "debug": logging.DEBUG, "off": logging.CRITICAL + 1}
 
 
 class JsonFormatter(logging.Formatter):
@@ -79,12 +88,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, access_log: str = "info") -> None:
+    """JSON lines on stderr at `level`; the access log at its own level (`ACCESS_LOG_LEVELS`),
+    so that an operator who turns the rest down to WARNING still sees the requests."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    log.setLevel(ACCESS_LOG_LEVELS[access_log])
     quiet_upstream_urls()
 
 

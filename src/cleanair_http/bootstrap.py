@@ -15,6 +15,7 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, street_level_air
@@ -31,7 +32,7 @@ from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import SECONDS_PER_DAY, Settings, SettingsError
+from cleanair_http.settings import SECONDS_PER_DAY, Settings, SettingsError, database_label
 from cleanair_storage.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -128,6 +129,20 @@ class Deployment:
         self._core: CleanAir | None = None
         #: Tells plan workers at once of plans made claimable anywhere (PostgreSQL only).
         self.plan_wakeups: PlanWakeups | None = None
+        #: What the process works with, for its start-up log line (`in_use`).
+        self.database = ""
+        self.air_quality_source: str | None = None
+        self.network_names: tuple[str, ...] = ()
+
+    def in_use(self) -> dict[str, object]:
+        """The log fields saying what this deployment works with: the database (without a
+        password), and, when the sources are open, the air-quality source and the street
+        networks loaded."""
+        fields: dict[str, object] = {"database": self.database}
+        if self.air_quality_source is not None:
+            fields["air_quality_source"] = self.air_quality_source
+            fields["networks"] = list(self.network_names)
+        return fields
 
     @property
     def core(self) -> CleanAir:
@@ -180,6 +195,7 @@ def open_deployment(
     the place data takes a moment.
     """
     deployment = Deployment()
+    deployment.database = database_label(settings.database)
     try:
         store: Store
         if isinstance(settings.database, str):
@@ -262,6 +278,8 @@ def build_sources(
         if networks
         else background
     )
+    deployment.air_quality_source = _source_label(settings)
+    deployment.network_names = tuple(network.name for network in networks)
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
         ichnaea = IchnaeaGeolocator(
@@ -274,6 +292,15 @@ def build_sources(
     return Sources(
         air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
     )
+
+
+def _source_label(settings: Settings) -> str:
+    """The air-quality source as a log may show it: Open-Meteo's with its scheme and host only
+    (a self-hosted URL could carry a user and password)."""
+    if settings.air_quality_source != "open-meteo":
+        return settings.air_quality_source
+    url = urlsplit(settings.open_meteo_url)
+    return f"open-meteo ({url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''})"
 
 
 def _http_client() -> httpx.AsyncClient:

@@ -2,24 +2,27 @@
 
 Plans live in the database, not in this process: each runner claims the oldest pending plan
 under a lease (so several server processes share the work and no plan runs twice), keeps the
-lease alive while it works, and stores the outcome. A runner stopped mid-plan (SIGTERM,
-shutdown) hands its plan back, so the next worker takes it at once. Path searches run in
-worker threads, off the event loop. A process that dies leaves its leases to expire and
-another (or the restarted one) takes the plans again. Finished plans are pruned after the
-retention period.
+lease alive while it works, and stores the outcome. `stop` (SIGTERM, shutdown) hands every
+plan being worked on back at once, so the next worker takes it at once: even one whose path
+search is still running in its thread, which is then left to end on its own and whose result
+is never stored (the runner is cancelled before it can store it, and a later claim of the plan
+fences it out). Path searches run in worker threads, off the event loop. A process that dies
+leaves its leases to expire and another (or the restarted one) takes the plans again.
+Finished plans are pruned after the retention period.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
 
 from cleanair_core.errors import StoreUnavailable
-from cleanair_core.routes.plans import Plan, PlanWakeups
+from cleanair_core.routes.plans import Plan, PlanStatus, PlanWakeups, failure_reason
 from cleanair_core.service import CleanAir
 from cleanair_http.offloading import in_thread
 
@@ -54,6 +57,10 @@ class PlanWorker:
         self._sleep = sleep
         self._wake = anyio.Event()
         self._store_down = False
+        #: The plans claimed and neither finished nor handed back yet, for `stop`.
+        self._working: dict[uuid.UUID, Plan] = {}
+        self._scope: anyio.CancelScope | None = None
+        self._stopping = False
 
     def notify(self) -> None:
         """A plan was submitted: wake the idle runners."""
@@ -72,9 +79,7 @@ class PlanWorker:
             subscription = self._wakeups.subscribe(wake)
         try:
             async with anyio.create_task_group() as group:
-                for _ in range(self._runners):
-                    group.start_soon(self._runner)
-                group.start_soon(self._pruner)
+                group.start_soon(self._work)
                 try:
                     yield
                 finally:
@@ -82,6 +87,31 @@ class PlanWorker:
         finally:
             if subscription is not None:
                 await in_thread(subscription.close)
+
+    async def _work(self) -> None:
+        # A scope of their own: `stop` cancels the runners, never the code `running` wraps.
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._stopping:  # stopped before it ever started
+                scope.cancel()
+            async with anyio.create_task_group() as group:
+                for _ in range(self._runners):
+                    group.start_soon(self._runner)
+                group.start_soon(self._pruner)
+
+    async def stop(self) -> None:
+        """Stop claiming plans and hand back every plan being worked on, now.
+
+        Call it as soon as the process is told to stop, before anything else it waits for
+        (the HTTP server's open connections, say): a process its service manager kills
+        later then has nothing left under a lease. A path search still running in its thread
+        is not waited for; its plan is handed back all the same."""
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+        with anyio.CancelScope(shield=True):
+            for plan in list(self._working.values()):
+                await self._hand_back(plan)
 
     async def _runner(self) -> None:
         while True:
@@ -104,26 +134,45 @@ class PlanWorker:
             if plan is None:
                 await self._rest()
                 continue
-            log.info("claimed a plan", extra={"plan": str(plan.id), "attempt": plan.attempts})
+            self._working[plan.id] = plan
             try:
+                log.info("claimed a plan", extra={"plan": str(plan.id), "attempt": plan.attempts})
                 async with anyio.create_task_group() as group:
                     group.start_soon(self._keep_lease, plan)
                     await self._run(plan)
                     group.cancel_scope.cancel()
             except anyio.get_cancelled_exc_class():
-                # Stopping (SIGTERM, shutdown): hand the plan back, so the next worker takes
-                # it at once rather than after the lease.
+                # Stopping (SIGTERM, shutdown) before `stop` could: hand the plan back, so
+                # the next worker takes it at once rather than after the lease.
                 with anyio.CancelScope(shield=True):
                     await self._hand_back(plan)
                 raise
+            finally:
+                self._working.pop(plan.id, None)
 
     async def _run(self, plan: Plan) -> None:
         try:
-            await self._core.run_plan(plan)
-        except Exception:
-            log.exception("a plan failed with an internal error", extra={"plan": str(plan.id)})
+            finished = await self._core.run_plan(plan)
+        except Exception as error:
+            log.exception(
+                "a plan failed with an internal error",
+                extra={"plan": str(plan.id), "reason": failure_reason(error)},
+            )
+            return
+        if finished is None:
+            # Its lease ran out and another worker took it (or it was handed back and
+            # taken again): that worker's outcome stands.
+            log.warning("a plan was taken by another worker first", extra={"plan": str(plan.id)})
+        elif finished.status is PlanStatus.COMPLETED:
+            log.info("completed a plan", extra={"plan": str(plan.id)})
+        else:
+            log.info("a plan failed", extra={"plan": str(plan.id), "reason": finished.error})
 
     async def _hand_back(self, plan: Plan) -> None:
+        """Hand `plan` back unless it is already (by `stop` or its runner, whichever came
+        first: a second hand-back would give back an attempt that was never spent)."""
+        if self._working.pop(plan.id, None) is None:
+            return
         try:
             if await in_thread(lambda: self._core.release_plan(plan)):
                 log.info("handed a plan back", extra={"plan": str(plan.id)})

@@ -25,7 +25,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 
 import uvicorn
@@ -34,6 +34,7 @@ from cleanair_http.access_log import configure_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
+from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
 from cleanair_http.terminal import escape_nonprintable
 
@@ -42,7 +43,7 @@ log = logging.getLogger("cleanair")
 
 def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     """Serve the API on `host:port` in `workers` processes; the exit status."""
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.access_log)
     if settings.metrics_port == port:
         return _cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
     if workers == 1:
@@ -218,6 +219,12 @@ def _serve(
                 settings.metrics_host, settings.metrics_port, exc.strerror or str(exc)
             )
         _banner(settings, host, port, workers=1)
+    # Each serving process says what it loaded (with --workers, each loads its own networks,
+    # so a network imported while they started may be in some and not others).
+    log.info(
+        "API process started",
+        extra={"pid": os.getpid(), "plan_runners": settings.plan_workers, **deployment.in_use()},
+    )
     config = uvicorn.Config(
         with_access_log(app),
         host=host,
@@ -233,10 +240,12 @@ def _serve(
         forwarded_allow_ips=[],  # and, were it ever turned on, trust nobody
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
     )
+    worker = app.state.get("plan_worker")
+    server = _Server(config, worker.stop if isinstance(worker, PlanWorker) else None)
     try:
         # A shared socket is handed over as the socket object: uvicorn's own `fd` option
         # rebuilds it as a UNIX socket, and TCP connections would lose TCP_NODELAY.
-        uvicorn.Server(config).run(sockets=None if listening is None else [listening])
+        server.run(sockets=None if listening is None else [listening])
     except KeyboardInterrupt:
         pass  # SIGINT ends the server gracefully (as `uvicorn.run` treats it): no traceback
     finally:
@@ -244,6 +253,26 @@ def _serve(
         if stop_metrics is not None:
             stop_metrics()
     return 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopping the plan worker the moment shutdown begins.
+
+    uvicorn runs the app's lifespan shutdown only once every open connection has ended (a
+    request waiting on a slow upstream, say): until then the runners would go on working on
+    plans and claiming new ones, which a service manager that kills the process meanwhile
+    leaves to wait out their leases."""
+
+    def __init__(
+        self, config: uvicorn.Config, stop_planning: Callable[[], Awaitable[None]] | None
+    ) -> None:
+        super().__init__(config)
+        self._stop_planning = stop_planning
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._stop_planning is not None:
+            await self._stop_planning()
+        await super().shutdown(sockets)
 
 
 def _banner(settings: Settings, host: str, port: int, *, workers: int) -> None:

@@ -368,6 +368,13 @@ class Settings:
         "INFO",
         help="`DEBUG`, `INFO`, `WARNING` or `ERROR`; logs are JSON lines on stderr",
     )
+    access_log: str = _setting(
+        "CLEANAIR_ACCESS_LOG",
+        _choice("info", "debug", "off"),
+        "info",
+        help="the access log, one line per request, whatever `CLEANAIR_LOG_LEVEL` says: "
+        "`info` (callers' requests), `debug` (the health probes too) or `off`",
+    )
     air_quality_source: str = _setting(
         "CLEANAIR_AIR_QUALITY_SOURCE",
         _choice("embedded", "open-meteo"),

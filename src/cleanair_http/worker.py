@@ -21,7 +21,7 @@ import anyio
 from cleanair_http.access_log import configure_logging
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.plan_worker import PlanWorker
-from cleanair_http.settings import Settings, database_label
+from cleanair_http.settings import Settings
 from cleanair_http.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
@@ -65,16 +65,13 @@ def _work(settings: Settings, concurrency: int) -> int:
             wakeups=deployment.plan_wakeups,
         )
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            log.info(
-                "plan worker started",
-                extra={
-                    "runners": concurrency,
-                    "database": database_label(settings.database),
-                },
-            )
+            log.info("plan worker started", extra={"runners": concurrency, **deployment.in_use()})
             async with worker.running():
                 async for received in signals:
                     log.info("plan worker stopping", extra={"signal": received.name})
+                    # Plans in progress are handed back now, without waiting for a path
+                    # search still running in its thread.
+                    await worker.stop()
                     break
         await deployment.aclose()
 

@@ -238,10 +238,14 @@ def test_a_worker_whose_lease_ran_out_cannot_touch_the_plan_another_now_holds(
     assert current.attempts == stale.attempts + 1
     assert not core.renew_plan_lease(stale)
     assert not core.release_plan(stale)
-    asyncio.run(core.run_plan(stale))  # the stale worker finishes its planning ...
-    assert status(core, plan_id) is PlanStatus.PENDING  # ... and cannot store it
+    # The stale worker finishes its planning, cannot store it, and is told so.
+    assert asyncio.run(core.run_plan(stale)) is None
+    assert status(core, plan_id) is PlanStatus.PENDING
     assert core.renew_plan_lease(current)
-    asyncio.run(core.run_plan(current))
+    finished = asyncio.run(core.run_plan(current))
+    assert finished is not None
+    assert finished.status is PlanStatus.COMPLETED
+    assert finished.result == core.store.get_plan(plan_id).result  # type: ignore[union-attr]
     assert status(core, plan_id) is PlanStatus.COMPLETED
     assert core.quota(alice).used == PLAN_COST
 
@@ -373,8 +377,14 @@ def test_a_plan_is_refunded_only_once(core: CleanAir, alice: Caller) -> None:
     kept = submit(core, alice)
     plan = core.store.get_plan(failing)
     assert plan is not None
-    asyncio.run(core.run_plan(plan))
-    asyncio.run(core.run_plan(plan))  # a second worker with the same plan in hand
+    failed = asyncio.run(core.run_plan(plan))
+    assert failed is not None
+    assert (failed.status, failed.error) == (
+        PlanStatus.FAILED,
+        "No street network covers the start and the end",
+    )
+    # A second worker with the same plan in hand: nothing stored, and it is told so.
+    assert asyncio.run(core.run_plan(plan)) is None
     assert core.quota(alice).used == PLAN_COST
     assert status(core, kept) is PlanStatus.PENDING
 

@@ -126,3 +126,43 @@ def test_a_postgresql_deployment_never_makes_up_a_key(postgres_url: str, tmp_pat
     with pytest.raises(SettingsError, match="does not exist: with a PostgreSQL database"):
         open_deployment(settings, with_sources=False)
     assert not missing.exists()
+
+
+def test_a_deployment_says_what_it_works_with_and_no_password(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "CLEANAIR_DATABASE": str(tmp_path / "cleanair.db"),
+            "CLEANAIR_AIR_QUALITY_SOURCE": "open-meteo",
+            "CLEANAIR_OPEN_METEO_URL": "https://me:s3cret@air.example.org:8443/api",
+        }
+    )
+    with_sources = open_deployment(settings)
+    try:
+        assert with_sources.in_use() == {
+            "database": str(tmp_path / "cleanair.db"),
+            "air_quality_source": "open-meteo (https://air.example.org:8443)",
+            "networks": ["helsinki"],  # the shipped default, imported on first start
+        }
+    finally:
+        with_sources.close()
+    # The CLI opens no sources: only the database is known.
+    without = open_deployment(settings, with_sources=False)
+    try:
+        assert without.in_use() == {"database": str(tmp_path / "cleanair.db")}
+    finally:
+        without.close()
+
+
+def test_the_embedded_source_is_named_as_the_setting_says(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"CLEANAIR_DATABASE": str(tmp_path / "cleanair.db"), "CLEANAIR_DEFAULT_NETWORK": "false"}
+    )
+    deployment = open_deployment(settings)
+    try:
+        assert deployment.in_use() == {
+            "database": str(tmp_path / "cleanair.db"),
+            "air_quality_source": "embedded",
+            "networks": [],
+        }
+    finally:
+        deployment.close()

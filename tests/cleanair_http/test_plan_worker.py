@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import attrs
@@ -30,6 +31,7 @@ from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import Plan, PlanStatus
+from cleanair_core.routes.results import PlanResult
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
 from cleanair_http.plan_worker import PRUNE_SECONDS, PlanWorker
@@ -39,6 +41,7 @@ from cleanair_storage.sqlite import SqliteStore
 from support.http import MakeClient, bearer, pair
 from support.networks import DLON, ORIGIN, grid
 
+T = TypeVar("T")
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 LEASE = 60
 #: The lease is renewed every third of it.
@@ -273,6 +276,172 @@ def test_a_stopped_worker_hands_its_plan_back_for_the_next_to_take_at_once(
     messages = [record.getMessage() for record in caplog.records]
     assert messages.count("claimed a plan") == 2
     assert messages.count("handed a plan back") == 1
+
+
+class GatedOffload:
+    """The core's offload, whose first call (a plan's first path-search step) blocks in its
+    thread until `open`: a search that no cancellation can stop."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self._gate = threading.Event()
+        self._calls = 0
+
+    def open(self) -> None:
+        self._gate.set()
+
+    async def __call__(self, work: Callable[[], T]) -> T:
+        self._calls += 1
+        if self._calls == 1:
+
+            def gated() -> T:
+                self.entered.set()
+                self._gate.wait(timeout=10)
+                return work()
+
+            return await in_thread(gated)
+        return await in_thread(work)
+
+
+class CompletionsStore(SqliteStore):
+    """Records each `complete_plan`: the claim it was made on and whether it was stored."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.completions: list[tuple[int | None, bool]] = []
+
+    def complete_plan(
+        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
+    ) -> bool:
+        stored = super().complete_plan(plan_id, result, now, claim)
+        self.completions.append((claim, stored))
+        return stored
+
+
+def test_stop_hands_back_at_once_a_plan_whose_search_thread_runs_on_and_never_stores_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, air, offload = ManualClock(NOW), HeldAir(), GatedOffload()
+    air.release()
+    store = CompletionsStore(tmp_path / "cleanair.db")
+    policy = Policy(credits=CreditLimits(1000, 1000), plan_lease_seconds=LEASE)
+    core = CleanAir(
+        store,
+        TokenKeys(generate_key()),
+        policy,
+        clock,
+        sources=Sources(air, networks=LoadedNetworks([grid(3, 6)])),
+        offload=offload,
+    )
+    plan_id = submit(core, paired(core))
+    sleep = ClockSleep(clock)
+
+    async def main() -> None:
+        stopping = PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep)
+        async with stopping.running():
+            await sleep.until(lambda: sleep.napping(RENEW_EVERY) == 1)
+            assert await in_thread(lambda: offload.entered.wait(timeout=10))
+            # SIGTERM: `stop` returns with the search still blocked in its thread ...
+            await stopping.stop()
+            handed_back = stored(core, plan_id)
+            assert handed_back.status is PlanStatus.PENDING
+            assert handed_back.lease_until is None
+            assert handed_back.attempts == 0
+            # ... and the next worker takes the plan at once (no clock moves) and finishes it.
+            async with PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep).running():
+                await sleep.until(lambda: stored(core, plan_id).status is PlanStatus.COMPLETED)
+            # The stopped worker's search ends only now: its result is never stored.
+            offload.open()
+        assert store.completions == [(2, True)]  # by the second claim only
+        assert stored(core, plan_id).attempts == 1
+
+    with caplog.at_level(logging.INFO, logger="cleanair.plans"):
+        try:
+            anyio.run(main)
+        finally:
+            store.close()
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages.count("handed a plan back") == 1
+    assert messages.count("completed a plan") == 1
+
+
+def test_a_worker_stopped_before_it_started_claims_nothing(tmp_path: Path) -> None:
+    """uvicorn may be told to stop while the app is still starting: its runners never start."""
+    clock, air = ManualClock(NOW), HeldAir()
+    store = SqliteStore(tmp_path / "cleanair.db")
+    core = make_core(store, clock, air)
+    plan_id = submit(core, paired(core))
+    claims = 0
+    claim = core.claim_next_plan
+
+    def counted() -> Plan | None:
+        nonlocal claims
+        claims += 1
+        return claim()
+
+    core.claim_next_plan = counted  # type: ignore[method-assign]
+
+    async def main() -> None:
+        worker = PlanWorker(core, runners=2, idle_seconds=IDLE, sleep=ClockSleep(clock))
+        await worker.stop()
+        async with worker.running():
+            await anyio.wait_all_tasks_blocked()  # a started runner would now be claiming
+
+    try:
+        anyio.run(main)
+        assert claims == 0
+        assert stored(core, plan_id).attempts == 0
+    finally:
+        store.close()
+
+
+def test_each_plans_claim_and_outcome_is_one_log_line_with_the_reason_of_a_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, air = ManualClock(NOW), HeldAir()
+    air.release()
+    store = SqliteStore(tmp_path / "cleanair.db")
+    core = make_core(store, clock, air)
+    alice = paired(core)
+    completes = submit(core, alice)
+    fails = core.submit_plan(
+        core.authorize(alice, Scope.ROUTES_PLAN, user_owned=True),
+        start=Point(ORIGIN.lat - 0.01, ORIGIN.lon),  # off the network
+        end=ORIGIN,
+        activity=PlanActivityType.WALKING,
+    )
+    sleep = ClockSleep(clock)
+
+    async def main() -> None:
+        async with PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep).running():
+            await sleep.until(
+                lambda: (
+                    all(
+                        stored(core, plan).status is not PlanStatus.PENDING
+                        for plan in (completes, fails)
+                    )
+                    and sleep.napping(IDLE) == 1
+                )
+            )
+
+    with caplog.at_level(logging.INFO, logger="cleanair.plans"):
+        try:
+            anyio.run(main)
+        finally:
+            store.close()
+    lines = [
+        (r.getMessage(), getattr(r, "plan", None), getattr(r, "reason", None))
+        for r in caplog.records
+    ]
+    # Submitted at the same instant, the two are claimed in either order.
+    assert sorted(lines) == sorted(
+        [
+            ("claimed a plan", str(completes), None),
+            ("completed a plan", str(completes), None),
+            ("claimed a plan", str(fails), None),
+            ("a plan failed", str(fails), "No street network covers the start and the end"),
+        ]
+    )
 
 
 class ThreadWakeups:

@@ -137,6 +137,12 @@ def test_the_defaults_are_the_cores_own() -> None:
     assert policy_from(Settings()) == Policy()
 
 
+def test_the_access_log_level_is_read_in_any_case() -> None:
+    assert Settings.from_env({}).access_log == "info"
+    assert Settings.from_env({"CLEANAIR_ACCESS_LOG": " DEBUG "}).access_log == "debug"
+    assert Settings.from_env({"CLEANAIR_ACCESS_LOG": "off"}).access_log == "off"
+
+
 def test_every_default_is_within_its_bounds() -> None:
     from cleanair_http.settings import SETTINGS
 
@@ -158,6 +164,7 @@ def test_every_default_is_within_its_bounds() -> None:
         ("CLEANAIR_SEND_TIMEOUT", "120.5", "must be between 0.1 and 120 seconds"),
         ("CLEANAIR_MAX_PLAN_ATTEMPTS", "11", "must be between 1 and 10"),
         ("CLEANAIR_ENVIRONMENT", "prod", "must be tst or pdn"),
+        ("CLEANAIR_ACCESS_LOG", "warning", "must be one of info, debug, off"),
         ("CLEANAIR_SECRET_KEY", "short", "must be at least 32 characters"),
     ],
 )

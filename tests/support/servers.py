@@ -85,14 +85,15 @@ class Server:
 
 
 @contextmanager
-def running_server(env: Mapping[str, str], log: Path) -> Iterator[Server]:
-    """A `cleanair serve` process listening on a free port; stopped with SIGINT at the end.
+def running_server(env: Mapping[str, str], log: Path, *args: str) -> Iterator[Server]:
+    """A `cleanair serve` process (with `args`, `--workers 2` say) listening on a free port;
+    stopped with SIGINT at the end.
     Its stderr goes to `log` (never a pipe nobody reads); read it after the block for all of
     it. What it logged must never contain a token."""
     port = free_port()
     with log.open("w") as stderr:
         process = subprocess.Popen(
-            [CLI, "serve", "--port", str(port)],
+            [CLI, "serve", "--port", str(port), *args],
             env=dict(env),
             stdout=subprocess.DEVNULL,
             stderr=stderr,

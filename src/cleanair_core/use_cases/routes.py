@@ -121,8 +121,10 @@ def claim_next_plan(ctx: Context) -> Plan | None:
     return ctx.store.claim_plan(ctx.now(), ctx.policy.plan_lease)
 
 
-async def run_plan(ctx: Context, plan: Plan) -> None:
-    """Plan a claimed plan and store its outcome.
+async def run_plan(ctx: Context, plan: Plan) -> Plan | None:
+    """Plan a claimed plan and store its outcome; the plan as finished (completed, or failed
+    with the reason a poll shows), or None when nothing was stored because its claim had gone
+    stale (another worker took it since).
 
     Every failure is refunded, with the reason `failure_reason` gives; so is a plan whose
     worker died `max_plan_attempts` times. An unexpected error propagates afterwards for the
@@ -130,8 +132,7 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
     """
     started = ctx.now()
     if gives_up(plan, ctx.policy.max_plan_attempts):
-        await ctx.offload(lambda: _fail(ctx, plan, REPEATED_FAILURE_ERROR, started))
-        return
+        return await ctx.offload(lambda: _fail(ctx, plan, REPEATED_FAILURE_ERROR, started))
     sources = ctx.sources
     try:
         if sources is None or sources.networks is None:
@@ -141,11 +142,11 @@ async def run_plan(ctx: Context, plan: Plan) -> None:
         )
     except Exception as error:
         reason = failure_reason(error)
-        await ctx.offload(lambda: _fail(ctx, plan, reason, started))
+        outcome = await ctx.offload(lambda: _fail(ctx, plan, reason, started))
         if not is_expected_failure(error):
             raise
-    else:
-        await ctx.offload(lambda: _complete(ctx, plan, result, started))
+        return outcome
+    return await ctx.offload(lambda: _complete(ctx, plan, result, started))
 
 
 async def work_on_next_plan(ctx: Context) -> Plan | None:
@@ -173,19 +174,23 @@ def prune_plans(ctx: Context) -> int:
     return ctx.store.prune_plans(cutoff)
 
 
-def _complete(ctx: Context, plan: Plan, result: PlanResult, started: datetime) -> None:
+def _complete(ctx: Context, plan: Plan, result: PlanResult, started: datetime) -> Plan | None:
     now = ctx.now()
-    if ctx.store.complete_plan(plan.id, result, now, plan.claims):
-        ctx.metrics.plan_finished(PlanStatus.COMPLETED, (now - started).total_seconds())
+    if not ctx.store.complete_plan(plan.id, result, now, plan.claims):
+        return None
+    ctx.metrics.plan_finished(PlanStatus.COMPLETED, (now - started).total_seconds())
+    return plans.completed(plan, result, now)
 
 
-def _fail(ctx: Context, plan: Plan, reason: str, started: datetime) -> None:
+def _fail(ctx: Context, plan: Plan, reason: str, started: datetime) -> Plan | None:
     # Only the worker that finishes the plan reports it: one that lost its claim (another
     # took the plan over) changed nothing.
     now = ctx.now()
-    if plans.fail(ctx.store, plan.id, reason, now, refund=True, claim=plan.claims):
-        ctx.metrics.credits_refunded(Billable.ROUTE_PLAN, cost_of(Billable.ROUTE_PLAN))
-        ctx.metrics.plan_finished(PlanStatus.FAILED, (now - started).total_seconds())
+    if not plans.fail(ctx.store, plan.id, reason, now, refund=True, claim=plan.claims):
+        return None
+    ctx.metrics.credits_refunded(Billable.ROUTE_PLAN, cost_of(Billable.ROUTE_PLAN))
+    ctx.metrics.plan_finished(PlanStatus.FAILED, (now - started).total_seconds())
+    return plans.failed(plan, reason, now)
 
 
 def save_network(ctx: Context, network: StreetNetwork) -> None:
