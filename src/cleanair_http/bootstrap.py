@@ -214,7 +214,9 @@ def open_deployment(
         opened = store
         deployment.opened("the database", lambda: in_thread(opened.close))
         keys = TokenKeys(key)
-        metrics = metrics_for(settings)
+        # Metrics are for the processes that serve or plan (those that build the sources): an
+        # operator's command has nothing to count, and starts faster without them.
+        metrics = metrics_for(settings) if with_sources else NO_METRICS
         sources = (
             build_sources(settings, store, keys, deployment, metrics) if with_sources else None
         )

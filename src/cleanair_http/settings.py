@@ -501,9 +501,10 @@ class Settings:
     metrics: str = _setting(
         "CLEANAIR_METRICS",
         _choice("off", "on"),
-        "off",
+        "on",
         help="`on` serves Prometheus metrics at `/metrics`, with no token, on the API's port "
-        "unless `CLEANAIR_METRICS_PORT` is set ([docs/deployment.md](docs/deployment.md))",
+        "unless `CLEANAIR_METRICS_PORT` is set; `off` collects none "
+        "([docs/deployment.md](docs/deployment.md))",
     )
     metrics_port: int | None = _setting(
         "CLEANAIR_METRICS_PORT",

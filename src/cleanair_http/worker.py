@@ -45,8 +45,6 @@ def work(settings: Settings, concurrency: int) -> int:
                 flush=True,
             )
             return 1
-    elif settings.metrics_enabled:
-        log.warning("metrics are on, but a plan worker serves them only on CLEANAIR_METRICS_PORT")
     try:
         return _work(settings, concurrency)
     finally:

@@ -52,6 +52,9 @@ def too_new(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("CLEANAIR_SECRET_KEY", KEY)
     monkeypatch.delenv("CLEANAIR_SECRET_KEY_FILE", raising=False)
     monkeypatch.setenv("CLEANAIR_DEFAULT_NETWORK", "false")
+    # `serve --workers` in this test process, where earlier tests imported prometheus_client:
+    # its figures could not be shared across the forks (the real command imports it later).
+    monkeypatch.setenv("CLEANAIR_METRICS", "off")
     if request.param == "sqlite":
         path = tmp_path / "cleanair.db"
         migrated_by_a_newer_release(path)

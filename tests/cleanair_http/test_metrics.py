@@ -31,7 +31,7 @@ from cleanair_sources.open_meteo import OpenMeteoSource
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
-from support.http import Client, bearer, pair
+from support.http import Client, MakeClient, bearer, pair
 from support.networks import DLAT, DLON, ORIGIN, grid
 from support.servers import free_port
 
@@ -122,9 +122,11 @@ def serve_app() -> Iterator[Callable[..., Client]]:
 # -- where /metrics is served --------------------------------------------------------------
 
 
-def test_metrics_are_off_unless_turned_on(client: Client) -> None:
-    assert Settings.from_env({}).metrics_enabled is False
-    assert client.get("/metrics").status_code == 404
+def test_metrics_are_on_unless_turned_off(make_client: MakeClient) -> None:
+    assert Settings.from_env({}).metrics_enabled is True
+    assert make_client().get("/metrics").status_code == 200
+    assert Settings.from_env({"CLEANAIR_METRICS": "off"}).metrics_enabled is False
+    assert make_client(Settings(metrics="off")).get("/metrics").status_code == 404
 
 
 def test_metrics_need_no_token_and_are_neither_rate_limited_nor_charged(
@@ -432,7 +434,7 @@ def test_metrics_settings() -> None:
             "CLEANAIR_METRICS_PORT: must be a whole number",
         ),
         (
-            {"CLEANAIR_METRICS_PORT": "9464"},
+            {"CLEANAIR_METRICS": "off", "CLEANAIR_METRICS_PORT": "9464"},
             "CLEANAIR_METRICS_PORT: set, but CLEANAIR_METRICS is off (set it to on)",
         ),
         (
@@ -445,17 +447,3 @@ def test_bad_metrics_settings_are_named(env: dict[str, str], message: str) -> No
     with pytest.raises(SettingsError) as raised:
         Settings.from_env(env)
     assert message in str(raised.value)
-
-
-def test_a_plan_worker_without_a_metrics_port_says_it_serves_none(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    from cleanair_http import worker
-
-    monkeypatch.setattr(worker, "configure_logging", lambda level: None)
-    monkeypatch.setattr(worker, "_work", lambda settings, concurrency: 0)
-    assert worker.work(Settings(metrics="on"), 1) == 0
-    assert "serves them only on CLEANAIR_METRICS_PORT" in caplog.text
-    caplog.clear()
-    assert worker.work(Settings(), 1) == 0
-    assert "CLEANAIR_METRICS_PORT" not in caplog.text

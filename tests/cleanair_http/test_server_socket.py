@@ -52,8 +52,11 @@ def root_logging() -> Iterator[None]:
 
 @pytest.mark.usefixtures("root_logging")
 def test_serve_workers_on_a_port_in_use_is_one_line_and_exit_1(
-    database: Path, capsys: pytest.CaptureFixture[str]
+    database: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # `serve --workers` in this test process, where earlier tests imported prometheus_client:
+    # its figures could not be shared across the forks (the real command imports it later).
+    monkeypatch.setenv("CLEANAIR_METRICS", "off")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
