@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
 from cleanair_core.routes.frontier import best_within, lower_bound, supported_routes
@@ -422,3 +423,63 @@ def test_the_baseline_reports_the_dose_it_was_weighed_by_across_an_hour_change(
         PlanRequest(start, end, WALK, crossing), network, source
     )
     assert reported == pytest.approx(factor * searched, rel=1e-6)
+
+
+def true_dose(
+    network: StreetNetwork,
+    edges: Sequence[int],
+    origin: int,
+    hourly: tuple[Sequence[float], Sequence[float]],
+    hour_changes_after_m: float,
+) -> float:
+    """A walk's dose in the search's unit (metres x load), each node's load that of the hour
+    the walk itself reaches it in: `hourly[0]` until it has walked `hour_changes_after_m`."""
+    node, walked, dose = origin, 0.0, 0.0
+
+    def load(k: int, at_m: float) -> float:
+        return float(hourly[0 if at_m < hour_changes_after_m else 1][k])
+
+    for edge in edges:
+        a, b = int(network.edge_from[edge]), int(network.edge_to[edge])
+        following = b if a == node else a
+        length = float(network.edge_length[edge])
+        dose += length * (load(node, walked) + load(following, walked + length)) / 2
+        node, walked = following, walked + length
+    return dose
+
+
+def test_the_direct_route_claims_only_what_holds_for_the_air_of_the_hour_each_walk_meets() -> None:
+    """The hour changes half-way along a walk of ten blocks; a detour over the side street
+    reaches the fifth crossing two blocks later than the direct route, in the next hour, when
+    its air has cleared. The search weighs each crossing in the hour its shortest path reaches
+    it, so it cannot see that detour's gain: the direct route's words must not claim that no
+    route is cleaner, only what holds for every walk with the air of the hour it meets."""
+    # Row 0: the direct route, ten crossings; row 1: a side street under the first four.
+    network = grid(2, 10, skip=lambda a, b: a[0] + b[0] > 0 and max(a[1], b[1]) > 3)
+    step = float(network.edge_length[0])
+    earlier = [1.0] * network.node_count
+    later = [1.0] * network.node_count
+    earlier[4], later[4] = 5.0, 0.05  # the fifth crossing of the direct route clears
+    speed = speed_m_s(WALK.activity)
+    changes_after_m = 4.5 * step
+    start = NOW + timedelta(hours=1) - timedelta(seconds=changes_after_m / speed)
+    request = PlanRequest(network.node(0), network.node(9), WALK, start)
+    source = HourlyNodeAir(network, earlier, later)
+    result = asyncio.run(plan_routes(request, LoadedNetworks([network]), source))
+    baseline = [
+        next(
+            k
+            for k in range(network.edge_count)
+            if {int(network.edge_from[k]), int(network.edge_to[k])} == {j, j + 1}
+        )
+        for j in range(9)
+    ]
+    base = true_dose(network, baseline, 0, (earlier, later), changes_after_m)
+    longest = result.original_distance * (1 + MAX_DETOUR) + 0.1
+    lengths = network.edge_length
+    walks = [p for p in all_paths(network, 0, 9) if float(lengths[p].sum()) <= longest]
+    best = min(true_dose(network, p, 0, (earlier, later), changes_after_m) for p in walks)
+    assert best < base * (1 - MATERIAL_REDUCTION_PCT / 100)  # a detour is truly cleaner
+    goal = result.routes[-1].goal
+    assert goal.title != "Direct route is the cleanest"
+    assert "cuts the pollution inhaled by" not in goal.description

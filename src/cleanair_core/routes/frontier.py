@@ -142,3 +142,12 @@ def lower_bound(corners: list[Corner], budget: float) -> float:
             share = (budget - a.length) / (b.length - a.length)
             return a.dose + share * (b.dose - a.dose)
     return corners[0].dose
+
+
+def hull_weight(corners: list[Corner], budget: float) -> float:
+    """The weight λ of the hull's edge at `budget` (the slope the supported routes trade
+    length for dose at there); 0 at or beyond the least-dose corner."""
+    for a, b in itertools.pairwise(corners):
+        if a.length <= budget < b.length:
+            return (a.dose - b.dose) / (b.length - a.length)
+    return 0.0

@@ -48,6 +48,7 @@ from cleanair_core.routes.frontier import (
     Frontier,
     Search,
     best_within,
+    hull_weight,
     lower_bound,
     supported_routes,
 )
@@ -121,6 +122,10 @@ class PlanGraph:
     baseline: Path
     lengths: FloatArray
     doses: FloatArray
+    #: Per edge, the least dose a route within MAX_DETOUR can meet on it: its ends' least
+    #: load over every hour such a route can reach them in (`doses` itself when that is one
+    #: hour for every node).
+    least_doses: FloatArray
 
     @property
     def shortest(self) -> float:
@@ -158,7 +163,7 @@ async def plan_graph(
     lengths = network.edge_length
     speed = speed_m_s(activity.activity)
 
-    def prepare() -> tuple[int, int, Path, EdgeIndices, FloatArray]:
+    def prepare() -> tuple[int, int, Path, EdgeIndices, FloatArray, FloatArray]:
         # CPU work on the whole network (the first snap builds the snapping tree): not on
         # the event loop.
         origin = _snap(router, request.start, activity, "start")
@@ -170,15 +175,38 @@ async def plan_graph(
         longest = shortest * (1 + MAX_DETOUR)
         nodes = _ellipse(network, request.start, request.end, longest)
         nodes = np.union1d(nodes, np.asarray(baseline_path.nodes, dtype=np.intp))
-        seconds = _earliest_arrivals(router, origin, activity, nodes, longest) / speed
-        return origin, destination, baseline_path, nodes, seconds
+        earliest = _earliest_arrivals(router, origin, activity, nodes, longest)
+        # A route no longer than `longest` still has at least the straight line to the end
+        # to go from a node: it reaches the node by `longest` minus that, at the latest.
+        end = network.node(destination)
+        to_end = distances_m(end.lat, end.lon, network.node_lat[nodes], network.node_lon[nodes])
+        latest = np.maximum(longest - to_end, earliest)
+        return origin, destination, baseline_path, nodes, earliest / speed, latest / speed
 
-    origin, destination, baseline_path, nodes, seconds = await run(prepare)
-    loads = await _node_loads(
-        network_air or NetworkAir(), network, nodes, seconds, source, request.start_time, run
-    )
+    origin, destination, baseline_path, nodes, earliest, latest = await run(prepare)
+    kept = network_air or NetworkAir()
+    air = await _node_air(kept, network, nodes, earliest, source, request.start_time, run)
+    columns = _dose_columns(air)
+    loads = _loads(network, nodes, air, columns)
+    if (
+        nodes.size == 0
+        or np.count_nonzero(~np.isnan(loads[nodes])) < MIN_DATA_COVERAGE * nodes.size
+    ):
+        raise PlanRejected("Air-quality data covers too little of the area to plan routes")
+    # Every later hour a route within the detour limit can reach a node in: its least load.
+    least = loads
+    step = max(1, source.update_interval)
+    _, first_hours = hours_reached(request.start_time, earliest, step)
+    _, last_hours = hours_reached(request.start_time, latest, step)
+    for later in range(1, int((last_hours - first_hours).max(initial=0)) + 1):
+        at = np.minimum(earliest + later * step, latest)
+        air = await _node_air(kept, network, nodes, at, source, request.start_time, run)
+        least = np.where(
+            np.isnan(least), least, np.fmin(least, _loads(network, nodes, air, columns))
+        )
     doses = await run(lambda: _edge_doses(network, loads))
-    return PlanGraph(router, origin, destination, baseline_path, lengths, doses)
+    least_doses = doses if least is loads else await run(lambda: _edge_doses(network, least))
+    return PlanGraph(router, origin, destination, baseline_path, lengths, doses, least_doses)
 
 
 async def plan_routes(
@@ -215,9 +243,8 @@ async def plan_routes(
         await _candidate(network, corner.path, request, source, network_air, run)
         for corner in _worth_enriching(frontier.corners, shortest)
     ]
-    return _result(
-        request.activity, baseline, candidates, _proven(frontier, longest), graph.lengths
-    )
+    proven = await run(lambda: _proven(frontier, longest, graph, search))
+    return _result(request.activity, baseline, candidates, proven, graph.lengths)
 
 
 def _worth_enriching(corners: list[Corner], shortest: float) -> list[Corner]:
@@ -234,13 +261,28 @@ def _worth_enriching(corners: list[Corner], shortest: float) -> list[Corner]:
     return ordered[:MAX_CANDIDATES]
 
 
-def _proven(frontier: Frontier, longest: float) -> float | None:
-    """The least share of the baseline's dose any route up to `longest` can have (from the
-    frontier's lower bound), when the frontier is complete; else None."""
+def _proven(frontier: Frontier, longest: float, graph: PlanGraph, search: Search) -> float | None:
+    """The least share of the baseline's dose any route up to `longest` can have, when the
+    frontier is complete; else None.
+
+    Within one hour that is the frontier's lower bound. Across an hour change a detour
+    reaches some nodes later than the search weighed them, and may meet cleaner air there:
+    every such route is then bounded with the least air it can meet (`least_doses`), by the
+    Lagrangian bound at the weight of the frontier's edge at `longest` (one more search)."""
+    import numpy as np
+
     baseline = frontier.corners[0]
     if not frontier.complete or not baseline.dose > 0 or not math.isfinite(baseline.dose):
         return None
-    return lower_bound(frontier.corners, longest) / baseline.dose
+    if graph.least_doses is graph.doses:
+        return lower_bound(frontier.corners, longest) / baseline.dose
+    weight = hull_weight(frontier.corners, longest)
+    path = search(graph.least_doses + weight * graph.lengths, None)
+    if path is None:
+        return None
+    edges = np.asarray(path.edges, dtype=np.int64)
+    cheapest = float((graph.least_doses[edges] + weight * graph.lengths[edges]).sum())
+    return min(cheapest - weight * longest, baseline.dose) / baseline.dose
 
 
 def _snap(router: Router, point: Point, activity: PlanActivityType, end: str) -> int:
@@ -284,7 +326,7 @@ def _ellipse(network: StreetNetwork, start: Point, end: Point, longest: float) -
     return nodes
 
 
-async def _node_loads(
+async def _node_air(
     network_air: NetworkAir,
     network: StreetNetwork,
     nodes: EdgeIndices,
@@ -293,23 +335,31 @@ async def _node_loads(
     start_time: datetime,
     offload: Offload,
 ) -> FloatArray:
-    """Per node, the air load at `start_time + seconds` (the earliest a route can reach it:
-    see `_earliest_arrivals`); NaN outside `nodes` or without data.
-    Rejects the plan when too few nodes have data."""
+    """The air at `nodes` (a row each, a column per `SCORED` pollutant) for the hour of
+    `start_time + seconds`, node by node."""
+    hours, hour_of_node = hours_reached(start_time, seconds, source.update_interval)
+    return await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
+
+
+def _dose_columns(air: FloatArray) -> list[int]:
+    """The dose pollutants (their `SCORED` columns): those known at every node that knows any."""
     import numpy as np
 
-    hours, hour_of_node = hours_reached(start_time, seconds, source.update_interval)
-    air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
-    # The dose pollutants: those known at every node that knows any.
     some = ~np.isnan(air).all(axis=1)
-    columns = [c for c in range(len(SCORED)) if some.any() and not np.isnan(air[some, c]).any()]
+    return [c for c in range(len(SCORED)) if some.any() and not np.isnan(air[some, c]).any()]
+
+
+def _loads(
+    network: StreetNetwork, nodes: EdgeIndices, air: FloatArray, columns: list[int]
+) -> FloatArray:
+    """Per node, its air load from `columns` of `air` (`nodes`' rows); NaN elsewhere or
+    without data."""
+    import numpy as np
+
     loads = np.full(network.node_count, np.nan)
     if columns:
         guideline = np.array([GUIDELINE_LEVELS[SCORED[c]] for c in columns])
         loads[nodes] = (np.maximum(air[:, columns], 0.0) / guideline).mean(axis=1)
-    known = int(np.count_nonzero(~np.isnan(loads[nodes])))
-    if nodes.size == 0 or known < MIN_DATA_COVERAGE * nodes.size:
-        raise PlanRejected("Air-quality data covers too little of the area to plan routes")
     return loads
 
 
