@@ -46,6 +46,17 @@ DEFAULT_NETWORK_NAME = "helsinki"
 DEFAULT_NETWORK_FILE = Path(__file__).parents[1] / "cleanair_sources" / "data" / "helsinki.osm.pbf"
 
 
+def lost_key(key_file: Path) -> SettingsError:
+    """The error for a SQLite database whose key file is missing. Its tokens, pairing codes
+    and Wi-Fi access points are hashed with that key: a new one would quietly void them all,
+    so no command makes one for an existing database."""
+    return SettingsError(
+        f"no key file at {key_file}: the database's tokens, pairing codes and Wi-Fi access "
+        "points cannot be checked without the key they were made with; set "
+        "CLEANAIR_SECRET_KEY_FILE to it"
+    )
+
+
 def load_or_create_key(path: Path) -> bytes:
     """Read the server key file, creating it (mode 0600) on first use.
 
@@ -208,6 +219,9 @@ def open_deployment(
 
             deployment.plan_wakeups = PostgresPlanWakeups(settings.database)
         else:
+            if not settings.secret_key and not settings.key_file.exists():
+                if Path(settings.database).exists():
+                    raise lost_key(settings.key_file)
             key = settings.secret_key or load_or_create_key(settings.key_file)
             store = SqliteStore(settings.database)
         store_calls = store_calls_for(settings)

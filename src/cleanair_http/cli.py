@@ -341,8 +341,10 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912, PL
 #: an operator runs first on a new machine. Every other command refuses when there is none:
 #: run from another folder, the relative default `./var/cleanair.db` would otherwise be a
 #: second, empty database with its own key, whose pairing codes the server answers with 401.
+#: Not `worker`: a worker on a new, empty database would idle for ever, claiming none of the
+#: API's plans.
 CREATING = frozenset(
-    {"serve", "worker", "users add", "partners add", "clients add", "wifi import", "network import"}
+    {"serve", "users add", "partners add", "clients add", "wifi import", "network import"}
 )
 
 
@@ -367,14 +369,12 @@ def _check_database(settings: Settings, command: str) -> None:
         raise SettingsError(f"CLEANAIR_DATABASE: {database} is a folder, not a database file")
     if not missing:
         return
+    if database.exists() and key_file is not None:  # the key alone is missing
+        from cleanair_http.bootstrap import lost_key
+
+        raise lost_key(key_file)
     where = "" if given.is_absolute() else f" (CLEANAIR_DATABASE is relative to {Path.cwd()})"
     if command not in CREATING:
-        if database.exists():  # the key alone is missing: the database's tokens depend on it
-            raise SettingsError(
-                f"no key file at {key_file}: the database's tokens and pairing codes cannot "
-                "be checked without the key they were made with; set CLEANAIR_SECRET_KEY_FILE "
-                "to it"
-            )
         raise SettingsError(
             f"no database at {database}{where}: run cleanair where its database is or set "
             "CLEANAIR_DATABASE (`cleanair users add` or `cleanair serve` makes a new one)"

@@ -128,6 +128,21 @@ def test_a_postgresql_deployment_never_makes_up_a_key(postgres_url: str, tmp_pat
     assert not missing.exists()
 
 
+def test_a_sqlite_deployment_never_makes_a_new_key_for_an_existing_database(
+    tmp_path: Path,
+) -> None:
+    """The tokens, pairing codes and Wi-Fi access points of the database are hashed with its
+    key: a key file that went missing (not mounted, say) stops the server, it is not
+    replaced by one that would quietly void them all."""
+    env = {"CLEANAIR_DATABASE": str(tmp_path / "cleanair.db")}
+    open_deployment(Settings.from_env(env), with_sources=False).close()  # database and key
+    key_file = tmp_path / "secret.key"
+    key_file.unlink()
+    with pytest.raises(SettingsError, match="no key file at"):
+        open_deployment(Settings.from_env(env), with_sources=False)
+    assert not key_file.exists()
+
+
 def test_a_deployment_says_what_it_works_with_and_no_password(tmp_path: Path) -> None:
     settings = Settings.from_env(
         {

@@ -39,6 +39,7 @@ NEEDING_A_DATABASE = [
     ["usage", "alice"],
     ["network", "list"],
     ["network", "delete", "helsinki"],
+    ["worker"],  # on a new, empty database it would idle for ever
 ]
 
 
@@ -113,9 +114,12 @@ def test_a_database_without_its_key_file_is_refused_not_given_a_new_key(
     assert status == 2
     assert err.startswith(f"cleanair: no key file at {key_file}: ")
     assert not key_file.exists()
-    # A creating command may make one, saying so (the database's old tokens stop working).
-    status, _, err = run(["users", "add", "alice"], capsys)
-    assert (status, err) == (0, f"cleanair: creating a new key file {key_file}\n")
+    # Nor does a command that may make a new database make a key for this one: it would
+    # void every token, pairing code and Wi-Fi access point hashed with the lost key.
+    status, _, err = run(["users", "add", "bob"], capsys)
+    assert status == 2
+    assert err.startswith(f"cleanair: no key file at {key_file}: ")
+    assert not key_file.exists()
 
 
 def test_a_database_given_with_a_secret_key_needs_no_key_file(
