@@ -219,9 +219,9 @@ def open_deployment(
 
             deployment.plan_wakeups = PostgresPlanWakeups(settings.database)
         else:
-            if not settings.secret_key and not settings.key_file.exists():
-                if Path(settings.database).exists():
-                    raise lost_key(settings.key_file)
+            key_lost = not settings.key_file.exists() and Path(settings.database).exists()
+            if key_lost and not settings.secret_key:
+                raise lost_key(settings.key_file)
             key = settings.secret_key or load_or_create_key(settings.key_file)
             store = SqliteStore(settings.database)
         store_calls = store_calls_for(settings)
