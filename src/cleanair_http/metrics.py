@@ -18,13 +18,22 @@ import logging
 import os
 from collections.abc import Callable
 
+from litestar import Response, get
 from litestar.plugins.prometheus import (
     PrometheusConfig,
     PrometheusController,
     PrometheusMiddleware,
 )
 from litestar.types import ASGIApp
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from cleanair_core.credits.ledger import Billable
@@ -172,6 +181,15 @@ class MetricsController(PrometheusController):
     path = METRICS_PATH
     include_in_schema = False
     opt = {"exclude_from_auth": True}
+
+    # The plugin's handler renders on the event loop; with several processes a scrape reads
+    # and merges every process's files, so it runs in a worker thread instead.
+    @get(sync_to_thread=True)
+    def get(self) -> Response[bytes]:
+        """Every counted figure, in Prometheus' text format."""
+        return Response(
+            generate_latest(scrape_registry()), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
 
 
 def serve_metrics(host: str, port: int) -> Callable[[], None]:

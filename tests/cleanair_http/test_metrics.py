@@ -122,6 +122,31 @@ def serve_app() -> Iterator[Callable[..., Client]]:
 # -- where /metrics is served --------------------------------------------------------------
 
 
+def test_a_scrape_is_rendered_off_the_event_loop(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With several processes a scrape reads and merges every process's files: not on the
+    loop that answers the API's requests."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    rendered_on_a_loop: list[bool] = []
+
+    def recording(registry: CollectorRegistry) -> bytes:
+        try:
+            asyncio.get_running_loop()
+            rendered_on_a_loop.append(True)
+        except RuntimeError:
+            rendered_on_a_loop.append(False)
+        return generate_latest(registry)
+
+    monkeypatch.setattr("cleanair_http.metrics.generate_latest", recording)
+    answer = make_client(ON).get("/metrics")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain")
+    assert "cleanair_requests_in_progress" in answer.text
+    assert rendered_on_a_loop == [False]
+
+
 def test_metrics_are_on_unless_turned_off(make_client: MakeClient) -> None:
     assert Settings.from_env({}).metrics_enabled is True
     assert make_client().get("/metrics").status_code == 200
