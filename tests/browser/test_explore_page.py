@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -43,7 +44,8 @@ END = (60.1645, 24.9525)
 FORECAST = (60.1660, 24.9450)
 #: A plan takes a few seconds on two busy cores; the page polls once a second.
 PLAN_WITHIN_MS = 90_000
-SCREENSHOT_COPY = Path("/tmp/w/explore.png")
+#: A folder to keep the screenshot in for a person to look at (it is otherwise in tmp_path).
+SCREENSHOT_DIR = os.environ.get("CLEANAIR_SCREENSHOT_DIR")
 
 
 @dataclass
@@ -200,8 +202,9 @@ def test_a_plan_is_drawn_and_described_and_a_forecast_charted(
 
     shot = tmp_path / "explore.png"
     page.screenshot(path=str(shot), full_page=True)
-    SCREENSHOT_COPY.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(shot, SCREENSHOT_COPY)
+    if SCREENSHOT_DIR:
+        Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, Path(SCREENSHOT_DIR) / shot.name)
 
 
 def test_a_refused_token_is_explained(visit: Visit) -> None:
@@ -269,7 +272,9 @@ def test_a_rate_limited_poll_waits_as_long_as_retry_after_asks(
     expect(page.locator("#status")).to_contain_text("Polling too fast: waiting 3 s.")
     expect(page.locator("#routes li").first).to_be_visible(timeout=PLAN_WITHIN_MS)
     assert limited
-    assert visit.polls[1] - visit.polls[0] >= 3.0
+    # The page waits the 3 s after the 429's answer; the times are when the test saw each
+    # request go out, so allow their own jitter.
+    assert visit.polls[1] - visit.polls[0] >= 2.95
 
 
 @pytest.mark.parametrize(
