@@ -36,7 +36,7 @@ from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
-from cleanair_http.terminal import escape_nonprintable
+from cleanair_http.terminal import cannot_listen, escape_nonprintable
 
 log = logging.getLogger("cleanair")
 
@@ -45,14 +45,14 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
     """Serve the API on `host:port` in `workers` processes; the exit status."""
     configure_logging(settings.log_level, settings.access_log)
     if settings.metrics_port == port:
-        return _cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
+        return cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
     if workers == 1:
         # Bound here, not by uvicorn: a port in use is then one line and exit 1, where
         # uvicorn logs it among its start-up lines and exits 3 ("try again" in our codes).
         try:
             listening = listening_socket(host, port)
         except OSError as exc:
-            return _cannot_listen(host, port, exc)
+            return cannot_listen(host, port, exc)
         return _serve(settings, host, port, listening, announce=True)
     with _shared_metrics(settings):
         return _serve_processes(settings, host, port, workers)
@@ -77,19 +77,6 @@ def _shared_metrics(settings: Settings) -> Iterator[None]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _cannot_listen(host: str, port: int | None, reason: str | OSError) -> int:
-    """Say why the command cannot listen on `host:port`; the exit status."""
-    if isinstance(reason, OSError):  # in use, or not an address of this machine
-        reason = reason.strerror or str(reason)
-    print(
-        f"cleanair: cannot listen on {escape_nonprintable(host)}:{port}: "
-        f"{escape_nonprintable(reason)}",
-        file=sys.stderr,
-        flush=True,
-    )
-    return 1
-
-
 def _metrics_port(settings: Settings) -> Callable[[], None] | None:
     """Serve the metrics on their own port when one is set; the function that stops it.
     Raises OSError when it cannot listen there."""
@@ -108,8 +95,8 @@ def _serve_processes(settings: Settings, host: str, port: int, workers: int) -> 
     try:
         listening = listening_socket(host, port)
     except OSError as exc:  # in use, or not an address of this machine: as one process says
-        return _cannot_listen(host, port, exc)
-    _banner(settings, host, port, workers=workers)
+        return cannot_listen(host, port, exc)
+    _banner(settings, host, listening.getsockname()[1], workers=workers)
     children: list[int] = []
     for _ in range(workers):
         pid = os.fork()
@@ -146,9 +133,7 @@ def _serve_processes(settings: Settings, host: str, port: int, workers: int) -> 
         stop_metrics = _metrics_port(settings)
     except OSError as exc:
         assert settings.metrics_port is not None
-        failed = _cannot_listen(
-            settings.metrics_host, settings.metrics_port, exc.strerror or str(exc)
-        )
+        failed = cannot_listen(settings.metrics_host, settings.metrics_port, exc)
         pass_on(signal.SIGTERM, None)
     try:
         for child in children:
@@ -215,10 +200,11 @@ def _serve(
         except OSError as exc:
             deployment.close()
             assert settings.metrics_port is not None
-            return _cannot_listen(
-                settings.metrics_host, settings.metrics_port, exc.strerror or str(exc)
-            )
-        _banner(settings, host, port, workers=1)
+            return cannot_listen(settings.metrics_host, settings.metrics_port, exc)
+        # The port bound, which `--port 0` leaves to the system.
+        _banner(
+            settings, host, port if listening is None else listening.getsockname()[1], workers=1
+        )
     # Each serving process says what it loaded (with --workers, each loads its own networks,
     # so a network imported while they started may be in some and not others).
     log.info(

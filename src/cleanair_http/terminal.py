@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 #: Escapes an operator reads at a glance; any other character is shown by its code point.
 _NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
@@ -31,3 +33,17 @@ def _escape(char: str) -> str:
     if code <= 0xFFFF:
         return f"\\u{code:04x}"
     return f"\\U{code:08x}"
+
+
+def cannot_listen(host: str, port: int | None, reason: str | OSError) -> int:
+    """Say on stderr, in one line, why a command cannot listen on `host:port`; its exit
+    status (1: the operation was refused)."""
+    if isinstance(reason, OSError):  # in use, or not an address of this machine
+        reason = reason.strerror or str(reason)
+    print(
+        f"cleanair: cannot listen on {escape_nonprintable(host)}:{port}: "
+        f"{escape_nonprintable(reason)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 
 import anyio
 
@@ -22,7 +21,7 @@ from cleanair_http.access_log import configure_logging
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
-from cleanair_http.terminal import escape_nonprintable
+from cleanair_http.terminal import cannot_listen
 
 log = logging.getLogger("cleanair")
 
@@ -37,14 +36,7 @@ def work(settings: Settings, concurrency: int) -> int:
         try:
             stop_metrics = serve_metrics(settings.metrics_host, settings.metrics_port)
         except OSError as exc:
-            host = escape_nonprintable(settings.metrics_host)
-            reason = escape_nonprintable(exc.strerror or str(exc))
-            print(
-                f"cleanair: cannot listen on {host}:{settings.metrics_port}: {reason}",
-                file=sys.stderr,
-                flush=True,
-            )
-            return 1
+            return cannot_listen(settings.metrics_host, settings.metrics_port, exc)
     try:
         return _work(settings, concurrency)
     finally:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from cleanair_core import Billable
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
-from support.servers import cli, running_server
+from support.servers import CLI, cli, running_server, server_env
 
 pytestmark = pytest.mark.e2e
 
@@ -193,3 +195,37 @@ def test_scores_and_forecasts_from_the_embedded_model_and_imported_wifi(
     assert enriched["summary"]["clean_air_score"]["band"] in {"1", "2", "3", "4", "5"}
     quota = httpx.get(f"{server}/v1/quota", headers=headers, timeout=10).json()
     assert quota["used"] == 1 + 1 + 2 + 5
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_on_port_0_announces_the_port_it_was_given(tmp_path: Path, workers: str) -> None:
+    """`--port 0` leaves the port to the system: the banner names the one it gave."""
+    env = server_env(tmp_path)
+    log = tmp_path / "server.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [CLI, "serve", "--port", "0", "--workers", workers],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := re.search(r"API on http://127\.0\.0\.1:(\d+) ", log.read_text())):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        port = int(found.group(1))
+        assert port > 0
+        while True:  # the processes may still be opening the deployment; bounded
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/livez", timeout=2).status_code == 200
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=30)

@@ -19,16 +19,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import attrs
 
 from cleanair_core.routes.network import FloatArray, Path
-
-# NumPy is imported by the functions that compute: the operator CLI's commands import this
-# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
-if TYPE_CHECKING:
-    pass
 
 #: Relative improvement below which a λ-search is taken to have found nothing new (rounding).
 _TOLERANCE = 1e-9
