@@ -22,7 +22,7 @@ from cleanair_core.geo import Point
 from cleanair_core.ports import Store
 from cleanair_core.routes import plans as plan_rules
 from cleanair_core.routes.network import PlanActivityType
-from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
+from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus, Refunded
 from cleanair_core.routes.results import PlanResult
 from cleanair_storage.memory import MemoryStore
 from cleanair_storage.postgres import PostgresStore
@@ -388,7 +388,7 @@ def test_complete_only_from_pending(store: Store) -> None:
     assert store.complete_plan(plan.id, SECOND, first_at + timedelta(seconds=1)) is False
     assert (
         plan_rules.fail(store, plan.id, "late", first_at + timedelta(seconds=2), refund=True)
-        is False
+        is None
     )
     assert store.complete_plan(uuid.uuid4(), RESULT, first_at) is False
 
@@ -402,10 +402,10 @@ def test_complete_only_from_pending(store: Store) -> None:
 def test_fail_only_from_pending(store: Store) -> None:
     plan = submit(store)
     first_at = T0 + timedelta(seconds=1)
-    assert plan_rules.fail(store, plan.id, "first", first_at, refund=False) is True
-    assert plan_rules.fail(store, plan.id, "second", first_at, refund=True) is False
+    assert plan_rules.fail(store, plan.id, "first", first_at, refund=False) == Refunded(0)
+    assert plan_rules.fail(store, plan.id, "second", first_at, refund=True) is None
     assert store.complete_plan(plan.id, RESULT, first_at) is False
-    assert plan_rules.fail(store, uuid.uuid4(), "nobody", first_at, refund=True) is False
+    assert plan_rules.fail(store, uuid.uuid4(), "nobody", first_at, refund=True) is None
 
     assert store.get_plan(plan.id) == attrs.evolve(
         plan, status=PlanStatus.FAILED, error="first", finished_at=first_at
@@ -442,7 +442,7 @@ def test_fail_with_refund_restores_usage_exactly(store: Store) -> None:
 
     # Failed on the next day: the refund still counts in the windows of the debit.
     failed_at = T0 + timedelta(days=1)
-    assert plan_rules.fail(store, plan.id, "no route", failed_at, refund=True) is True
+    assert plan_rules.fail(store, plan.id, "no route", failed_at, refund=True) == Refunded(COST)
     assert store.usage(POOL, T0) == before
     assert store.usage(POOL, failed_at) == Usage(month=before.month, day=0)
 
@@ -470,7 +470,7 @@ def test_a_plan_refund_happens_at_most_once(store: Store) -> None:
 
     # Neither a direct refund nor a second failure reverses the debit again.
     assert store.refund(plan.ledger_entry, T0) is None
-    assert plan_rules.fail(store, plan.id, "no route", T0, refund=True) is False
+    assert plan_rules.fail(store, plan.id, "no route", T0, refund=True) is None
     assert store.entries(POOL) == entries
     assert store.usage(POOL, T0) == Usage(month=0, day=0)
 
@@ -481,7 +481,8 @@ def test_failing_a_plan_whose_debit_was_already_refunded(store: Store) -> None:
     assert store.refund(plan.ledger_entry, T0) is not None
     entries = store.entries(POOL)
 
-    assert plan_rules.fail(store, plan.id, "no route", T0, refund=True) is True
+    # Failed, with nothing left to give back.
+    assert plan_rules.fail(store, plan.id, "no route", T0, refund=True) == Refunded(0)
     assert store.entries(POOL) == entries
     assert store.usage(POOL, T0) == Usage(month=0, day=0)
     failed = store.get_plan(plan.id)
@@ -491,7 +492,7 @@ def test_failing_a_plan_whose_debit_was_already_refunded(store: Store) -> None:
 
 def test_fail_without_refund_keeps_the_charge(store: Store) -> None:
     plan = submit(store)
-    assert plan_rules.fail(store, plan.id, "worker gave up", T0, refund=False) is True
+    assert plan_rules.fail(store, plan.id, "worker gave up", T0, refund=False) == Refunded(0)
     assert store.usage(POOL, T0) == Usage(month=COST, day=COST)
     assert [e.amount for e in store.entries(POOL)] == [COST]
 
@@ -745,8 +746,8 @@ class PlanStoreMachine(RuleBasedStateMachine):
         failed = plan_rules.fail(self.memory, plan_id, "no route", self.now, refund=refund)
         assert failed == plan_rules.fail(self.durable, plan_id, "no route", self.now, refund=refund)
         plan = self.model.get(plan_id)
-        assert failed == (plan is not None and plan.status is PlanStatus.PENDING)
-        if failed and plan is not None:
+        assert (failed is not None) == (plan is not None and plan.status is PlanStatus.PENDING)
+        if failed is not None and plan is not None:
             self.model[plan_id] = attrs.evolve(
                 plan,
                 status=PlanStatus.FAILED,

@@ -231,16 +231,24 @@ def fail(
     *,
     refund: bool,
     claim: int | None = None,
-) -> bool:
+) -> Refunded | None:
     """Finish a pending plan as failed and, when `refund`, refund its debit, as one unit of
-    work; False (nothing changed) when it was not pending (or not on claim `claim`)."""
+    work; None (nothing changed) when it was not pending (or not on claim `claim`)."""
     with book.transaction() as work:
         failed = work.fail_plan(plan_id, error, now, claim)
         if failed is None:
-            return False
+            return None
+        reversal = None
         if refund and failed.ledger_entry is not None:
-            work.refund(failed.ledger_entry, now)
-    return True
+            reversal = work.refund(failed.ledger_entry, now)
+    return Refunded(0 if reversal is None else -reversal.amount)
+
+
+@attrs.frozen
+class Refunded:
+    """What failing a plan gave back: `credits` (0 when it had no debit to refund)."""
+
+    credits: int
 
 
 def gives_up(plan: Plan, max_attempts: int) -> bool:

@@ -11,7 +11,7 @@ from cleanair_core.access.connections import Authorized
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType, speed_m_s
 from cleanair_core.air.exposure import EnvironmentType
-from cleanair_core.credits.ledger import Billable, cost_of
+from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import NotFound, OperatorError, PlanRejected, PlanTooLong, Unprocessable
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.routes import plans
@@ -186,9 +186,11 @@ def _fail(ctx: Context, plan: Plan, reason: str, started: datetime) -> Plan | No
     # Only the worker that finishes the plan reports it: one that lost its claim (another
     # took the plan over) changed nothing.
     now = ctx.now()
-    if not plans.fail(ctx.store, plan.id, reason, now, refund=True, claim=plan.claims):
+    refunded = plans.fail(ctx.store, plan.id, reason, now, refund=True, claim=plan.claims)
+    if refunded is None:
         return None
-    ctx.metrics.credits_refunded(Billable.ROUTE_PLAN, cost_of(Billable.ROUTE_PLAN))
+    if refunded.credits:
+        ctx.metrics.credits_refunded(Billable.ROUTE_PLAN, refunded.credits)
     ctx.metrics.plan_finished(PlanStatus.FAILED, (now - started).total_seconds())
     return plans.failed(plan, reason, now)
 
