@@ -30,6 +30,9 @@ COMMANDS: tuple[tuple[str, list[str]], ...] = (
     ("cleanair pairing-code USER", ["pairing-code", "alice"]),
     ("cleanair partners list", ["partners", "list"]),
     ("cleanair usage USER", ["usage", "alice"]),
+    ("cleanair connections list USER", ["connections", "list", "alice"]),
+    ("cleanair clients add LABEL", ["clients", "add", "c{n}"]),
+    ("cleanair network list", ["network", "list"]),
 )
 
 
