@@ -10,12 +10,14 @@ can crash and restart it without disturbing the rest of the session.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
+from cleanair_core.errors import StoreUnavailable
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
@@ -74,6 +76,17 @@ def fill_the_pool(store: PostgresStore, connections: int) -> None:
         thread.join(timeout=10)
 
 
+def recovered(store: PostgresStore, within_s: float = 30.0) -> None:
+    """Wait, bounded, until the store answers again after an outage."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            store.schema_is_current()
+            return
+        except StoreUnavailable:
+            assert time.monotonic() < deadline, "the store did not recover"
+
+
 def score(client: Client, token: str) -> int:
     response = client.post("/v1/airquality/score", json=SCORE, headers=bearer(token))
     if response.status_code == 503:
@@ -100,7 +113,9 @@ def test_an_outage_answers_503_charges_nothing_and_the_service_recovers_by_itsel
     assert client.get("/v1/quota", headers=bearer(token)).status_code == 503
 
     own_server.resume()
-    # Every call answers: none meets a connection the crash broke.
+    # Back by itself, once the pool's reconnection (which backs off while the server is
+    # down) has reached it; then every call answers: none meets a connection the crash broke.
+    recovered(store)
     assert [score(client, token) for _ in range(POOLED)] == [200] * POOLED
     assert used(client, token) == 1 + POOLED  # the 503 charged nothing
     assert [e.amount for e in store.entries("user:alice")] == [1] * (1 + POOLED)
