@@ -57,6 +57,12 @@ def lost_key(key_file: Path) -> SettingsError:
     )
 
 
+def key_is_lost(database: Path, key_file: Path) -> bool:
+    """Whether `database` holds data (an empty file holds nothing to lose) but its key file
+    is missing."""
+    return not key_file.exists() and database.is_file() and database.stat().st_size > 0
+
+
 def load_or_create_key(path: Path) -> bytes:
     """Read the server key file, creating it (mode 0600) on first use.
 
@@ -219,8 +225,7 @@ def open_deployment(
 
             deployment.plan_wakeups = PostgresPlanWakeups(settings.database)
         else:
-            key_lost = not settings.key_file.exists() and Path(settings.database).exists()
-            if key_lost and not settings.secret_key:
+            if not settings.secret_key and key_is_lost(Path(settings.database), settings.key_file):
                 raise lost_key(settings.key_file)
             key = settings.secret_key or load_or_create_key(settings.key_file)
             store = SqliteStore(settings.database)

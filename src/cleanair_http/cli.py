@@ -369,10 +369,11 @@ def _check_database(settings: Settings, command: str) -> None:
         raise SettingsError(f"CLEANAIR_DATABASE: {database} is a folder, not a database file")
     if not missing:
         return
-    if database.exists() and key_file is not None:  # the key alone is missing
-        from cleanair_http.bootstrap import lost_key
+    if key_file is not None:
+        from cleanair_http.bootstrap import key_is_lost, lost_key
 
-        raise lost_key(key_file)
+        if key_is_lost(database, key_file):
+            raise lost_key(key_file)
     where = "" if given.is_absolute() else f" (CLEANAIR_DATABASE is relative to {Path.cwd()})"
     if command not in CREATING:
         raise SettingsError(

@@ -166,6 +166,8 @@ class ForecastRequest(msgspec.Struct):
     )
 
 
+# Fields the contract marks not required have defaults, so the document says so; the service
+# always sends them all.
 class ForecastResponse(msgspec.Struct):
     location: Annotated[
         str, msgspec.Meta(description="Human-readable name of the forecast location")
@@ -173,14 +175,14 @@ class ForecastResponse(msgspec.Struct):
     timestamps: Annotated[
         list[int] | None,
         msgspec.Meta(description="The shared hourly time axis, in epoch seconds"),
-    ]
+    ] = None
     measures: Annotated[
         dict[str, list[float | None]],
         msgspec.Meta(
             description="Per measure, values parallel to `timestamps` (element i is the value "
             f"at timestamps[i]; null marks an hour with no value). Keys: {_MEASURES_NOTE}"
         ),
-    ]
+    ] = msgspec.field(default_factory=dict)
 
 
 # Route enrichment (contract 2.7, 2.8) --------------------------------------------------------
@@ -258,9 +260,11 @@ _ROUTE_MEASURES = (
 _SUMMARY = "The route as a whole"
 
 
-class EnrichedRoute(msgspec.Struct):
+class EnrichedRoute(msgspec.Struct, kw_only=True):
     waypoints: Annotated[list[tuple[float, float]], msgspec.Meta(description=_WAYPOINTS)]
-    measures: Annotated[dict[str, list[float | None]], msgspec.Meta(description=_ROUTE_MEASURES)]
+    measures: Annotated[
+        dict[str, list[float | None]], msgspec.Meta(description=_ROUTE_MEASURES)
+    ] = msgspec.field(default_factory=dict)
     summary: Annotated[RouteSummary, msgspec.Meta(description=_SUMMARY)]
 
 
@@ -300,9 +304,11 @@ class RouteGoal(msgspec.Struct):
     ]
 
 
-class PlannedRoute(msgspec.Struct):
+class PlannedRoute(msgspec.Struct, kw_only=True):
     waypoints: Annotated[list[tuple[float, float]], msgspec.Meta(description=_WAYPOINTS)]
-    measures: Annotated[dict[str, list[float | None]], msgspec.Meta(description=_ROUTE_MEASURES)]
+    measures: Annotated[
+        dict[str, list[float | None]], msgspec.Meta(description=_ROUTE_MEASURES)
+    ] = msgspec.field(default_factory=dict)
     summary: Annotated[RouteSummary, msgspec.Meta(description=_SUMMARY)]
     distance: Annotated[float, msgspec.Meta(description="Total route distance in metres")]
     distance_delta: Annotated[

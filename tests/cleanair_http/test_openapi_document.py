@@ -124,3 +124,36 @@ def test_every_request_body_has_examples_the_api_accepts(
             )
             assert response.json().get("detail") != VALIDATION_FAILED, (path, name)
     assert bodies == 5
+
+
+#: Every response field the contract marks required (sections 2.1-2.14): the others may be
+#: left out by a client's model, though the service always sends them.
+CONTRACT_REQUIRED = {
+    "Connection": {"connection_id", "name", "scopes", "token"},
+    "ScoreResponse": {"score", "ttl"},
+    "ForecastResponse": {"location"},
+    "EnrichedRoute": {"waypoints", "summary"},
+    "RouteSummary": set(),
+    "BandedScore": {"score", "band", "description", "colour"},
+    "PlanSubmitted": {"request_id"},
+    "PlanPollResponse": {"status"},
+    "PlanResult": {"activity_type", "routes", "original_distance"},
+    "PlannedRoute": {
+        "waypoints",
+        "summary",
+        "distance",
+        "distance_delta",
+        "clean_air_score_delta_pct",
+        "goal",
+    },
+    "RouteGoal": {"title", "description"},
+    "Quota": {"used", "limit", "remaining", "daily_used", "daily_limit", "daily_remaining"},
+    "ErrorResponse": {"detail"},
+}
+
+
+def test_response_fields_are_required_as_the_contract_says(document: Document) -> None:
+    schemas = document["components"]["schemas"]
+    assert {
+        name: set(schemas[name].get("required", [])) for name in CONTRACT_REQUIRED
+    } == CONTRACT_REQUIRED
