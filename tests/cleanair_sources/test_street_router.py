@@ -37,6 +37,19 @@ def path_cost(network: StreetNetwork, edges: list[int]) -> float:
     return float(network.edge_length[edges].sum()) if edges else 0.0
 
 
+def reference_graph(
+    n: int, edges: list[tuple[int, int, float]], flags: Sequence[int], activity: PlanActivityType
+) -> nx.MultiDiGraph:
+    """The arcs `activity` may use, as NetworkX sees them: foot both ways, bike as flagged."""
+    reference = nx.MultiDiGraph()
+    reference.add_nodes_from(range(n))
+    for (a, b, w), flag in zip(edges, flags, strict=True):
+        reference.add_edge(a, b, weight=w)
+        if activity is WALK or flag & Access.BIKE_BACKWARD:
+            reference.add_edge(b, a, weight=w)
+    return reference
+
+
 graphs = st.integers(2, 12).flatmap(
     lambda n: st.tuples(
         st.just(n),
@@ -64,12 +77,7 @@ def test_paths_are_as_cheap_as_networkx_finds(
     network = network_of(n, edges, flags)
     router = ScipyRouter(network)
     for activity in (WALK, CYCLE):
-        reference = nx.MultiDiGraph()
-        reference.add_nodes_from(range(n))
-        for (a, b, w), flag in zip(edges, flags, strict=True):
-            reference.add_edge(a, b, weight=w)
-            if activity is WALK or flag & Access.BIKE_BACKWARD:
-                reference.add_edge(b, a, weight=w)
+        reference = reference_graph(n, edges, flags, activity)
         found = router.path(origin, destination, activity, network.edge_length)
         try:
             best = nx.dijkstra_path_length(reference, origin, destination)
@@ -109,12 +117,7 @@ def test_lengths_from_a_node_are_networkxs_within_the_limit(
     network = network_of(n, edges, flags)
     router = ScipyRouter(network)
     for activity in (WALK, CYCLE):
-        reference = nx.MultiDiGraph()
-        reference.add_nodes_from(range(n))
-        for (a, b, w), flag in zip(edges, flags, strict=True):
-            reference.add_edge(a, b, weight=w)
-            if activity is WALK or flag & Access.BIKE_BACKWARD:
-                reference.add_edge(b, a, weight=w)
+        reference = reference_graph(n, edges, flags, activity)
         exact = nx.single_source_dijkstra_path_length(reference, origin)
         lengths = router.lengths_from(origin, activity, limit)
         for node in range(n):

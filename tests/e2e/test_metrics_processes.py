@@ -25,7 +25,7 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
-from support.servers import CLI, children_of, free_port, server_env, stop
+from support.servers import CLI, children_of, free_port, server_env, spawn, stop
 
 pytestmark = pytest.mark.e2e
 
@@ -78,14 +78,7 @@ def test_a_scrape_adds_up_every_serving_process(tmp_path: Path, own_port: bool) 
     base = f"http://127.0.0.1:{port}"
     scrape_url = f"http://127.0.0.1:{metrics_port}/metrics" if own_port else f"{base}/metrics"
     log = tmp_path / "serve.log"
-    with log.open("w") as stderr:
-        command = subprocess.Popen(
-            [CLI, "serve", "--port", str(port), "--workers", "2"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,
-        )
+    command = spawn(env, log, "serve", "--port", str(port), "--workers", "2", session=True)
     try:
         deadline = time.monotonic() + 60
         while True:  # both processes up, and the port (and the metrics port) answering
@@ -159,15 +152,7 @@ def test_a_plan_worker_serves_its_plan_metrics_on_the_metrics_port(tmp_path: Pat
     )
     deployment.close()
     log = tmp_path / "worker.log"
-    with log.open("w") as stderr:
-        worker = subprocess.Popen(
-            [CLI, "worker", "--concurrency", "1"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,
-        )
+    worker = spawn(env, log, "worker", "--concurrency", "1", session=True)
     try:
         deadline = time.monotonic() + 60
         while True:  # until the worker has failed the plan and says so on its port

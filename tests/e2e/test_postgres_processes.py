@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ import pytest
 
 from support.fake_open_meteo import FakeOpenMeteo
 from support.postgres import PostgresServer
-from support.servers import CLI, pair, running_server, server_env
+from support.servers import pair, running_server, server_env, worker_process
 
 pytestmark = pytest.mark.e2e
 
@@ -53,24 +51,6 @@ def shared_env(tmp_path: Path, database: str, **settings: str) -> dict[str, str]
         CLEANAIR_PLAN_WORKER_IDLE_SECONDS="0.2",
         **settings,
     )
-
-
-@contextmanager
-def worker(env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[str]]:
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [CLI, "worker", "--concurrency", "1"],
-            env=dict(env),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-        )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=30)
 
 
 #: Seconds between plan polls: the contract allows a connection 60 polls a minute, so a test
@@ -132,7 +112,7 @@ def test_two_servers_and_workers_share_one_postgresql_database(
         headers = pair(env, second.base, user="bob")
         plans = [submit(first.base, headers), submit(second.base, headers)]
         assert {poll(first.base, headers, p)["status"] for p in plans} == {"pending"}
-        with worker(env, tmp_path / "worker.log"):
+        with worker_process(env, tmp_path / "worker.log"):
             for request_id in plans:
                 done = wait_for(
                     lambda r=request_id: poll(second.base, headers, r)["status"] != "pending",
@@ -157,12 +137,12 @@ def test_a_killed_workers_plan_is_finished_by_another_and_a_stopped_one_hands_ba
             headers = pair(env, server.base)
             upstream.hold()  # planning waits on the air: the worker is caught mid-plan
             killed_plan = submit(server.base, headers)
-            with worker(env, tmp_path / "killed.log") as doomed:
+            with worker_process(env, tmp_path / "killed.log") as doomed:
                 assert upstream.waiting.acquire(timeout=60)
                 doomed.send_signal(signal.SIGKILL)
                 doomed.wait(timeout=30)
             upstream.release()
-            with worker(env, tmp_path / "second.log"):
+            with worker_process(env, tmp_path / "second.log"):
                 wait_for(
                     lambda: poll(server.base, headers, killed_plan)["status"] == "completed",
                     "the killed worker's plan, finished by the next after its lease",
@@ -170,7 +150,7 @@ def test_a_killed_workers_plan_is_finished_by_another_and_a_stopped_one_hands_ba
 
             upstream.hold()
             stopped_plan = submit(server.base, headers)
-            with worker(env, tmp_path / "stopped.log") as stopping:
+            with worker_process(env, tmp_path / "stopped.log") as stopping:
                 assert upstream.waiting.acquire(timeout=60)
                 stopping.send_signal(signal.SIGTERM)
                 assert stopping.wait(timeout=30) == 0
@@ -183,7 +163,7 @@ def test_a_killed_workers_plan_is_finished_by_another_and_a_stopped_one_hands_ba
                 ).fetchone()
             # Free for the next worker at once, the interrupted attempt not counted.
             assert row == ("pending", None, 0)
-            with worker(env, tmp_path / "after.log"):
+            with worker_process(env, tmp_path / "after.log"):
                 wait_for(
                     lambda: poll(server.base, headers, stopped_plan)["status"] == "completed",
                     "the stopped worker's plan, finished by the next",

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from cleanair_core import Billable
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
-from support.servers import CLI, cli, running_server, server_env
+from support.servers import cli, running_server, server_env, spawn
 
 pytestmark = pytest.mark.e2e
 
@@ -202,15 +201,7 @@ def test_serve_on_port_0_announces_the_port_it_was_given(tmp_path: Path, workers
     """`--port 0` leaves the port to the system: the banner names the one it gave."""
     env = server_env(tmp_path)
     log = tmp_path / "server.log"
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [CLI, "serve", "--port", "0", "--workers", workers],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,
-        )
+    process = spawn(env, log, "serve", "--port", "0", "--workers", workers, session=True)
     try:
         deadline = time.monotonic() + 30
         while not (found := re.search(r"API on http://127\.0\.0\.1:(\d+) ", log.read_text())):

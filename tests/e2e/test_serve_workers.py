@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support.servers import CLI, children_of, free_port, pair, server_env
+from support.servers import CLI, children_of, free_port, pair, server_env, spawn
 
 pytestmark = pytest.mark.e2e
 
@@ -44,14 +44,7 @@ def test_two_api_processes_share_the_port_and_the_limits(tmp_path: Path) -> None
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
-    with log.open("w") as stderr:
-        command = subprocess.Popen(
-            [CLI, "serve", "--port", str(port), "--workers", "2"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,  # a process group of its own, as a terminal's job is
-        )
+    command = spawn(env, log, "serve", "--port", str(port), "--workers", "2", session=True)
     try:
         deadline = time.monotonic() + 60
         while True:  # both processes up: two children, and the port answering

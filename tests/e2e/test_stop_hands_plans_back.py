@@ -19,15 +19,15 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 
 from support.fake_open_meteo import FakeOpenMeteo
-from support.servers import CLI, Server, pair, running_server, server_env, stop
+from support.servers import Server, pair, running_server, server_env, stop, worker_process
 
 pytestmark = pytest.mark.e2e
 
@@ -77,22 +77,6 @@ def wait_for_status(database: str, request_id: str, status: str, within: float) 
         assert time.monotonic() - started < within, f"plan {row}, not {status}, after {within} s"
         time.sleep(0.02)
     return time.monotonic() - started
-
-
-@contextmanager
-def worker_process(env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[str]]:
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [CLI, "worker", "--concurrency", "1"],
-            env=dict(env),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-        )
-    try:
-        yield process
-    finally:
-        stop(process, signal.SIGTERM, timeout=10)
 
 
 def score_in_background(base: str, headers: Mapping[str, str]) -> threading.Thread:
@@ -161,8 +145,10 @@ def test_a_plan_caught_by_sigterm_completes_within_seconds_of_the_restart(
         upstream.release()
         restarting = time.monotonic()
         if serving:
-            with running_server(api_env, tmp_path / "restarted.log", *args):
+            with running_server(api_env, tmp_path / "restarted.log", *args) as restarted:
                 wait_for_status(database, request_id, "completed", RESTARTED_AND_DONE_S)
+                # The other serving process may still be opening its deployment.
+                restarted.wait_for_log("API process started", 2 if "--workers" in args else 1)
         else:
             with worker_process(env, tmp_path / "restarted.log"):
                 wait_for_status(database, request_id, "completed", RESTARTED_AND_DONE_S)

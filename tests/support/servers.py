@@ -84,6 +84,32 @@ class Server:
             time.sleep(0.02)
 
 
+def spawn(
+    env: Mapping[str, str], log: Path, *args: str, session: bool = False
+) -> subprocess.Popen[str]:
+    """`cleanair ARGS` started in the background, its stderr to `log` (never a pipe nobody
+    reads); with `session`, in a process group of its own, as a terminal's job is."""
+    with log.open("w") as stderr:
+        return subprocess.Popen(
+            [CLI, *args],
+            env=dict(env),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            start_new_session=session,
+        )
+
+
+@contextmanager
+def worker_process(env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[str]]:
+    """A `cleanair worker` with one runner, stopped with SIGTERM at the end."""
+    process = spawn(env, log, "worker", "--concurrency", "1")
+    try:
+        yield process
+    finally:
+        stop(process, signal.SIGTERM, timeout=10)
+
+
 @contextmanager
 def running_server(env: Mapping[str, str], log: Path, *args: str) -> Iterator[Server]:
     """A `cleanair serve` process (with `args`, `--workers 2` say) listening on a free port;
@@ -91,14 +117,7 @@ def running_server(env: Mapping[str, str], log: Path, *args: str) -> Iterator[Se
     Its stderr goes to `log` (never a pipe nobody reads); read it after the block for all of
     it. What it logged must never contain a token."""
     port = free_port()
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [CLI, "serve", "--port", str(port), *args],
-            env=dict(env),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-        )
+    process = spawn(env, log, "serve", "--port", str(port), *args)
     server = Server(process, port, log)
     try:
         deadline = time.monotonic() + 30
