@@ -25,7 +25,7 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
-from support.servers import CLI, children_of, free_port, server_env, spawn, stop
+from support.servers import CLI, free_port, server_env, spawn, stop, wait_until_serving
 
 pytestmark = pytest.mark.e2e
 
@@ -80,19 +80,9 @@ def test_a_scrape_adds_up_every_serving_process(tmp_path: Path, own_port: bool) 
     log = tmp_path / "serve.log"
     command = spawn(env, log, "serve", "--port", str(port), "--workers", "2", session=True)
     try:
+        # Both processes up, and the port (and the metrics port) answering.
+        processes = wait_until_serving(command, log, 2, f"{base}/schema/openapi.json", scrape_url)
         deadline = time.monotonic() + 60
-        while True:  # both processes up, and the port (and the metrics port) answering
-            try:
-                if len(children_of(command.pid)) == 2:
-                    httpx.get(f"{base}/schema/openapi.json", timeout=1)
-                    httpx.get(scrape_url, timeout=1)
-                    break
-            except httpx.TransportError:
-                pass
-            assert command.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        processes = children_of(command.pid)
         [directory] = temporary.glob("cleanair-metrics-*")
         sent = 0
         while True:  # until each process has answered some: the kernel picks, not us

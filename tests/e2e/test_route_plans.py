@@ -11,7 +11,6 @@ import math
 import os
 import re
 import signal
-import sqlite3
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +21,7 @@ import osmium
 import pytest
 from osmium.osm.mutable import Node, Way
 
-from support.servers import cli, pair, poll_until_finished, running_server
+from support.servers import cli, pair, plan_row, poll_until_finished, running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -82,19 +81,6 @@ def metres(a: tuple[float, float], b: tuple[float, float]) -> float:
     dlat = math.radians(b[0] - a[0])
     dlon = math.radians(b[1] - a[1]) * math.cos(math.radians((a[0] + b[0]) / 2))
     return 6_371_000 * math.hypot(dlat, dlon)
-
-
-def plan_row(database: str, request_id: str) -> tuple[str, int, float | None]:
-    """The stored plan's status, claims so far and lease end: what no API shows."""
-    conn = sqlite3.connect(database, timeout=5)
-    try:
-        row = conn.execute(
-            "SELECT status, attempts, lease_until FROM plans WHERE id = ?", (request_id,)
-        ).fetchone()
-    finally:
-        conn.close()
-    assert row is not None, f"no stored plan {request_id}"
-    return str(row[0]), int(row[1]), row[2]
 
 
 def check_result(result: dict[str, Any], bounds: tuple[float, float, float, float]) -> None:

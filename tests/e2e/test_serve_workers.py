@@ -11,13 +11,12 @@ import asyncio
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from support.servers import CLI, children_of, free_port, pair, server_env, spawn
+from support.servers import CLI, children_of, free_port, pair, server_env, spawn, wait_until_serving
 
 pytestmark = pytest.mark.e2e
 
@@ -46,18 +45,7 @@ def test_two_api_processes_share_the_port_and_the_limits(tmp_path: Path) -> None
     log = tmp_path / "serve.log"
     command = spawn(env, log, "serve", "--port", str(port), "--workers", "2", session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:  # both processes up: two children, and the port answering
-            try:
-                if len(children_of(command.pid)) == 2:
-                    httpx.get(f"{base}/schema/openapi.json", timeout=1)
-                    break
-            except httpx.TransportError:
-                pass
-            assert command.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        processes = children_of(command.pid)
+        processes = wait_until_serving(command, log, 2, f"{base}/schema/openapi.json")
         headers = pair(env, base)
         statuses = asyncio.run(score_calls(base, headers))
         assert statuses.count(200) == CAP

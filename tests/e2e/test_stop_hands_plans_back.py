@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-import sqlite3
 import subprocess
 import threading
 import time
@@ -27,7 +26,7 @@ import httpx
 import pytest
 
 from support.fake_open_meteo import FakeOpenMeteo
-from support.servers import Server, pair, running_server, server_env, stop, worker_process
+from support.servers import Server, pair, plan_row, running_server, server_env, stop, worker_process
 
 pytestmark = pytest.mark.e2e
 
@@ -45,19 +44,6 @@ HAND_BACK_S = 3.0
 #: left behind takes, well above a restart (loading the network) and a plan on a loaded machine
 #: (5-21 s seen with other tests running beside).
 RESTARTED_AND_DONE_S = 40.0
-
-
-def plan_row(database: str, request_id: str) -> tuple[str, int, float | None]:
-    """The stored plan's status, attempts and lease end."""
-    conn = sqlite3.connect(database, timeout=5)
-    try:
-        row = conn.execute(
-            "SELECT status, attempts, lease_until FROM plans WHERE id = ?", (request_id,)
-        ).fetchone()
-    finally:
-        conn.close()
-    assert row is not None, f"no stored plan {request_id}"
-    return str(row[0]), int(row[1]), row[2]
 
 
 def wait_for_row(

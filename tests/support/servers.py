@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +19,39 @@ from typing import Any
 import httpx
 
 CLI = str(Path(sys.executable).parent / "cleanair")
+
+
+def plan_row(database: str, request_id: str) -> tuple[str, int, float | None]:
+    """A stored plan's status, attempts and lease end in a SQLite database: what no API
+    shows."""
+    conn = sqlite3.connect(database, timeout=5)
+    try:
+        row = conn.execute(
+            "SELECT status, attempts, lease_until FROM plans WHERE id = ?", (request_id,)
+        ).fetchone()
+    finally:
+        conn.close()
+    assert row is not None, f"no stored plan {request_id}"
+    return str(row[0]), int(row[1]), row[2]
+
+
+def wait_until_serving(
+    command: subprocess.Popen[str], log: Path, processes: int, *urls: str, within: float = 60
+) -> set[int]:
+    """Poll, bounded, until `command` (`serve --workers N`) has its `processes` children and
+    every one of `urls` answers; its children."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if len(children := children_of(command.pid)) == processes:
+                for url in urls:
+                    httpx.get(url, timeout=1)
+                return children
+        except httpx.TransportError:
+            pass
+        assert command.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
 
 
 def free_port() -> int:
