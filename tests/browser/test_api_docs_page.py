@@ -7,14 +7,12 @@ server and nothing else, and Swagger UI still draws every operation and schema.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Route, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
+from support.browser_pages import Visit, guarded_page
 from support.servers import Server, running_server, server_env
 
 pytestmark = pytest.mark.browser
@@ -37,44 +35,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium")
-    assert chromium, "the browser tests need Debian's chromium package (see .ci/run)"
-    with sync_playwright() as playwright:
-        yield playwright.chromium.launch(executable_path=chromium)
-
-
-@dataclass
-class Visit:
-    page: Page
-    #: Requests to anywhere but the server: blocked, and there must be none.
-    foreign: list[str] = field(default_factory=list)
-    #: Uncaught script errors and console errors.
-    errors: list[str] = field(default_factory=list)
-
-
 @pytest.fixture
 def visit(browser: Browser, server: Server) -> Iterator[Visit]:
     context = browser.new_context()
-    own = urlsplit(server.base).netloc
-    visit = Visit(context.new_page())
-
-    def only_the_server(route: Route) -> None:
-        if urlsplit(route.request.url).netloc == own:
-            route.continue_()
-        else:
-            visit.foreign.append(route.request.url)
-            route.abort()
-
-    def record_error(message: ConsoleMessage) -> None:
-        if message.type == "error":
-            visit.errors.append(message.text)
-
-    context.route("**/*", only_the_server)
-    visit.page.on("pageerror", lambda error: visit.errors.append(str(error)))
-    visit.page.on("console", record_error)
-    yield visit
+    yield guarded_page(context, server.base)
     context.close()
 
 

@@ -17,22 +17,19 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import (
     Browser,
-    ConsoleMessage,
     Page,
-    Playwright,
     Request,
     Route,
     expect,
-    sync_playwright,
 )
 
+from support.browser_pages import Visit, guarded_page
 from support.servers import Server, pair, running_server, server_env
 
 pytestmark = pytest.mark.browser
@@ -65,29 +62,6 @@ def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Explorer]:
         yield Explorer(server, header["Authorization"].removeprefix("Bearer "))
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium")
-    assert chromium, "the browser tests need Debian's chromium package (see .ci/run)"
-    with sync_playwright() as playwright:
-        yield launch(playwright, chromium)
-
-
-def launch(playwright: Playwright, executable: str) -> Browser:
-    return playwright.chromium.launch(executable_path=executable)
-
-
-@dataclass
-class Visit:
-    page: Page
-    #: Requests to anywhere but the server: blocked, and there must be none.
-    foreign: list[str] = field(default_factory=list)
-    #: Uncaught errors of the page's script.
-    errors: list[str] = field(default_factory=list)
-    #: When (time.monotonic()) the page asked for a plan's state.
-    polls: list[float] = field(default_factory=list)
-
-
 @pytest.fixture
 def visit(browser: Browser, explorer: Explorer) -> Iterator[Visit]:
     """A fresh browser context on /explore, in Helsinki's time zone, with only the server
@@ -95,27 +69,12 @@ def visit(browser: Browser, explorer: Explorer) -> Iterator[Visit]:
     context = browser.new_context(
         viewport={"width": 1400, "height": 900}, timezone_id="Europe/Helsinki"
     )
-    server = urlsplit(explorer.server.base).netloc
-    page = context.new_page()
-    visit = Visit(page)
-
-    def only_the_server(route: Route) -> None:
-        if urlsplit(route.request.url).netloc == server:
-            route.continue_()
-        else:
-            visit.foreign.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_the_server)
-    page.on("pageerror", lambda error: visit.errors.append(str(error)))
-
-    def record_console_error(message: ConsoleMessage) -> None:
-        # An API error status is logged as a failed load, which the tests cause on purpose;
-        # anything else (a Content-Security-Policy violation, say) is the page's fault.
-        if message.type == "error" and "Failed to load resource" not in message.text:
-            visit.errors.append(message.text)
-
-    page.on("console", record_console_error)
+    # An API error status is logged as a failed load, which the tests cause on purpose;
+    # any other console error (a Content-Security-Policy violation, say) is the page's fault.
+    visit = guarded_page(
+        context, explorer.server.base, lambda text: "Failed to load resource" in text
+    )
+    page = visit.page
 
     def record_poll(request: Request) -> None:
         if request.method == "GET" and "/v1/routes/" in request.url:
