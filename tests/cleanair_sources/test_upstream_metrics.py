@@ -17,7 +17,7 @@ from cleanair_core.air.quality_source import Sample
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
-from cleanair_core.metrics import Upstream
+from cleanair_core.metrics import NoMetrics, Upstream
 from cleanair_sources.ichnaea import IchnaeaGeolocator
 from cleanair_sources.open_meteo import OpenMeteoSource
 
@@ -29,18 +29,11 @@ SCAN = [WifiAccessPoint("3c:84:6a:10:20:31", -48), WifiAccessPoint("3c:84:6a:10:
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
-class Recorded:
+class Recorded(NoMetrics):
+    """The upstream requests an adapter reported."""
+
     def __init__(self) -> None:
         self.requests: list[tuple[Upstream, float, bool]] = []
-
-    def credits_charged(self, endpoint: str, credits: int) -> None:
-        pass
-
-    def credits_refunded(self, endpoint: str, credits: int) -> None:
-        pass
-
-    def plan_finished(self, status: str, seconds: float) -> None:
-        pass
 
     def upstream_request(self, upstream: Upstream, seconds: float, *, failed: bool) -> None:
         self.requests.append((upstream, seconds, failed))
