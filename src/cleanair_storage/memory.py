@@ -25,6 +25,15 @@ from cleanair_core.access.pairing import (
     check_guess,
     guess_time,
 )
+from cleanair_core.air.observations import (
+    OBSERVED,
+    Observation,
+    ObservationsWritten,
+    Station,
+    StationSummary,
+    validate_observations,
+)
+from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import (
@@ -75,6 +84,9 @@ class MemoryStore:
         self._access_points: dict[str, KnownAccessPoint] = {}
         self._plans: dict[uuid.UUID, Plan] = {}
         self._networks: dict[str, StreetNetwork] = {}
+        self._stations: dict[str, Station] = {}
+        self._observations: dict[tuple[str, Pollutant, datetime], float] = {}
+        self._observations_version = 0
 
     def close(self) -> None:
         """Nothing to release."""
@@ -333,6 +345,78 @@ class MemoryStore:
     def count_access_points(self) -> int:
         with self._lock:
             return len(self._access_points)
+
+    # station observations
+    def put_stations(self, stations: Iterable[Station]) -> int:
+        given = list(stations)
+        with self._lock:
+            self._stations.update((station.id, station) for station in given)
+            self._observations_version += 1
+        return len(given)
+
+    def put_observations(self, observations: Iterable[Observation]) -> ObservationsWritten:
+        with self._lock:
+            checked = validate_observations(observations, self._stations)
+            added = replaced = unchanged = 0
+            for observation in checked:
+                key = (observation.station_id, observation.pollutant, observation.hour_end)
+                stored = self._observations.get(key)
+                if stored is None:
+                    added += 1
+                elif stored == observation.value:
+                    unchanged += 1
+                    continue
+                else:
+                    replaced += 1
+                self._observations[key] = observation.value
+            if added or replaced:
+                self._observations_version += 1
+            return ObservationsWritten(added, replaced, unchanged)
+
+    def list_stations(self) -> list[Station]:
+        with self._lock:
+            return [self._stations[key] for key in sorted(self._stations)]
+
+    def station_summaries(self) -> list[StationSummary]:
+        with self._lock:
+            hours: defaultdict[str, list[datetime]] = defaultdict(list)
+            for station_id, _, hour_end in self._observations:
+                hours[station_id].append(hour_end)
+            return [
+                StationSummary(
+                    self._stations[key],
+                    len(hours[key]),
+                    min(hours[key], default=None),
+                    max(hours[key], default=None),
+                )
+                for key in sorted(self._stations)
+            ]
+
+    def observations_between(
+        self, start: datetime, end: datetime, pollutants: Sequence[Pollutant] = OBSERVED
+    ) -> list[Observation]:
+        wanted = set(pollutants)
+        with self._lock:
+            found = [
+                Observation(station_id, pollutant, hour_end, value)
+                for (station_id, pollutant, hour_end), value in self._observations.items()
+                if pollutant in wanted and start <= hour_end <= end
+            ]
+        found.sort(key=lambda o: (o.hour_end, o.station_id, o.pollutant))
+        return found
+
+    def observations_version(self) -> int:
+        with self._lock:
+            return self._observations_version
+
+    def delete_observations_before(self, cutoff: datetime) -> int:
+        with self._lock:
+            old = [key for key in self._observations if key[2] < cutoff]
+            for key in old:
+                del self._observations[key]
+            if old:
+                self._observations_version += 1
+            return len(old)
 
     # route plans (the lock is reentrant: a plan and its ledger entry change under one hold)
     def add_plan(self, plan: Plan) -> None:
