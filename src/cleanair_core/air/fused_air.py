@@ -1,0 +1,351 @@
+"""The fused air-quality source: any source (street level included) corrected by the stored
+station observations, so every endpoint, the planner and an embedder get the same fused air.
+
+The rule is `cleanair_core.air.fusion`; this module feeds it. For a sample at instant t it
+uses, per pollutant, the latest hour of observations ending at or before the hour of t (within
+`MAX_LEAD`), and the correction fades with the lead from that hour. Observations are read
+through the `ObservationStore` port and what is computed from them is kept until the store's
+`observations_version` changes (checked at most once per `recheck`), so a running server
+fuses newly imported observations within a second, without a restart. With no observations
+the answer is exactly the unfused source's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from cleanair_core.air.fusion import (
+    FUSION_PARAMETERS,
+    HOUR,
+    MAX_LEAD,
+    FusionParameters,
+    HourObservations,
+    ResidualField,
+    latest_hours,
+    observation_hour,
+    persistence,
+    residual_field,
+)
+from cleanair_core.air.observations import ObservationStore, Station
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
+from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
+from cleanair_core.clock import Clock, SystemClock
+from cleanair_core.offload import Offload, inline
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+
+log = logging.getLogger("cleanair.fusion")
+
+#: Hours of fields kept per process (a plan, a forecast and a few scores need a handful).
+_FIELDS_KEPT = 256
+
+
+class _Fields:
+    """What has been computed from one version of the observations."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.stations: dict[str, Station] | None = None
+        self.latest: dict[datetime, dict[Pollutant, HourObservations]] = {}
+        self.fields: OrderedDict[tuple[Pollutant, datetime], ResidualField | None] = OrderedDict()
+
+
+class FusedAir:
+    """An `AirQualitySource`: `unfused` corrected by the stations in `observations`.
+
+    `store_calls` runs the store's reads off the event loop (the service's offload; an
+    embedder without a loop keeps `inline`). `clock` paces how often the observations'
+    version is read: at most once per `recheck`.
+    """
+
+    def __init__(
+        self,
+        unfused: AirQualitySource,
+        observations: ObservationStore,
+        *,
+        store_calls: Offload = inline,
+        clock: Clock | None = None,
+        recheck: timedelta = timedelta(seconds=1),
+        parameters: dict[Pollutant, FusionParameters] | None = None,
+    ) -> None:
+        self.unfused = unfused
+        self.update_interval = unfused.update_interval
+        self._store = observations
+        self._store_calls = store_calls
+        self._clock = clock or SystemClock()
+        self._recheck = recheck
+        self._parameters = FUSION_PARAMETERS if parameters is None else parameters
+        self._lock = threading.Lock()
+        self._state = _Fields(-1)
+        self._checked_at: datetime | None = None
+        self._fused_before: bool | None = None
+
+    # -- the port
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        """The unfused answer for each sample, corrected where observations reach it."""
+        answers = await self.unfused.concentrations(samples)
+        if not samples:
+            return answers
+        state = await self._store_calls(self._current)
+        hours = {observation_hour(sample.at) for sample in samples}
+        latest = await self._store_calls(lambda: self._latest_for(state, hours))
+        wanted = self._wanted(state, latest.values())
+        if wanted:
+            points = [
+                Sample(station.point, hour_end - HOUR / 2)
+                for (_, hour_end), observed in wanted.items()
+                for station, _ in observed
+            ]
+            airs = await self.unfused.concentrations(points)
+            self._store_fields(state, wanted, _columns(airs))
+        return self._corrected(state, samples, answers, latest)
+
+    def stations_used(self, at: datetime) -> dict[Pollutant, ResidualField]:
+        """The fields (and so the stations and their hour) a sample at `at` is corrected with,
+        as last computed; empty before any was."""
+        with self._lock:
+            latest = self._state.latest.get(observation_hour(at), {})
+            return {
+                pollutant: field
+                for pollutant, hour in latest.items()
+                if (field := self._state.fields.get((pollutant, hour.hour_end))) is not None
+            }
+
+    # -- shared by the async and the array paths
+    def _current(self) -> _Fields:
+        """The state for the store's current observations (read at most once per recheck)."""
+        now = self._clock.now()
+        with self._lock:
+            state = self._state
+            if self._checked_at is not None and now - self._checked_at < self._recheck:
+                return state
+        version = self._store.observations_version()
+        with self._lock:
+            self._checked_at = now
+            if version != self._state.version:
+                self._state = _Fields(version)
+            return self._state
+
+    def _latest_for(
+        self, state: _Fields, hours: Collection[datetime]
+    ) -> dict[datetime, dict[Pollutant, HourObservations]]:
+        """Each wanted hour's latest observations per pollutant (one read for the missing)."""
+        with self._lock:
+            known = {hour: state.latest[hour] for hour in hours if hour in state.latest}
+            stations = state.stations
+        missing = [hour for hour in hours if hour not in known]
+        if not missing:
+            return known
+        if stations is None:
+            stations = {station.id: station for station in self._store.list_stations()}
+        rows = self._store.observations_between(
+            min(missing) - MAX_LEAD, max(missing), tuple(self._parameters)
+        )
+        found = {hour: latest_hours(rows, hour) for hour in missing}
+        with self._lock:
+            state.stations = stations
+            state.latest.update(found)
+        return known | found
+
+    def _wanted(
+        self, state: _Fields, latest: Iterable[dict[Pollutant, HourObservations]]
+    ) -> dict[tuple[Pollutant, datetime], list[tuple[Station, float]]]:
+        """The (pollutant, hour) fields not yet computed, with their stations and values.
+        An observation of a station written after the stations were read waits for the next
+        version (the write changed it)."""
+        wanted: dict[tuple[Pollutant, datetime], list[tuple[Station, float]]] = {}
+        with self._lock:
+            stations = state.stations or {}
+            for by_pollutant in latest:
+                for pollutant, hour in by_pollutant.items():
+                    key = (pollutant, hour.hour_end)
+                    if key in state.fields or key in wanted:
+                        continue
+                    wanted[key] = [
+                        (stations[o.station_id], o.value)
+                        for o in hour.observations
+                        if o.station_id in stations
+                    ]
+        return wanted
+
+    def _store_fields(
+        self,
+        state: _Fields,
+        wanted: dict[tuple[Pollutant, datetime], list[tuple[Station, float]]],
+        unfused: dict[Pollutant, list[float | None]],
+    ) -> None:
+        """Compute each wanted field from the unfused air at its stations (`unfused` holds
+        them in the order of `wanted`, concatenated)."""
+        offset = 0
+        computed: dict[tuple[Pollutant, datetime], ResidualField | None] = {}
+        for (pollutant, hour_end), observed in wanted.items():
+            at_stations = unfused[pollutant][offset : offset + len(observed)]
+            offset += len(observed)
+            kept = [
+                (station, value - background)
+                for (station, value), background in zip(observed, at_stations, strict=True)
+                if background is not None
+            ]
+            computed[(pollutant, hour_end)] = (
+                residual_field(
+                    [station for station, _ in kept],
+                    [residual for _, residual in kept],
+                    self._parameters[pollutant],
+                    hour_end,
+                )
+                if kept
+                else None
+            )
+        with self._lock:
+            state.fields.update(computed)
+            while len(state.fields) > _FIELDS_KEPT:
+                state.fields.popitem(last=False)
+        self._say_if_fused(any(field is not None for field in computed.values()))
+
+    def _say_if_fused(self, fused: bool) -> None:
+        """Log when fusion starts or stops having observations, once per change."""
+        if fused == self._fused_before:
+            return
+        self._fused_before = fused
+        if fused:
+            log.info("air is fused with station observations")
+        else:
+            log.warning(
+                "no station observations within %d h: air is the unfused background",
+                MAX_LEAD // HOUR,
+            )
+
+    def _corrected(
+        self,
+        state: _Fields,
+        samples: Sequence[Sample],
+        answers: list[Concentrations],
+        latest: dict[datetime, dict[Pollutant, HourObservations]],
+    ) -> list[Concentrations]:
+        import numpy as np
+
+        with self._lock:
+            fields = dict(state.fields)
+        corrections: dict[Pollutant, FloatArray] = {}
+        by_field: dict[tuple[Pollutant, datetime], list[int]] = {}
+        for index, sample in enumerate(samples):
+            for pollutant, hour in latest[observation_hour(sample.at)].items():
+                by_field.setdefault((pollutant, hour.hour_end), []).append(index)
+        for (pollutant, hour_end), indices in by_field.items():
+            field = fields.get((pollutant, hour_end))
+            if field is None:
+                continue
+            lats = np.array([samples[i].point.lat for i in indices], dtype=np.float64)
+            lons = np.array([samples[i].point.lon for i in indices], dtype=np.float64)
+            params = self._parameters[pollutant]
+            fade = np.array([persistence(params, samples[i].at - hour_end) for i in indices])
+            column = corrections.setdefault(pollutant, np.zeros(len(samples)))
+            column[indices] += field.at(lats, lons) * fade
+        if not corrections:
+            return answers
+        fused: list[Concentrations] = []
+        for index, air in enumerate(answers):
+            result = dict(air)
+            for pollutant, column in corrections.items():
+                value = result.get(pollutant)
+                if value is not None:
+                    result[pollutant] = max(0.0, value + float(column[index]))
+            pm25, pm10 = result.get(Pollutant.PM25), result.get(Pollutant.PM10)
+            if pm25 is not None and pm10 is not None:
+                result[Pollutant.PM10] = max(pm10, pm25)  # PM10 contains PM2.5
+            fused.append(result)
+        return fused
+
+
+def _columns(airs: Sequence[Concentrations]) -> dict[Pollutant, list[float | None]]:
+    return {pollutant: [air.get(pollutant) for air in airs] for pollutant in SCORED}
+
+
+class GriddedFusedAir(FusedAir):
+    """`FusedAir` over a source that computes its values (`GriddedAir`): it answers many
+    points at one time as one array too, off the event loop (a plan's node air)."""
+
+    def __init__(
+        self,
+        unfused: GriddedAir,
+        observations: ObservationStore,
+        *,
+        store_calls: Offload = inline,
+        clock: Clock | None = None,
+        recheck: timedelta = timedelta(seconds=1),
+        parameters: dict[Pollutant, FusionParameters] | None = None,
+    ) -> None:
+        super().__init__(
+            unfused,
+            observations,
+            store_calls=store_calls,
+            clock=clock,
+            recheck=recheck,
+            parameters=parameters,
+        )
+        self._gridded = unfused
+
+    def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
+        """See `GriddedAir.air_at_hour`: the unfused array, corrected (the values
+        `concentrations` gives). Reads the store: call it off the event loop."""
+        import numpy as np
+
+        from cleanair_core.air.fusion import apply_residuals
+
+        lat = np.asarray(lats, dtype=np.float64).reshape(-1)
+        lon = np.asarray(lons, dtype=np.float64).reshape(-1)
+        air = self._gridded.air_at_hour(lat, lon, hour)
+        state = self._current()
+        wanted_hour = observation_hour(hour)
+        latest = self._latest_for(state, [wanted_hour])
+        wanted = self._wanted(state, latest.values())
+        if wanted:
+            unfused: dict[Pollutant, list[float | None]] = {p: [] for p in SCORED}
+            for (_, hour_end), observed in wanted.items():
+                at_stations = self._gridded.air_at_hour(
+                    np.array([station.point.lat for station, _ in observed]),
+                    np.array([station.point.lon for station, _ in observed]),
+                    hour_end - HOUR / 2,
+                )
+                for column, pollutant in enumerate(SCORED):
+                    unfused[pollutant].extend(
+                        None if np.isnan(v) else float(v) for v in at_stations[:, column]
+                    )
+            self._store_fields(state, wanted, unfused)
+        with self._lock:
+            fields = dict(state.fields)
+        corrections: dict[Pollutant, FloatArray] = {}
+        for pollutant, used in latest[wanted_hour].items():
+            field = fields.get((pollutant, used.hour_end))
+            if field is not None:
+                fade = persistence(self._parameters[pollutant], hour - used.hour_end)
+                corrections[pollutant] = field.at(lat, lon) * fade
+        return apply_residuals(air, corrections) if corrections else air
+
+
+def fused_air(
+    unfused: AirQualitySource,
+    observations: ObservationStore,
+    *,
+    store_calls: Offload = inline,
+    clock: Clock | None = None,
+) -> FusedAir:
+    """`unfused` corrected by `observations`: gridded (array answers) when `unfused`
+    computes its values, else sample by sample."""
+    if isinstance(unfused, GriddedAir):
+        return GriddedFusedAir(unfused, observations, store_calls=store_calls, clock=clock)
+    return FusedAir(unfused, observations, store_calls=store_calls, clock=clock)
+
+
+def unfused_of(source: AirQualitySource) -> AirQualitySource:
+    """The source under any fusion: what the service would say with no observations."""
+    return source.unfused if isinstance(source, FusedAir) else source
