@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 import attrs
 import numpy as np
@@ -39,6 +40,7 @@ from cleanair_storage.memory import MemoryStore
 HOUR_END = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
 CENTRE = Point(60.17, 24.94)
 NO2 = FUSION_PARAMETERS[Pollutant.NO2]
+T = TypeVar("T")
 
 
 class PatternAir:
@@ -370,3 +372,22 @@ def test_parameters_are_sane() -> None:
         assert 0.0 < params.regional_share < 1.0
         assert params.noise_share > 0.0
     assert attrs.has(FusionParameters)
+
+
+def test_a_repeated_hour_within_the_second_calls_the_store_not_at_all() -> None:
+    calls: list[str] = []
+
+    async def recording(work: Callable[[], T], /) -> T:
+        calls.append("store")
+        return work()
+
+    clock = ManualClock(HOUR_END)
+    store = stored([station(1, CENTRE)], [50.0])
+    source = FusedAir(PatternAir(20.0), store, store_calls=recording, clock=clock)
+    no2_at(source, [CENTRE], HOUR_END)
+    assert calls == ["store", "store"]  # the version, then the hour's observations
+    no2_at(source, [offset(CENTRE, 100, 100)], HOUR_END - timedelta(minutes=5))
+    assert calls == ["store", "store"]
+    clock.advance(seconds=1)
+    no2_at(source, [CENTRE], HOUR_END)
+    assert calls == ["store", "store", "store"]  # the version again; nothing new to read

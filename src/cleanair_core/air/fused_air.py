@@ -95,9 +95,17 @@ class FusedAir:
         answers = await self.unfused.concentrations(samples)
         if not samples:
             return answers
-        state = await self._store_calls(self._current)
+        # The common case (the version read within the second, the hours' observations read
+        # already) needs no store call, and so no trip off the event loop.
+        fresh = self._fresh()
+        state = fresh if fresh is not None else await self._store_calls(self._current)
         hours = {observation_hour(sample.at) for sample in samples}
-        latest = await self._store_calls(lambda: self._latest_for(state, hours))
+        known = self._known_latest(state, hours)
+        latest = (
+            known
+            if known is not None
+            else await self._store_calls(lambda: self._latest_for(state, hours))
+        )
         wanted = self._wanted(state, latest.values())
         if wanted:
             points = [
@@ -121,13 +129,29 @@ class FusedAir:
             }
 
     # -- shared by the async and the array paths
+    def _fresh(self) -> _Fields | None:
+        """The state, when its version was read within `recheck` (no store call)."""
+        now = self._clock.now()
+        with self._lock:
+            if self._checked_at is not None and now - self._checked_at < self._recheck:
+                return self._state
+        return None
+
+    def _known_latest(
+        self, state: _Fields, hours: Collection[datetime]
+    ) -> dict[datetime, dict[Pollutant, HourObservations]] | None:
+        """Each hour's latest observations when all were read already (no store call)."""
+        with self._lock:
+            if all(hour in state.latest for hour in hours):
+                return {hour: state.latest[hour] for hour in hours}
+        return None
+
     def _current(self) -> _Fields:
         """The state for the store's current observations (read at most once per recheck)."""
         now = self._clock.now()
-        with self._lock:
-            state = self._state
-            if self._checked_at is not None and now - self._checked_at < self._recheck:
-                return state
+        fresh = self._fresh()
+        if fresh is not None:
+            return fresh
         version = self._store.observations_version()
         with self._lock:
             self._checked_at = now

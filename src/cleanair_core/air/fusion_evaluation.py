@@ -12,12 +12,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import attrs
 
-from cleanair_core.air.fusion import FusionParameters, _correlated, _site, station_distances
-from cleanair_core.air.observations import Station
+from cleanair_core.air.fused_air import unfused_of
+from cleanair_core.air.fusion import (
+    FUSION_PARAMETERS,
+    HOUR,
+    FusionParameters,
+    _correlated,
+    _site,
+    station_distances,
+)
+from cleanair_core.air.observations import OBSERVED, ObservationStore, Station
+from cleanair_core.air.pollutants import SCORED, Pollutant
+from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
+from cleanair_core.offload import Offload, inline
 
 if TYPE_CHECKING:
     import numpy as np
@@ -190,3 +202,154 @@ def rmse_ratios(rows: Iterable[EvaluationRow]) -> dict[str, float]:
         "fused/background": rmse["fused"] / rmse["background"],
         "fused/idw": rmse["fused"] / rmse["idw"],
     }
+
+
+@attrs.frozen
+class PollutantEvaluation:
+    """The leave-one-station-out statistics of one pollutant over a span of hours."""
+
+    pollutant: Pollutant
+    stations: int
+    hours: int
+    observations: int
+    rows: tuple[EvaluationRow, ...]
+
+
+@attrs.frozen(eq=False)
+class StationMatrices:
+    """Stored observations laid out for evaluation: a row per hour, a column per station."""
+
+    stations: tuple[Station, ...]
+    hours: tuple[datetime, ...]
+    observed: dict[Pollutant, FloatArray]
+    #: The unfused air at each station in the middle of each hour: hours x stations x SCORED.
+    background: FloatArray
+
+    def between(self, start: datetime, end: datetime) -> StationMatrices:
+        """The same for the hours ending in [start, end]."""
+        import numpy as np
+
+        rows = np.array([start <= hour <= end for hour in self.hours], dtype=bool)
+        return StationMatrices(
+            self.stations,
+            tuple(hour for hour, kept in zip(self.hours, rows, strict=True) if kept),
+            {p: values[rows] for p, values in self.observed.items()},
+            self.background[rows],
+        )
+
+
+async def station_matrices(
+    store: ObservationStore,
+    source: AirQualitySource,
+    *,
+    pollutants: Sequence[Pollutant] = OBSERVED,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    offload: Offload = inline,
+) -> StationMatrices | None:
+    """The observations whose hour ends in [since, until] (all by default) and `source`'s
+    unfused air at their stations; None when there are none. Store reads and the source's
+    arrays run on `offload`."""
+    import numpy as np
+
+    start = since or datetime.min.replace(tzinfo=UTC)
+    end = until or datetime.max.replace(tzinfo=UTC)
+    observations = await offload(lambda: store.observations_between(start, end, pollutants))
+    known = {station.id: station for station in await offload(store.list_stations)}
+    observations = [o for o in observations if o.station_id in known]
+    if not observations:
+        return None
+    station_ids = sorted({o.station_id for o in observations})
+    stations = tuple(known[station_id] for station_id in station_ids)
+    column = {station_id: index for index, station_id in enumerate(station_ids)}
+    hours = tuple(sorted({o.hour_end for o in observations}))
+    row = {hour: index for index, hour in enumerate(hours)}
+    wanted = [p for p in pollutants if any(o.pollutant == p for o in observations)]
+    observed = {p: np.full((len(hours), len(stations)), np.nan) for p in wanted}
+    for o in observations:
+        observed[o.pollutant][row[o.hour_end], column[o.station_id]] = o.value
+    background = await _background_at_stations(unfused_of(source), stations, hours, offload)
+    return StationMatrices(stations, hours, observed, background)
+
+
+def evaluate_matrices(
+    matrices: StationMatrices, parameters: dict[Pollutant, FusionParameters] | None = None
+) -> list[PollutantEvaluation]:
+    """Leave-one-station-out for every pollutant of `matrices` (CPU work: off the loop)."""
+    import numpy as np
+
+    params = FUSION_PARAMETERS if parameters is None else parameters
+    evaluations = []
+    for pollutant, values in matrices.observed.items():
+        at_stations = matrices.background[:, :, SCORED.index(pollutant)]
+        stations = matrices.stations
+        predictions = leave_one_station_out(stations, values, at_stations, params[pollutant])
+        reporting = ~np.isnan(values)
+        evaluations.append(
+            PollutantEvaluation(
+                pollutant,
+                stations=int(reporting.any(axis=0).sum()),
+                hours=int(reporting.any(axis=1).sum()),
+                observations=int(reporting.sum()),
+                rows=tuple(evaluation_rows(stations, values, predictions)),
+            )
+        )
+    return evaluations
+
+
+async def evaluate_stations(
+    store: ObservationStore,
+    source: AirQualitySource,
+    *,
+    pollutants: Sequence[Pollutant] = OBSERVED,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    offload: Offload = inline,
+) -> list[PollutantEvaluation]:
+    """Leave-one-station-out over the stored observations whose hour ends in [since, until]
+    (all of them by default), with `source`'s unfused air as the background: one
+    `PollutantEvaluation` per pollutant that has observations."""
+    matrices = await station_matrices(
+        store, source, pollutants=pollutants, since=since, until=until, offload=offload
+    )
+    if matrices is None:
+        return []
+    found = matrices
+    return await offload(lambda: evaluate_matrices(found))
+
+
+async def _background_at_stations(
+    source: AirQualitySource,
+    stations: Sequence[Station],
+    hours: Sequence[datetime],
+    offload: Offload,
+) -> FloatArray:
+    """The source's air at every station in the middle of every hour: a block per hour, a
+    row per station, a column per `SCORED` pollutant (NaN unknown). A source that computes
+    its values answers an hour as an array; another is asked in batches of samples."""
+    import numpy as np
+
+    lats = np.array([s.point.lat for s in stations], dtype=np.float64)
+    lons = np.array([s.point.lon for s in stations], dtype=np.float64)
+    if isinstance(source, GriddedAir):
+        gridded = source
+
+        def all_hours() -> FloatArray:
+            return np.stack([gridded.air_at_hour(lats, lons, h - HOUR / 2) for h in hours])
+
+        return await offload(all_hours)
+    result = np.full((len(hours), len(stations), len(SCORED)), np.nan)
+    samples = [Sample(s.point, h - HOUR / 2) for h in hours for s in stations]
+    for first in range(0, len(samples), _SAMPLES_PER_CALL):
+        airs = await source.concentrations(samples[first : first + _SAMPLES_PER_CALL])
+        for offset, air in enumerate(airs):
+            index = first + offset
+            for k, pollutant in enumerate(SCORED):
+                value = air.get(pollutant)
+                if value is not None:
+                    result[index // len(stations), index % len(stations), k] = value
+    return result
+
+
+#: Samples asked of a remote source at once when evaluating.
+_SAMPLES_PER_CALL = 2_000
