@@ -12,7 +12,8 @@
 5. Credit debits on SQLite, core alone.
 6.-8. Route planning: plans on the Helsinki network and on a generated 105,000-edge city,
    path searches (SciPy vs NetworkX) and the memory of a loaded network; `bench/planning.py`.
-9. Route quality against the exact optimum on the same data (`bench/quality.py`).
+9. Route quality against the exact optimum on the same data (`bench/quality.py`), and the
+   street-level NO2 contrast over a lattice of central Helsinki (`bench/street_lattice.py`).
 10. Score latency while plans run on a million-node network (`bench/loaded.py`).
 11. Credit debits on PostgreSQL against a bare conditional update (`bench/postgres.py`).
 12.-13. Plans per second with 1 and 2 `cleanair worker` processes over one PostgreSQL
@@ -44,7 +45,7 @@ from typing import Any
 import attrs
 from litestar import Litestar, get
 
-from bench import cli, floors, loaded, planning, postgres, quality, workers
+from bench import cli, floors, loaded, planning, postgres, quality, street_lattice, workers
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
@@ -503,6 +504,7 @@ async def main() -> None:
     )
     await planning.main()
     await quality.main(import_network(DEFAULT_NETWORK_FILE, "helsinki"))
+    street_lattice.main()
     await loaded.main()
     postgres.main()
     workers.main()

@@ -22,6 +22,10 @@ number of roads.
 
 Only points inside a network's bounding box get an increment (the raster's margin serves the
 convolution, not the lookup); anywhere else the background applies unchanged.
+
+A cell's mean (`cell_mean`) is over the whole background cell: the raster points inside it
+give the covered part's mean, weighted by the area of the boxes inside the cell; the rest of
+the cell carries the `REMAINDER_QUANTILE` of those points' increments.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 from scipy.signal import fftconvolve
 
 from cleanair_core.air.street_level import (
+    REMAINDER_QUANTILE,
     TRAFFIC_EFFECTS,
     GridCell,
     road_decay,
@@ -161,6 +167,12 @@ class _Raster:
             for p, q, r, t in zip(a, b, c, d, strict=True)
         ]
 
+    def area_in(self, cell: GridCell) -> float:
+        """The area of the bounding box inside `cell`, m² (in the raster's projection)."""
+        height = min(cell.north, self.north) - max(cell.south, self.south)
+        width = min(cell.east, self.east) - max(cell.west, self.west)
+        return max(height, 0.0) * _M_PER_DEG * max(width, 0.0) * self.m_per_deg_lon
+
     def points_in(
         self, cell: GridCell, others: Sequence[_Raster]
     ) -> tuple[npt.NDArray[np.bool_], slice, slice] | None:
@@ -234,18 +246,63 @@ class NetworkIncrements:
                 todo[here] = False
         return result
 
-    def cell_mean(self, cell: GridCell) -> FloatArray | None:
-        """See `TrafficIncrements.cell_mean`: the mean over the raster points inside `cell`."""
-        total = np.zeros(len(TRAFFIC_EFFECTS), dtype=np.float64)
-        count = 0
+    def cell_cover(self, cell: GridCell) -> CellCover | None:
+        """What the networks say about `cell`: the share of its area they cover, the mean
+        increment over that part and the quiet increment the rest is taken to carry (None: the
+        networks miss the cell)."""
+        area = 0.0
+        fields: list[FloatArray] = []
         for index, raster in enumerate(self._rasters):
             found = raster.points_in(cell, self._rasters[:index])
             if found is None:
                 continue
             mask, rows, columns = found
-            total += raster.field[rows, columns][mask].sum(axis=0, dtype=np.float64)
-            count += int(mask.sum())
-        if count == 0:
+            # Each raster point stands for the same area: the part of the box inside the cell,
+            # less what an earlier network's box already counted.
+            area += raster.area_in(cell) * float(mask.mean())
+            fields.append(raster.field[rows, columns][mask].astype(np.float64))
+        if not fields:
             return None
-        mean: FloatArray = total / count
+        values = np.concatenate(fields)
+        sign = np.sign([effect.per_10k_vehicles for effect in TRAFFIC_EFFECTS])
+        # "Quiet" is a small traffic effect: a low quantile of the increase, and for ozone,
+        # which traffic lowers, of the loss.
+        quiet: FloatArray = sign * np.quantile(sign * values, REMAINDER_QUANTILE, axis=0)
+        return CellCover(
+            share=min(area / _cell_area_m2(cell), 1.0),
+            covered_mean=values.mean(axis=0),
+            remainder=quiet,
+        )
+
+    def cell_mean(self, cell: GridCell) -> FloatArray | None:
+        """See `TrafficIncrements.cell_mean`: the covered part's mean and the remainder's
+        quiet increment, each weighted by its share of the cell's area."""
+        cover = self.cell_cover(cell)
+        return None if cover is None else cover.whole_cell_mean
+
+
+@attrs.frozen
+class CellCover:
+    """The networks' part of one background cell (one value per `TRAFFIC_EFFECTS`)."""
+
+    share: float
+    covered_mean: FloatArray
+    remainder: FloatArray
+
+    @property
+    def whole_cell_mean(self) -> FloatArray:
+        mean: FloatArray = self.share * self.covered_mean + (1.0 - self.share) * self.remainder
         return mean
+
+
+def _cell_area_m2(cell: GridCell) -> float:
+    """The cell's area on the sphere, m²: cells are a few kilometres, so a flat rectangle at
+    the middle latitude (as the rasters project) is exact to well under 0.1 %."""
+    middle = math.radians((cell.south + cell.north) / 2.0)
+    return (
+        (cell.north - cell.south)
+        * _M_PER_DEG
+        * (cell.east - cell.west)
+        * _M_PER_DEG
+        * math.cos(middle)
+    )

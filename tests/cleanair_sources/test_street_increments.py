@@ -25,6 +25,7 @@ from cleanair_core.air.street_level import (
     road_decay,
     straight_road_integral,
     street_level_air,
+    traffic_factor,
 )
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
 from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
@@ -191,14 +192,27 @@ HIGH: Concentrations = {
 }
 
 
+def cell_area_m2(cell: GridCell) -> float:
+    return (
+        (cell.north - cell.south)
+        * M_PER_DEG
+        * (cell.east - cell.west)
+        * M_PER_DEG
+        * math.cos(math.radians((cell.south + cell.north) / 2.0))
+    )
+
+
 @settings(max_examples=10, deadline=None)
 @given(roads, st.sampled_from([0.01, 0.02, 0.1]), st.integers(0, 23))
-def test_street_level_values_average_back_to_the_background_over_each_cell(
+def test_street_level_values_average_back_to_the_background_over_each_whole_cell(
     layout: list[Road], size: float, hour: int
 ) -> None:
+    """No double counting: the covered part's values, weighted by its share of the cell's
+    area, and the rest of the cell at its quiet remainder average to the cell's value."""
     network = network_of(layout)
     background = ConstantBackground(HIGH, size)
-    air = StreetLevelAir(background, background, NetworkIncrements([network]))
+    increments = NetworkIncrements([network])
+    air = StreetLevelAir(background, background, increments)
     south, west, north, east = network.bounds
     rng = np.random.default_rng(7)
     lats, lons = rng.uniform(south, north, 8000), rng.uniform(west, east, 8000)
@@ -209,15 +223,68 @@ def test_street_level_values_average_back_to_the_background_over_each_cell(
     cells: dict[GridCell, list[int]] = {}
     for index, (a, o) in enumerate(zip(lats, lons, strict=True)):
         cells.setdefault(background.cell_of(a, o), []).append(index)
-    for pollutant, level in HIGH.items():
-        assert level is not None
-        values = np.array([answer[pollutant] for answer in answers], dtype=np.float64)
-        spread = float(values.max() - values.min())
-        # Ozone falls near roads: its values average back too (the cell's mean is negative).
-        for members in cells.values():
-            if len(members) >= 500:
-                mean = float(values[members].mean())
-                assert abs(mean - level) <= 0.05 * spread + 1e-6, (pollutant, mean, level)
+    checked = 0
+    for cell, members in cells.items():
+        if len(members) < 500:
+            continue
+        # The share from the geometry alone, not from the adapter.
+        overlap = (
+            (min(cell.north, north) - max(cell.south, south))
+            * M_PER_DEG
+            * (min(cell.east, east) - max(cell.west, west))
+            * M_PER_DEG
+            * math.cos(math.radians((south + north) / 2.0))
+        )
+        share = min(overlap / cell_area_m2(cell), 1.0)
+        cover = increments.cell_cover(cell)
+        mean = increments.cell_mean(cell)
+        assert cover is not None
+        assert mean is not None
+        assert cover.share == pytest.approx(share, rel=1e-3)
+        g = traffic_factor(float(lons[members].mean()), at)
+        for index, pollutant in enumerate(STREET_POLLUTANTS):
+            level = HIGH[pollutant]
+            assert level is not None
+            values = np.array([answers[m][pollutant] for m in members], dtype=np.float64)
+            spread = float(values.max() - values.min())
+            rest = level + g * (cover.remainder[index] - mean[index])
+            whole = share * float(values.mean()) + (1.0 - share) * rest
+            # Ozone falls near roads: its values average back too (the cell's mean is negative).
+            assert abs(whole - level) <= 0.05 * spread * share + 1e-6, (pollutant, whole, level)
+            checked += 1
+    event("cells checked", payload=checked // len(STREET_POLLUTANTS))
+
+
+def test_a_quiet_street_in_a_large_cell_keeps_the_cells_value() -> None:
+    """A network covering a small part of its cell: the rest is as quiet as its quiet
+    streets, so there the values stay at the background and the busy road stands above it."""
+    network = network_of([STRAIGHT])
+    background = ConstantBackground(HIGH, 0.1)
+    increments = NetworkIncrements([network])
+    cell = background.cell_of(*at_metres(1500.0, 1500.0))
+    cover = increments.cell_cover(cell)
+    assert cover is not None
+    assert 0.05 < cover.share < 0.3
+    air = StreetLevelAir(background, background, increments)
+    at = datetime(2026, 11, 24, 15, tzinfo=UTC)
+    kerb, quiet = asyncio.run(
+        air.concentrations(
+            [
+                Sample(Point(*at_metres(1500.0, 1500.0)), at),
+                Sample(Point(*at_metres(200.0, 200.0)), at),
+            ]
+        )
+    )
+    level = HIGH[Pollutant.NO2]
+    assert level is not None
+    g = traffic_factor(LON0, at)
+    # Over the covered part alone (the old rule) the quiet corner lost g times the network's
+    # mean; over the whole cell it loses a share of the mean's excess over the quiet remainder.
+    assert quiet[Pollutant.NO2] == pytest.approx(
+        level - g * cover.share * cover.covered_mean[NO2], rel=1e-4
+    )
+    assert level - quiet[Pollutant.NO2] < 0.5 * g * cover.covered_mean[NO2]  # type: ignore[operator]
+    assert kerb[Pollutant.NO2] > level + 0.8 * g * TRAFFIC_EFFECTS[NO2].per_10k_vehicles  # type: ignore[operator]
 
 
 # -- the full street-level value beside a road whose traffic rises -----------------------------
@@ -259,12 +326,20 @@ def _beside(effect: TrafficEffect, length: float, distance: float) -> float:
 
 
 def near_distance(
-    effect: TrafficEffect, length: float, reaching: float, covered_m2: float
+    effect: TrafficEffect,
+    length: float,
+    reaching: float,
+    covered_m2: float,
+    share: float,
+    remainder_rise: float,
 ) -> float:
     """How far from the middle half of a road of `length` its local rise surely exceeds the
-    rise of the mean over a cell whose networked part covers `covered_m2` and which `reaching`
-    metres of the road are within reach of; -1: nowhere."""
-    cell_rise = reaching * _plane_integral(effect) / covered_m2 if covered_m2 > 0 else math.inf
+    rise of the whole cell's mean: `share` of the cell is networked, its raster points stand
+    for at least `covered_m2`, `reaching` metres of the road are within reach of the cell, and
+    the rest of the cell's quiet remainder rises by `remainder_rise` (per unit of the road's
+    long-road kerb rise, weighted by the rest's share); -1: nowhere."""
+    covered_rise = reaching * _plane_integral(effect) / covered_m2 if covered_m2 > 0 else math.inf
+    cell_rise = share * covered_rise + remainder_rise
     if _beside(effect, length, 0.0) < cell_rise:
         return -1.0
     low, high = 0.0, effect.reach_m
@@ -358,18 +433,30 @@ def test_more_traffic_on_a_road_never_worsens_the_street_level_air_near_it(
     across = np.array([start[1] - end[1], end[0] - start[0]]) / length
     bounds = network_of(layout).bounds
     background = ConstantBackground(values, size)
+    networks = [NetworkIncrements([network_of(roads)]) for roads in (layout, raised)]
 
     def near(north: float, east: float) -> dict[Pollutant, float]:
         """How far from the road each pollutant is surely "near" at the cell of this place."""
         cell = background.cell_of(*at_metres(north, east))
         covered = covered_m2(cell, bounds)
+        was, now = (increments.cell_cover(cell) for increments in networks)
+        assert was is not None
+        assert now is not None
+        kerb_rise = layout[busier][2] * (factor - 1.0) / 10_000.0
         reach = {
             # Only the road within reach of the cell (a raster cell more: the snapping) adds
-            # to its mean.
+            # to its mean. The quiet remainder is read from the increments: it is a quantile
+            # of the field, which no bound from the model alone follows.
             e.pollutant: near_distance(
-                e, length, length_within(start, end, cell_box_m(cell, e.reach_m + CELL_M)), covered
+                e,
+                length,
+                length_within(start, end, cell_box_m(cell, e.reach_m + CELL_M)),
+                covered,
+                was.share,
+                max(0.0, (1.0 - was.share) * (now.remainder[i] - was.remainder[i]))
+                / (e.per_10k_vehicles * kerb_rise),
             )
-            for e in TRAFFIC_EFFECTS
+            for i, e in enumerate(TRAFFIC_EFFECTS)
         }
         # PM10 contains PM2.5: where PM2.5 falls it may carry PM10 down with it.
         reach[Pollutant.PM10] = min(reach[Pollutant.PM10], reach[Pollutant.PM25])
@@ -385,10 +472,7 @@ def test_more_traffic_on_a_road_never_worsens_the_street_level_air_near_it(
     places = [start + t * (end - start) + u * widest * across for t, u in placements]
     at = datetime(2026, 11, 24, hour, tzinfo=UTC)
     samples = [Sample(Point(*at_metres(n, e)), at) for n, e in places]
-    airs = [
-        StreetLevelAir(background, background, NetworkIncrements([network_of(roads)]))
-        for roads in (layout, raised)
-    ]
+    airs = [StreetLevelAir(background, background, increments) for increments in networks]
     before, after = (asyncio.run(air.concentrations(samples)) for air in airs)
     checked = 0
     for place, (_, u), was, now in zip(places, placements, before, after, strict=True):

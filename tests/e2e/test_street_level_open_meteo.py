@@ -33,14 +33,13 @@ PARK = Point(60.1740, 24.9470)
 BUSY_KERB = Point(60.16753, 24.94197)
 QUIET_BLOCK = Point(60.16891, 24.94429)
 #: Walks whose shortest route follows busy roads, each with a quieter way beside them no more
-#: than 25 % longer. The model cuts their dose by 9-12 % at midday, and by more than the 3 %
-#: threshold in each of 12 plans from starts and ends moved by about 20 m. (Of random walks in
-#: the network only about 18 % find a cleaner route, and fewer along busy roads, where a
-#: quieter way within 25 % is rarer: these are chosen, not typical.)
+#: than 25 % longer. The model cuts their dose by 5-7 % at midday; from starts and ends moved
+#: by about 20 m, 22 of 24 plans still cut it by more than the 3 % threshold. (Of random walks
+#: in the network only a minority find a cleaner route, and fewer along busy roads, where a
+#: quieter way within 25 % is rarer: these are chosen, not typical. Kiasma to Kluuvi, once
+#: among them, cut its dose by less than 3 % once quiet streets kept the cell's value, see
+#: docs/science.md "Street-level air".)
 WALKS = {
-    # From Kiasma to Kluuvi: footways by Mannerheimintie, then Pohjoisesplanadi; or by the
-    # railway station square, Kaivokatu and Kluuvikatu.
-    "Kiasma to Kluuvi": (Point(60.17207, 24.93883), Point(60.16762, 24.94766)),
     # Mannerheimintie from Erottaja to Kiasma; or the Kamppi footways and Yrjönkäytävä.
     "Mannerheimintie north": (Point(60.16655, 24.94045), Point(60.17142, 24.93628)),
     # Pohjoisesplanadi and Mannerheimintie to Töölönlahti; or Fabianinkatu and Kaivokatu.

@@ -8,10 +8,15 @@ number. The street-level value at a point x inside a loaded street network is
 
 with B the background source's value, ΔC_p the traffic increment of pollutant p at x at
 daily-mean traffic (from the roads near x, see `TRAFFIC_EFFECTS`), g the daily traffic
-profile at the local hour h (mean 1), and the mean taken over the part of x's background cell
-that the street network covers. The cell's own value already contains its average traffic, so
-the mean is subtracted: averaged over the cell, the street-level values give back the
-background (the uEMEP downscaling of MET Norway does the same: Denby et al. 2020, GMD 13:6303).
+profile at the local hour h (mean 1), and the mean taken over the whole of x's background cell
+(as uEMEP does): the part the street networks cover weighs in with its mean increment, the
+rest of the cell, whose roads are unknown, with the increment of the networks' quiet streets
+(the `REMAINDER_QUANTILE` of the covered part's increments). The cell's own value already
+contains its average traffic, so the mean is subtracted: averaged over the whole cell, with
+its uncovered part at that quiet increment, the street-level values give back the background
+(the uEMEP downscaling of MET Norway does the same: Denby et al. 2020, GMD 13:6303). A quiet
+street thus keeps about the cell's value, the urban background, and the dense centre stands
+above it.
 
 When the cell value is too small to contain that average (a background model that misses a
 city), at most `MAX_LOCAL_SHARE` of it is taken to be local traffic; the rest of the mean is
@@ -71,8 +76,8 @@ class TrafficEffect:
 TRAFFIC_EFFECTS: tuple[TrafficEffect, ...] = (
     TrafficEffect(Pollutant.PM25, per_10k_vehicles=0.6, decay_m=200.0, reach_m=500.0),
     TrafficEffect(Pollutant.PM10, per_10k_vehicles=1.4, decay_m=200.0, reach_m=500.0),
-    TrafficEffect(Pollutant.NO2, per_10k_vehicles=12.0, decay_m=60.0, reach_m=400.0),
-    TrafficEffect(Pollutant.O3, per_10k_vehicles=-6.0, decay_m=60.0, reach_m=400.0),
+    TrafficEffect(Pollutant.NO2, per_10k_vehicles=10.0, decay_m=60.0, reach_m=400.0),
+    TrafficEffect(Pollutant.O3, per_10k_vehicles=-5.0, decay_m=60.0, reach_m=400.0),
 )
 STREET_POLLUTANTS: tuple[Pollutant, ...] = tuple(e.pollutant for e in TRAFFIC_EFFECTS)
 
@@ -84,6 +89,10 @@ KERB_OFFSET_M = 7.0
 
 #: At most this share of a background cell's value is taken to be its average local traffic.
 MAX_LOCAL_SHARE = 0.6
+
+#: The part of a background cell no loaded network covers is taken to carry this quantile of
+#: the covered part's increments: the network's quiet streets (docs/science.md).
+REMAINDER_QUANTILE = 0.25
 
 #: Motor traffic by local solar hour 0..23, relative to the daily mean (mean 1): the hourly
 #: profile of road transport emissions of TNO for the MACC inventory (Denier van der Gon et al.
@@ -158,7 +167,8 @@ class TrafficIncrements(Protocol):
         ...
 
     def cell_mean(self, cell: GridCell) -> FloatArray | None:
-        """The mean increment over the part of `cell` the networks cover (None: no part)."""
+        """The mean increment over the whole of `cell`, its part outside every network taken at
+        the networks' quiet increment (`REMAINDER_QUANTILE`); None: no network reaches it."""
         ...
 
 
