@@ -284,8 +284,11 @@ class OpenAQClient:
         metrics: Metrics = NO_METRICS,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        page_limit: int = PAGE_LIMIT,
     ) -> None:
+        """`page_limit` is the locations asked per page (the API's maximum, 1000, by default)."""
         self._client = client
+        self._page_limit = page_limit
         self._headers = {"X-API-Key": api_key, "Accept": "application/json"}
         self._base = base_url.rstrip("/")
         self._timeout = httpx.Timeout(timeout)
@@ -304,17 +307,17 @@ class OpenAQClient:
         bbox = ",".join(repr(round(v, 6)) for v in (west, south, east, north))
         found: list[Location] = []
         for page in range(1, MAX_PAGES + 1):
-            params = {"bbox": bbox, "limit": str(PAGE_LIMIT), "page": str(page)}
+            params = {"bbox": bbox, "limit": str(self._page_limit), "page": str(page)}
             results = _results(await self._get("/locations", params))
             for raw in results:
                 location = parse_location(raw, skipped)
                 if location is not None:
                     found.append(location)
-            if len(results) < PAGE_LIMIT:
+            if len(results) < self._page_limit:
                 return found
         _log.warning(
             "OpenAQ: a box holds more than %d locations; the rest are left out",
-            MAX_PAGES * PAGE_LIMIT,
+            MAX_PAGES * self._page_limit,
         )
         return found
 
