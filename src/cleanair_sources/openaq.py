@@ -66,6 +66,7 @@ __all__ = [
     "OpenAQError",
     "OpenAQPoller",
     "PollResult",
+    "RateLimitSpent",
     "Skipped",
 ]
 
@@ -99,6 +100,10 @@ class OpenAQError(Exception):
         super().__init__(cause)
         self.cause = cause
         self.retry_after = retry_after
+
+
+class RateLimitSpent(OpenAQError):
+    """No request was sent: the key's requests are spent until `retry_after` seconds on."""
 
 
 @attrs.define
@@ -341,7 +346,7 @@ class OpenAQClient:
     async def _get(self, path: str, params: dict[str, str]) -> Any:
         left = self.rate_limit_wait()
         if left is not None:
-            raise OpenAQError("rate limit spent", retry_after=left)
+            raise RateLimitSpent("rate limit spent", retry_after=left)
         self._spent_until = None
         started = self._monotonic()
         try:
@@ -428,8 +433,9 @@ class OpenAQPoller:
     `run` repeats it, awaiting the injected `sleep`. The locations (the stations) are listed
     again every `locations_every` seconds, their latest values every `interval`. A failed
     round waits `backoff` seconds, doubled with each failure in a row up to `max_backoff`,
-    jittered down by up to half, and never less than a rate limit's reset. Store writes go
-    through `offload` (a worker thread in the service), never on the event loop.
+    jittered down by up to half, and never less than a rate limit's reset (a 429); a round
+    the spent limit paused is no failure and goes on when it resets. Store writes go through
+    `offload` (a worker thread in the service), never on the event loop.
     """
 
     def __init__(
@@ -466,14 +472,21 @@ class OpenAQPoller:
         self._metrics = metrics
         self._locations: list[Location] | None = None
         self._listed_at = 0.0
+        #: The locations of the current round not yet asked (a round the limit paused).
+        self._pending: list[Location] = []
         self.failures = 0
 
     async def poll_once(self) -> PollResult:
-        """One round: list the locations if due, fetch and store their latest values."""
+        """One round: list the locations if due, fetch and store their latest values.
+
+        A round that spends the key's requests stops there, stores what it has and resumes
+        with the locations not yet asked once the limit resets: an area with more stations
+        than a minute's requests is polled in several steps, not its first ones only."""
         skipped = Skipped()
         stations = 0
         written = ObservationsWritten()
         failure: OpenAQError | None = None
+        paused: float | None = None
         try:
             if self._locations is None or (
                 self._monotonic() - self._listed_at >= self._locations_every
@@ -482,18 +495,26 @@ class OpenAQPoller:
                 listed = [location.station for location in locations]
                 stations = await self._offload(lambda: self._store.put_stations(listed))
                 self._locations, self._listed_at = locations, self._monotonic()
+                self._pending = []
+            if not self._pending:
+                self._pending = self._due(self._locations)
             observations: list[Observation] = []
             try:
-                for location in self._due(self._locations):
-                    raw = await self._client.latest(location.id)
+                while self._pending:
+                    raw = await self._client.latest(self._pending[0].id)
                     observations += parse_latest(
-                        raw, location, self._clock.now(), self._max_age, skipped
+                        raw, self._pending[0], self._clock.now(), self._max_age, skipped
                     )
+                    self._pending.pop(0)
+            except RateLimitSpent as exc:
+                paused = exc.retry_after
             except OpenAQError as exc:  # keep what came before it: those are good values
                 failure = exc
             if observations:
                 written = await self._offload(lambda: self._store.put_observations(observations))
                 self._metrics.observations_stored(Upstream.OPENAQ, written.added + written.replaced)
+        except RateLimitSpent as exc:  # while listing: the listing starts again after it
+            paused = exc.retry_after
         except OpenAQError as exc:
             failure = exc
         except Exception as exc:  # the store, or a bug: the service goes on without
@@ -503,9 +524,12 @@ class OpenAQPoller:
                 "OpenAQ: entries skipped",
                 extra={"upstream": Upstream.OPENAQ.value, **attrs.asdict(skipped)},
             )
-        if failure is None:
-            return PollResult(stations, written, skipped, self._succeeded())
-        return PollResult(stations, written, skipped, self._failed(failure), failure=failure.cause)
+        if failure is not None:
+            wait = self._failed(failure)
+            return PollResult(stations, written, skipped, wait, failure=failure.cause)
+        if paused is not None:  # not a failure: the limit is as documented, and it resets
+            return PollResult(stations, written, skipped, paused)
+        return PollResult(stations, written, skipped, self._succeeded())
 
     async def run(self, sleep: Callable[[float], Awaitable[object]]) -> None:
         """Poll until cancelled, awaiting `sleep(seconds)` between rounds."""

@@ -93,11 +93,16 @@ class StandIn:
         self.headers = headers or {}
         self.fail: Callable[[httpx.Request], httpx.Response] | None = None
         self.requests: list[httpx.Request] = []
+        #: Requests left of the key's limit, told in `x-ratelimit-remaining`, when set.
+        self.remaining: int | None = None
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
         if self.fail is not None:
             return self.fail(request)
+        if self.remaining is not None:
+            self.remaining -= 1
+            self.headers["x-ratelimit-remaining"] = str(self.remaining)
         path = request.url.path.removeprefix("/v3")
         if path == "/locations":
             limit, number = int(request.url.params["limit"]), int(request.url.params["page"])
@@ -386,34 +391,52 @@ def test_a_429_waits_for_the_rate_limit_reset() -> None:
     )
 
 
-def test_a_spent_limit_stops_requests_until_its_reset_and_keeps_what_came() -> None:
+def test_a_spent_limit_pauses_the_round_until_its_reset_and_it_goes_on_from_there(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    locations = [location(i, [sensor(1000 + i, "pm25", "µg/m³")]) for i in range(1, 4)]
+    stand_in = StandIn(locations, {i: [value(1000 + i, i, float(i))] for i in range(1, 4)})
+    stand_in.headers = {"x-ratelimit-reset": "45"}
+    setup = Setup(stand_in)
+
+    stand_in.remaining = 2  # the listing and one location
+    first = setup.poll()
+    assert stand_in.paths() == ["/v3/locations", "/v3/locations/1/latest"]
+    assert (first.failure, first.next_in, first.written.added) == (None, 45, 1)
+    setup.ticks.now += 45
+    stand_in.remaining = 60
+    second = setup.poll()
+    assert stand_in.paths()[2:] == ["/v3/locations/2/latest", "/v3/locations/3/latest"]
+    assert (second.failure, second.next_in, second.written.added) == (None, 900, 2)
+    setup.ticks.now += 900
+    setup.poll()
+    assert stand_in.paths()[4:] == [f"/v3/locations/{i}/latest" for i in range(1, 4)]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # no failure
+
+
+def test_a_limit_spent_by_the_listing_stores_the_stations_and_waits() -> None:
     stand_in = helsinki()
     stand_in.headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "45"}
     setup = Setup(stand_in)
     result = setup.poll()
-    # The listing spent the limit: no latest request was sent, stations were stored.
     assert stand_in.paths() == ["/v3/locations"]
-    assert result.failure == "rate limit spent"
-    assert result.stations == 2
-    assert result.next_in == 60  # the backoff, past the 45 s reset
-    setup.ticks.now += 60
-    stand_in.headers = {"x-ratelimit-remaining": "1", "x-ratelimit-reset": "45"}
+    assert (result.failure, result.stations, result.next_in) == (None, 2, 45)
+    setup.ticks.now += 45
+    stand_in.headers = {"x-ratelimit-remaining": "10", "x-ratelimit-reset": "45"}
     assert setup.poll().failure is None
     assert len(setup.stored()) == 3
 
 
-def test_a_round_that_spends_the_limit_waits_at_least_until_its_reset() -> None:
+@pytest.mark.parametrize(("reset", "wait"), [("2000", 2000), ("300", 900)])
+def test_a_round_that_spends_the_limit_waits_at_least_until_its_reset(
+    reset: str, wait: float
+) -> None:
     stand_in = helsinki()
-    stand_in.headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "2000"}
-    setup = Setup(stand_in)
-    setup.poll()
-    setup.ticks.now += 2000
-    stand_in.latest = {}
-    stand_in.headers = {}
-    setup.poller._listed_at -= 86400  # due for a listing too
-    assert setup.poll().next_in == 900
-    stand_in.headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1500"}
-    assert setup.poll().next_in == 1500
+    stand_in.headers = {"x-ratelimit-reset": reset}
+    stand_in.remaining = 3  # the listing and both locations: spent by the last answer
+    result = Setup(stand_in).poll()
+    assert (result.failure, result.written.added) == (None, 3)
+    assert result.next_in == wait
 
 
 def test_the_reset_header_is_seconds_or_a_timestamp() -> None:
