@@ -17,6 +17,7 @@ class Upstream(StrEnum):
 
     OPEN_METEO = "open_meteo"
     ICHNAEA = "ichnaea"
+    OPENAQ = "openaq"
 
 
 class Metrics(Protocol):
@@ -36,6 +37,10 @@ class Metrics(Protocol):
         """One request to `upstream` took `seconds`; `failed` when it gave no usable answer
         (network error, timeout, an error status, a body that is not the expected one)."""
 
+    def observations_stored(self, upstream: Upstream, count: int) -> None:
+        """A live source stored `count` station observations from `upstream` that were new
+        or changed (the same value again is not counted)."""
+
 
 class NoMetrics:
     """The default `Metrics`: every event is dropped."""
@@ -50,6 +55,9 @@ class NoMetrics:
         pass
 
     def upstream_request(self, upstream: Upstream, seconds: float, *, failed: bool) -> None:
+        pass
+
+    def observations_stored(self, upstream: Upstream, count: int) -> None:
         pass
 
 

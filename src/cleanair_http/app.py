@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
+import anyio
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.middleware import DefineMiddleware
@@ -35,6 +37,7 @@ def create_app(
     *,
     on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),
     plan_wakeups: PlanWakeups | None = None,
+    background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
 ) -> Litestar:
     """A Litestar app over a wired core; the caller owns the core's lifetime. Pass
     `on_shutdown=[deployment.aclose]` to close the deployment on the app's own event loop
@@ -43,6 +46,10 @@ def create_app(
     `extra_route_handlers` lets an embedder (or a test) mount more endpoints that reuse the
     bearer middleware (with `opt=auth.requires(...)` for a rate limit and a scope) and
     error mapping.
+
+    `background` is work run for the app's lifetime, cancelled before `on_shutdown` runs
+    (`Deployment.background`: the live observation poller); each must handle its own
+    failures, as one that raises stops the app.
     """
 
     settings = settings or Settings()
@@ -83,6 +90,19 @@ def create_app(
         async with charge_upkeep(core):
             yield
 
+    @asynccontextmanager
+    async def background_work(_: Litestar) -> AsyncIterator[None]:
+        if not background:
+            yield
+            return
+        async with anyio.create_task_group() as group:
+            for work in background:
+                group.start_soon(work)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+
     app = Litestar(
         route_handlers=[
             redeem_pairing_code,
@@ -111,7 +131,7 @@ def create_app(
         state=State(
             {"core": core, "settings": settings, "plan_worker": worker, "metrics": metrics}
         ),
-        lifespan=[charges, plan_worker],
+        lifespan=[charges, plan_worker, background_work],
         on_shutdown=list(on_shutdown),
         logging_config=None,
         debug=False,

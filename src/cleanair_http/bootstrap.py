@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
+from cleanair_core.air.observations import ObservationStore
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, street_level_air
 from cleanair_core.air.wifi import WifiGeolocator
@@ -32,7 +34,13 @@ from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import SECONDS_PER_DAY, Settings, SettingsError, database_label
+from cleanair_http.settings import (
+    SECONDS_PER_DAY,
+    Box,
+    Settings,
+    SettingsError,
+    database_label,
+)
 from cleanair_storage.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -136,6 +144,12 @@ def street_networks(settings: Settings, store: Store) -> list[StreetNetwork]:
 
 #: How to close one resource: a coroutine function (sync closes go through `in_thread`).
 Closer = Callable[[], Awaitable[None]]
+#: Work the serving process runs for its lifetime (cancelled when it stops).
+Background = Callable[[], Coroutine[Any, Any, None]]
+#: How far beyond a street network's bounds stations still count: the air a few kilometres
+#: upwind is the air of the network.
+NETWORK_MARGIN_KM = 10.0
+_KM_PER_DEGREE = 111.32
 
 
 class Deployment:
@@ -150,6 +164,10 @@ class Deployment:
         self.database = ""
         self.air_quality_source: str | None = None
         self.network_names: tuple[str, ...] = ()
+        #: Where station observations come from live, when this process polls a source.
+        self.observation_source: str | None = None
+        #: What the serving process runs for its lifetime (`create_app(background=...)`).
+        self.background: list[Background] = []
 
     def in_use(self) -> dict[str, object]:
         """The log fields saying what this deployment works with: the database (without a
@@ -159,6 +177,8 @@ class Deployment:
         if self.air_quality_source is not None:
             fields["air_quality_source"] = self.air_quality_source
             fields["networks"] = list(self.network_names)
+        if self.observation_source is not None:
+            fields["observation_source"] = self.observation_source
         return fields
 
     @property
@@ -203,13 +223,19 @@ def store_calls_for(settings: Settings) -> Offload:
 
 
 def open_deployment(
-    settings: Settings, clock: Clock | None = None, *, with_sources: bool = True
+    settings: Settings,
+    clock: Clock | None = None,
+    *,
+    with_sources: bool = True,
+    polls_observations: bool = False,
 ) -> Deployment:
     """Open the store and (unless `with_sources` is false) the outside-world adapters, and
     wire the core over them. Close the result with `aclose` (or `close`).
 
     The CLI passes `with_sources=False`: its commands never compute air quality, and loading
-    the place data takes a moment.
+    the place data takes a moment. `polls_observations` (with sources) adds the live
+    observation poller to `Deployment.background` when `CLEANAIR_OPENAQ_API_KEY` is set: the
+    server asks it of one process only, as every process shares the stored observations.
     """
     deployment = Deployment()
     deployment.database = database_label(settings.database)
@@ -237,7 +263,17 @@ def open_deployment(
         # operator's command has nothing to count, and starts faster without them.
         metrics = metrics_for(settings) if with_sources else NO_METRICS
         sources = (
-            build_sources(settings, store, keys, deployment, metrics) if with_sources else None
+            build_sources(
+                settings,
+                store,
+                keys,
+                deployment,
+                metrics,
+                polls_observations=polls_observations,
+                clock=clock,
+            )
+            if with_sources
+            else None
         )
         deployment._core = CleanAir(
             store,
@@ -261,10 +297,14 @@ def build_sources(
     keys: TokenKeys,
     deployment: Deployment,
     metrics: Metrics = NO_METRICS,
+    *,
+    polls_observations: bool = False,
+    clock: Clock | None = None,
 ) -> Sources:
     """The outside-world adapters the settings choose; each one holding a connection pool is
     registered with `deployment` for closing as it is opened. The remote ones tell `metrics`
-    of their requests."""
+    of their requests. With `polls_observations`, the OpenAQ poller (when its key is set)
+    joins `deployment.background`."""
     # Imported here: only the server needs the adapters (and httpx, Litestar), and the CLI
     # starts faster without.
     from cleanair_http.access_log import quiet_upstream_urls
@@ -301,6 +341,8 @@ def build_sources(
     )
     deployment.air_quality_source = _source_label(settings)
     deployment.network_names = tuple(network.name for network in networks)
+    if polls_observations and settings.openaq_api_key:
+        _open_openaq(settings, store, networks, deployment, metrics, clock)
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
         ichnaea = IchnaeaGeolocator(
@@ -313,6 +355,86 @@ def build_sources(
     return Sources(
         air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
     )
+
+
+def openaq_boxes(settings: Settings, networks: Sequence[StreetNetwork]) -> list[Box]:
+    """The areas whose stations are polled: `CLEANAIR_OPENAQ_BOX`, else each non-empty
+    network's bounds widened by `NETWORK_MARGIN_KM` on every side."""
+    if settings.openaq_box is not None:
+        return [settings.openaq_box]
+    boxes: list[Box] = []
+    for network in networks:
+        if network.node_count == 0:
+            continue
+        south, west, north, east = network.bounds
+        dlat = NETWORK_MARGIN_KM / _KM_PER_DEGREE
+        # A degree of longitude is shortest at the edge farthest from the equator.
+        widest = min(89.0, max(abs(south), abs(north)))
+        dlon = NETWORK_MARGIN_KM / (_KM_PER_DEGREE * math.cos(math.radians(widest)))
+        boxes.append(
+            (
+                max(-90.0, south - dlat),
+                max(-180.0, west - dlon),
+                min(90.0, north + dlat),
+                min(180.0, east + dlon),
+            )
+        )
+    return boxes
+
+
+def observation_store(store: Store) -> ObservationStore | None:
+    """The store as an `ObservationStore`, or None when its adapter keeps no observations."""
+    # Not every adapter stores observations yet (SQLite and PostgreSQL come on their own
+    # branch); once `Store` includes the port this is the store itself.
+    if all(callable(getattr(store, name, None)) for name in ("put_stations", "put_observations")):
+        return cast("ObservationStore", store)
+    return None
+
+
+def _open_openaq(
+    settings: Settings,
+    store: Store,
+    networks: Sequence[StreetNetwork],
+    deployment: Deployment,
+    metrics: Metrics,
+    clock: Clock | None,
+) -> None:
+    """Open the OpenAQ client and add its poller to the deployment's background work."""
+    import anyio
+
+    from cleanair_sources.openaq import OpenAQClient, OpenAQPoller
+
+    boxes = openaq_boxes(settings, networks)
+    observations = observation_store(store)
+    if not boxes or observations is None:
+        log.warning(
+            "CLEANAIR_OPENAQ_API_KEY is set but OpenAQ is not polled: %s",
+            "no street network is loaded and CLEANAIR_OPENAQ_BOX is unset"
+            if not boxes
+            else "this database cannot store observations",
+        )
+        return
+    assert settings.openaq_api_key is not None
+    client = OpenAQClient(
+        _http_client(), settings.openaq_api_key, settings.openaq_url, metrics=metrics
+    )
+    deployment.opened("the OpenAQ client", client.aclose)
+    poller = OpenAQPoller(
+        client,
+        observations,
+        boxes,
+        in_thread,  # a write of many rows: never on the loop
+        interval=settings.openaq_poll_seconds,
+        clock=clock,
+        metrics=metrics,
+    )
+
+    async def poll() -> None:
+        await poller.run(anyio.sleep)
+
+    deployment.background.append(poll)
+    url = urlsplit(settings.openaq_url)
+    deployment.observation_source = f"openaq ({url.scheme}://{url.hostname})"
 
 
 def _source_label(settings: Settings) -> str:

@@ -101,6 +101,12 @@ class PrometheusMetrics:
             ["upstream"],
             registry=registry,
         )
+        self.observations = Counter(
+            f"{PREFIX}_observations_stored",
+            "Station observations a live source stored that were new or changed, by upstream",
+            ["upstream"],
+            registry=registry,
+        )
         # Every series exists from the start at 0, so rate() and alerts see the first event.
         for billable in Billable:
             self.charged.labels(billable.value)
@@ -113,6 +119,7 @@ class PrometheusMetrics:
         for upstream in Upstream:
             self.upstream_latency.labels(upstream.value)
             self.upstream_errors.labels(upstream.value)
+            self.observations.labels(upstream.value)
 
     def credits_charged(self, endpoint: str, credits: int) -> None:
         self.charged.labels(str(endpoint)).inc(credits)
@@ -128,6 +135,9 @@ class PrometheusMetrics:
         self.upstream_latency.labels(upstream.value).observe(seconds)
         if failed:
             self.upstream_errors.labels(upstream.value).inc()
+
+    def observations_stored(self, upstream: Upstream, count: int) -> None:
+        self.observations.labels(upstream.value).inc(count)
 
     def too_many_requests(self, limit: Limit) -> None:
         """A 429 went out, refused by `limit`."""

@@ -53,7 +53,7 @@ def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
             listening = listening_socket(host, port)
         except OSError as exc:
             return cannot_listen(host, port, exc)
-        return _serve(settings, host, port, listening, announce=True)
+        return _serve(settings, host, port, listening, announce=True, polls_observations=True)
     with _shared_metrics(settings):
         return _serve_processes(settings, host, port, workers)
 
@@ -98,7 +98,7 @@ def _serve_processes(settings: Settings, host: str, port: int, workers: int) -> 
         return cannot_listen(host, port, exc)
     _banner(settings, host, listening.getsockname()[1], workers=workers)
     children: list[int] = []
-    for _ in range(workers):
+    for index in range(workers):
         pid = os.fork()
         if pid == 0:  # a serving process: its own deployment on the shared socket
             status = 1
@@ -106,7 +106,11 @@ def _serve_processes(settings: Settings, host: str, port: int, workers: int) -> 
             # here that ends the process as SIGINT does (status 0), not killed by the signal.
             signal.signal(signal.SIGTERM, _interrupted)
             try:
-                status = _serve(settings, host, port, listening, announce=False)
+                # One process polls the live observations: they are stored for all, and N
+                # pollers would spend OpenAQ's rate limit N times over for the same values.
+                status = _serve(
+                    settings, host, port, listening, announce=False, polls_observations=index == 0
+                )
             except KeyboardInterrupt:  # stopped before it was serving (still opening, say)
                 status = 0
             except BaseException as exc:  # os._exit skips the usual report: make it here
@@ -183,15 +187,18 @@ def _serve(
     listening: socket.socket | None,
     *,
     announce: bool,
+    polls_observations: bool = False,
 ) -> int:
     """One serving process, on `listening` when given (shared with others), else binding
-    `host:port` itself; `announce` prints the banner once the deployment is open."""
-    deployment = open_deployment(settings)
+    `host:port` itself; `announce` prints the banner once the deployment is open;
+    `polls_observations` runs the live observation poller (when configured) in this one."""
+    deployment = open_deployment(settings, polls_observations=polls_observations)
     app = create_app(
         deployment.core,
         settings,
         on_shutdown=[deployment.aclose],
         plan_wakeups=deployment.plan_wakeups,
+        background=deployment.background,
     )
     stop_metrics = None
     if announce:  # alone, so the metrics port (if any) is this process's own

@@ -27,6 +27,9 @@ T = TypeVar("T")
 
 ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 OPEN_METEO_URL = "https://air-quality-api.open-meteo.com"
+OPENAQ_URL = "https://api.openaq.org/v3"
+#: (south, west, north, east) in degrees.
+Box = tuple[float, float, float, float]
 #: Why a PostgreSQL deployment needs an explicit key.
 KEY_REQUIRED = (
     "CLEANAIR_SECRET_KEY or CLEANAIR_SECRET_KEY_FILE: required when CLEANAIR_DATABASE is a "
@@ -217,6 +220,20 @@ def _url(raw: str) -> str:
     if not url.startswith(("http://", "https://")) or len(url) < len("http://x"):
         raise ValueError("must be an http:// or https:// URL")
     return url
+
+
+def _box(raw: str) -> Box:
+    parts = raw.split(",")
+    try:
+        south, west, north, east = (float(part) for part in parts)
+    except ValueError:
+        raise ValueError("must be four numbers: south,west,north,east (degrees)") from None
+    if not (-90 <= south < north <= 90 and -180 <= west < east <= 180):
+        raise ValueError(
+            "must be south,west,north,east with south < north within -90..90 and "
+            "west < east within -180..180"
+        )
+    return (south, west, north, east)
 
 
 def _flag(raw: str) -> bool:
@@ -415,6 +432,37 @@ class Settings:
         None,
         secret=True,
         help="its API key, if it needs one",
+    )
+    openaq_api_key: str | None = _setting(
+        "CLEANAIR_OPENAQ_API_KEY",
+        str,
+        None,
+        secret=True,
+        help="an OpenAQ v3 API key: the serving process then polls OpenAQ for the latest hourly "
+        "station values and stores them; unset, nothing is polled "
+        "([docs/deployment.md](docs/deployment.md#openaq-station-observations))",
+    )
+    openaq_url: str = _setting(
+        "CLEANAIR_OPENAQ_URL",
+        _url,
+        OPENAQ_URL,
+        help="OpenAQ's v3 base URL",
+    )
+    openaq_poll_seconds: float = _setting(
+        "CLEANAIR_OPENAQ_POLL_SECONDS",
+        _seconds,
+        900.0,
+        bounds=Bounds(60, SECONDS_PER_DAY, "seconds"),
+        help="seconds ({bounds}) between polls of the latest values; the station list is "
+        "read again daily, and a failed poll backs off (1 min doubling to 1 h, and at least "
+        "until OpenAQ's rate limit resets)",
+    )
+    openaq_box: Box | None = _setting(
+        "CLEANAIR_OPENAQ_BOX",
+        _box,
+        None,
+        shown_default="each loaded street network's bounds, 10 km wider",
+        help="`south,west,north,east` (degrees): the area whose stations are polled",
     )
     plan_workers: int = _setting(
         "CLEANAIR_PLAN_WORKERS",

@@ -41,6 +41,9 @@ class Recorded:
     def upstream_request(self, upstream: Upstream, seconds: float, *, failed: bool) -> None:
         self.events.append(("upstream", upstream, failed))
 
+    def observations_stored(self, upstream: Upstream, count: int) -> None:
+        self.events.append(("observations", upstream, count))
+
 
 def test_a_charge_kept_and_one_refunded_once() -> None:
     metrics = Recorded()

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -28,7 +29,9 @@ from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_sources.ichnaea import IchnaeaGeolocator
 from cleanair_sources.open_meteo import OpenMeteoSource
+from cleanair_sources.openaq import OpenAQClient, OpenAQPoller
 from cleanair_sources.street_router import LoadedNetworks
+from cleanair_storage.memory import MemoryStore
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
 from support.http import Client, MakeClient, bearer, pair
@@ -391,6 +394,46 @@ def test_ichnaea_requests_and_errors_are_counted(
     labels = {"upstream": "ichnaea"}
     assert after.delta(before, "cleanair_upstream_request_duration_seconds_count", **labels) == 1
     assert after.delta(before, "cleanair_upstream_errors_total", **labels) == failed
+
+
+def test_openaq_requests_errors_and_stored_observations_are_counted(
+    make_core: Callable[..., CleanAir], serve_app: Callable[..., Client]
+) -> None:
+    hour = "2026-05-20T10:00:00Z"
+    listing = {
+        "results": [
+            {
+                "id": 7,
+                "name": "Kallio",
+                "coordinates": {"latitude": 60.18, "longitude": 24.95},
+                "sensors": [{"id": 70, "parameter": {"name": "pm25", "units": "µg/m³"}}],
+            }
+        ]
+    }
+    latest = {"results": [{"datetime": {"utc": hour}, "value": 4.0, "sensorsId": 70}]}
+    answers = [httpx.Response(200, json=listing), httpx.Response(200, json=latest)]
+    answers.append(httpx.Response(500))
+    transport = httpx.MockTransport(lambda _: answers.pop(0))
+    openaq = OpenAQClient(
+        httpx.AsyncClient(transport=transport), "key", metrics=prometheus_metrics()
+    )
+    poller = OpenAQPoller(
+        openaq,
+        MemoryStore(),
+        [(60.1, 24.8, 60.3, 25.1)],
+        in_thread,
+        clock=ManualClock(datetime(2026, 5, 20, 10, 20, tzinfo=UTC)),
+        metrics=prometheus_metrics(),
+    )
+    client = serve_app(make_core(Sources(FakeSource(), None, FakeIp(), FakeNamer())))
+    before = scrape(client)
+    asyncio.run(poller.poll_once())
+    asyncio.run(poller.poll_once())  # the 500
+    after = scrape(client)
+    labels = {"upstream": "openaq"}
+    assert after.delta(before, "cleanair_upstream_request_duration_seconds_count", **labels) == 3
+    assert after.delta(before, "cleanair_upstream_errors_total", **labels) == 1
+    assert after.delta(before, "cleanair_observations_stored_total", **labels) == 1
 
 
 # -- label hygiene ---------------------------------------------------------------------------

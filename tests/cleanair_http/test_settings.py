@@ -222,3 +222,38 @@ def test_the_database_is_shown_without_its_password() -> None:
     assert database_label(in_query) == "postgresql://db.internal/cleanair"
     several = "postgresql://app:s3cret@h1:5432,h2:5433/cleanair?target_session_attrs=read-write"
     assert database_label(several) == "postgresql://app@h1:5432,h2:5433/cleanair"
+
+
+def test_openaq_is_off_until_a_key_is_set_and_the_key_is_never_shown() -> None:
+    assert Settings.from_env({}).openaq_api_key is None
+    settings = Settings.from_env(
+        {
+            "CLEANAIR_OPENAQ_API_KEY": "openaq-sekrit",
+            "CLEANAIR_OPENAQ_URL": "http://openaq.internal:8000/v3/",
+            "CLEANAIR_OPENAQ_POLL_SECONDS": "600",
+            "CLEANAIR_OPENAQ_BOX": "60.1, 24.8, 60.3, 25.2",
+        }
+    )
+    assert settings.openaq_api_key == "openaq-sekrit"
+    assert settings.openaq_url == "http://openaq.internal:8000/v3"
+    assert settings.openaq_poll_seconds == 600
+    assert settings.openaq_box == (60.1, 24.8, 60.3, 25.2)
+    assert "openaq-sekrit" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw"),
+    [
+        ("CLEANAIR_OPENAQ_URL", "api.openaq.org"),
+        ("CLEANAIR_OPENAQ_POLL_SECONDS", "10"),
+        ("CLEANAIR_OPENAQ_POLL_SECONDS", "often"),
+        ("CLEANAIR_OPENAQ_BOX", "60,24,61"),
+        ("CLEANAIR_OPENAQ_BOX", "61,24,60,25"),  # south above north
+        ("CLEANAIR_OPENAQ_BOX", "60,25,61,24"),  # west east of east
+        ("CLEANAIR_OPENAQ_BOX", "60,24,91,25"),
+        ("CLEANAIR_OPENAQ_BOX", "north,24,61,25"),
+    ],
+)
+def test_bad_openaq_settings_fail_naming_the_variable(variable: str, raw: str) -> None:
+    with pytest.raises(SettingsError, match=variable):
+        Settings.from_env({variable: raw})
