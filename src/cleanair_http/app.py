@@ -25,7 +25,7 @@ from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
-from cleanair_http.upkeep import charge_upkeep
+from cleanair_http.upkeep import charge_upkeep, observation_upkeep
 
 
 def create_app(
@@ -79,8 +79,8 @@ def create_app(
             yield
 
     @asynccontextmanager
-    async def charges(_: Litestar) -> AsyncIterator[None]:
-        async with charge_upkeep(core):
+    async def upkeep(_: Litestar) -> AsyncIterator[None]:
+        async with charge_upkeep(core), observation_upkeep(core):
             yield
 
     app = Litestar(
@@ -111,7 +111,7 @@ def create_app(
         state=State(
             {"core": core, "settings": settings, "plan_worker": worker, "metrics": metrics}
         ),
-        lifespan=[charges, plan_worker],
+        lifespan=[upkeep, plan_worker],
         on_shutdown=list(on_shutdown),
         logging_config=None,
         debug=False,

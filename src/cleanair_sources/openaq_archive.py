@@ -121,11 +121,13 @@ class RowError:
 
 @attrs.define
 class FileTally:
-    """One file's rows: read (data rows, not the header or blank lines) and accepted."""
+    """One file's rows: read (data rows, not the header or blank lines), accepted, and valid
+    (accepted or repeating an accepted one: a file imported twice in one go is still valid)."""
 
     name: str
     rows: int = 0
     accepted: int = 0
+    valid: int = 0
 
 
 @attrs.define
@@ -343,8 +345,10 @@ class ArchiveParser:
                 tally.reject(name, line, parsed)
             elif isinstance(parsed, Ignored):
                 tally.ignored[parsed] += 1
+                file.valid += parsed is Ignored.REPEATED_ROW
             else:
                 station, observation = parsed
+                file.valid += 1
                 file.accepted += 1
                 tally.accepted += 1
                 if station is not None:
