@@ -288,7 +288,7 @@ def _import_stations(core: CleanAir, files: list[Path], locations: Path | None) 
     def written_so_far(stations: int, written: ObservationsWritten) -> None:
         done = written.added + written.replaced + written.unchanged
         if progress.due(done):
-            print(f"cleanair: {done} of {spool.count} observations written", file=sys.stderr)
+            print(f"cleanair: {done} of {tally.accepted} observations written", file=sys.stderr)
 
     with Spool[Station | Observation]() as spool:
         try:
@@ -300,7 +300,9 @@ def _import_stations(core: CleanAir, files: list[Path], locations: Path | None) 
             print(f"cleanair: {escape_nonprintable(exc)}; nothing was imported", file=sys.stderr)
             return 2
         progress = _Progress(IMPORT_BATCH_SIZE)
-        stations, written = core.import_observations(spool, on_chunk=written_so_far)
+        stations, written = core.import_observations(
+            spool, chunk_size=IMPORT_BATCH_SIZE, on_chunk=written_so_far
+        )
     print(
         f"imported {stations} stations; observations: {written.added} added, "
         f"{written.replaced} replaced, {written.unchanged} unchanged; "

@@ -332,15 +332,7 @@ class ArchiveParser:
         for line, row in _rows(reader, lambda: reader.line_num, malformed):
             file.rows += 1
             tally.rows += 1
-            if self._on_progress is not None and tally.rows >= self._next_progress:
-                self._on_progress(tally)
-                self._next_progress = (
-                    tally.rows // self._progress_every + 1
-                ) * self._progress_every
-            if len(row) < width:
-                tally.reject(name, line, Reason.WRONG_FIELD_COUNT)
-                continue
-            parsed = self._row(row, columns)
+            parsed = self._row(row, columns) if len(row) >= width else Reason.WRONG_FIELD_COUNT
             if isinstance(parsed, Reason):
                 tally.reject(name, line, parsed)
             elif isinstance(parsed, Ignored):
@@ -354,6 +346,10 @@ class ArchiveParser:
                 if station is not None:
                     yield station
                 yield observation
+            if self._on_progress is not None and tally.rows >= self._next_progress:
+                self._on_progress(tally)
+                every = self._progress_every
+                self._next_progress = (tally.rows // every + 1) * every
 
     def _row(
         self, row: list[str], columns: dict[str, int]
