@@ -32,10 +32,19 @@ def hourly(station: Station, hours: int, value: float = 10.0) -> list[Observatio
     ]
 
 
+def with_station(station: Station, observations: list[Observation]) -> list[Station | Observation]:
+    return [station, *observations]
+
+
 def test_an_import_stores_stations_before_their_observations_in_chunks() -> None:
     store = MemoryStore()
     heard: list[tuple[int, ObservationsWritten]] = []
-    stream = [KALLIO, *hourly(KALLIO, 5), MANNERHEIMINTIE, *hourly(MANNERHEIMINTIE, 2)]
+    stream: list[Station | Observation] = [
+        KALLIO,
+        *hourly(KALLIO, 5),
+        MANNERHEIMINTIE,
+        *hourly(MANNERHEIMINTIE, 2),
+    ]
     stations, written = core_over(store).import_observations(
         stream, chunk_size=3, on_chunk=lambda s, w: heard.append((s, w))
     )
@@ -47,13 +56,13 @@ def test_an_import_stores_stations_before_their_observations_in_chunks() -> None
 def test_importing_the_same_rows_again_changes_nothing() -> None:
     store = MemoryStore()
     core = core_over(store)
-    stream = [KALLIO, *hourly(KALLIO, 4)]
+    stream: list[Station | Observation] = [KALLIO, *hourly(KALLIO, 4)]
     core.import_observations(stream)
     before = store.observations_between(NOW - timedelta(days=1), NOW)
     _, again = core.import_observations(stream, chunk_size=2)
     assert again == ObservationsWritten(unchanged=4)
     assert store.observations_between(NOW - timedelta(days=1), NOW) == before
-    _, changed = core.import_observations([KALLIO, *hourly(KALLIO, 2, value=50.0)])
+    _, changed = core.import_observations(with_station(KALLIO, hourly(KALLIO, 2, value=50.0)))
     assert changed == ObservationsWritten(replaced=2)
 
 
@@ -66,12 +75,17 @@ class Boom(Exception):
 def test_a_failure_anywhere_in_an_import_writes_nothing(fail_after: int, chunk: int) -> None:
     store = MemoryStore()
     core = core_over(store)
-    core.import_observations([KALLIO, *hourly(KALLIO, 1, value=1.0)])
+    core.import_observations(with_station(KALLIO, hourly(KALLIO, 1, value=1.0)))
     version = store.observations_version()
     before = (store.station_summaries(), store.observations_between(NOW - timedelta(1), NOW))
 
     def failing() -> Iterator[Station | Observation]:
-        items = [KALLIO, *hourly(KALLIO, 6, 99.0), MANNERHEIMINTIE, *hourly(MANNERHEIMINTIE, 5)]
+        items: list[Station | Observation] = [
+            KALLIO,
+            *hourly(KALLIO, 6, 99.0),
+            MANNERHEIMINTIE,
+            *hourly(MANNERHEIMINTIE, 5),
+        ]
         yield from items[:fail_after]
         raise Boom
 
@@ -86,7 +100,7 @@ def test_a_failure_anywhere_in_an_import_writes_nothing(fail_after: int, chunk: 
 def test_an_observation_of_an_unknown_station_fails_the_whole_import() -> None:
     store = MemoryStore()
     with pytest.raises(ValueError, match="not stored"):
-        core_over(store).import_observations([KALLIO, *hourly(MANNERHEIMINTIE, 1)])
+        core_over(store).import_observations(with_station(KALLIO, hourly(MANNERHEIMINTIE, 1)))
     assert store.list_stations() == []
 
 
