@@ -290,3 +290,31 @@ def test_the_installed_command_imports_lists_and_prunes(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     pruned = cleanair("stations", "prune")
     assert (pruned.returncode, pruned.stdout) == (0, "deleted 2 observations older than 400 days\n")
+
+
+def test_the_database_is_not_locked_while_the_files_are_read(
+    database: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Another process's writes go on while an import reads its files: only its final
+    writing holds the write lock."""
+    from cleanair_sources import openaq_archive
+
+    read_archive = openaq_archive.read_archive
+    written_meanwhile: list[int] = []
+
+    def reading(paths: list[Path], parser: openaq_archive.ArchiveParser) -> Iterator[object]:
+        other = SqliteStore(database)  # as a server sharing the file would
+        try:
+            written_meanwhile.append(other.put_stations([Station("other:1", "O", Point(1, 2))]))
+        finally:
+            other.close()
+        yield from read_archive(paths, parser)
+
+    monkeypatch.setattr(openaq_archive, "read_archive", reading)
+    day = archive(tmp_path, "a.csv.gz", row(1, 0, 5.5))
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    assert written_meanwhile == [1]
+    assert stored(database) == [("openaq:1", 1), ("other:1", 0)]
