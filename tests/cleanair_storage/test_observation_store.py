@@ -4,14 +4,18 @@ machine that drives the in-memory adapter beside a durable one with the same wri
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from sqlite_utils import Database
 
 from cleanair_core.air.observations import (
     OBSERVED,
@@ -26,7 +30,10 @@ from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.geo import Point
 from cleanair_core.ports import Store
 from cleanair_storage.memory import MemoryStore
+from cleanair_storage.migrations import sqlite_utils_migrations
 from cleanair_storage.postgres import PostgresStore
+from cleanair_storage.postgres.migrations import migrate
+from cleanair_storage.postgres.schema import MIGRATIONS
 from cleanair_storage.sqlite import SqliteStore
 from support.postgres import shared_server
 
@@ -335,6 +342,66 @@ def test_a_second_postgres_store_sees_every_version_change(postgres_url: str) ->
     finally:
         writer.close()
         reader.close()
+
+
+def test_writers_racing_with_one_batch_count_it_added_once(stations: Store) -> None:
+    """Two imports of the same file at once: one adds every hour, the other finds them."""
+    batch = [obs(BERLIN, p, n, float(n)) for p in OBSERVED for n in range(200)]
+    start = threading.Barrier(2)
+    written: list[ObservationsWritten] = []
+    errors: list[BaseException] = []
+
+    def put() -> None:
+        try:
+            start.wait(timeout=30)
+            written.append(stations.put_observations(batch))
+        except BaseException as exc:  # reported below: a thread's failure must fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=put) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sorted(written, key=lambda w: w.added) == [
+        ObservationsWritten(unchanged=len(batch)),
+        ObservationsWritten(added=len(batch)),
+    ]
+
+
+def test_a_sqlite_database_from_before_observations_gets_them_empty(tmp_path: Path) -> None:
+    path = tmp_path / "older.db"
+    with sqlite3.connect(path) as conn:
+        sqlite_utils_migrations().apply(Database(conn), stop_before="m008_station_observations")
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        assert store.schema_is_current()
+        assert store.station_summaries() == []
+        version = store.observations_version()
+        store.put_stations([BERLIN])
+        assert store.observations_version() != version
+    finally:
+        store.close()
+
+
+def test_a_postgres_database_from_before_observations_gets_them_empty(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as before:
+        before.setattr("cleanair_storage.postgres.migrations.MIGRATIONS", MIGRATIONS[:2])
+        with psycopg.connect(postgres_url) as conn:
+            assert migrate(conn) == [1, 2]
+    store = PostgresStore(postgres_url)
+    try:
+        assert store.schema_is_current()
+        assert store.station_summaries() == []
+        version = store.observations_version()
+        store.put_stations([BERLIN])
+        assert store.observations_version() != version
+    finally:
+        store.close()
 
 
 # -- the memory adapter beside a durable one ----------------------------------------------------
