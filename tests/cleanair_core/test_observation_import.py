@@ -13,6 +13,7 @@ from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air.observations import Observation, ObservationsWritten, Station
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.geo import Point
+from cleanair_core.ports import Store
 from cleanair_storage.memory import MemoryStore
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -133,3 +134,25 @@ def test_the_default_retention_is_400_days_and_never_negative() -> None:
     assert Policy().observation_retention_seconds == 400 * 86_400
     with pytest.raises(ValueError, match="observation_retention_seconds"):
         Policy(observation_retention_seconds=-1)
+
+
+def test_on_every_adapter_an_import_is_all_or_nothing_and_repeatable(store: Store) -> None:
+    core = CleanAir(store, TokenKeys(generate_key()), Policy(), ManualClock(NOW))
+    stream = with_station(KALLIO, hourly(KALLIO, 7))
+    assert core.import_observations(stream, chunk_size=3) == (1, ObservationsWritten(added=7))
+    assert core.import_observations(stream, chunk_size=3) == (1, ObservationsWritten(unchanged=7))
+    version = store.observations_version()
+
+    def failing() -> Iterator[Station | Observation]:
+        yield MANNERHEIMINTIE
+        yield from hourly(MANNERHEIMINTIE, 5)
+        yield from hourly(KALLIO, 3, value=70.0)
+        raise Boom
+
+    with pytest.raises(Boom):
+        core.import_observations(failing(), chunk_size=2)
+    assert [(s.station.id, s.observations) for s in store.station_summaries()] == [(KALLIO.id, 7)]
+    assert {o.value for o in store.observations_between(NOW - timedelta(days=1), NOW)} == {
+        10.0 + h for h in range(7)
+    }
+    assert store.observations_version() == version
