@@ -31,6 +31,11 @@ class Policy:
     max_plan_attempts: int = 3
     #: Finished plans are kept this long for polling, then pruned.
     plan_retention_seconds: int = 7 * 24 * 3600
+    #: Station observations are kept this long (by the end of their hour), then pruned; 0
+    #: keeps them for ever. 400 days: a year to evaluate against, and a month to spare.
+    observation_retention_seconds: int = attrs.field(
+        default=400 * 24 * 3600, validator=attrs.validators.ge(0)
+    )
     #: How long a charge stands unconfirmed without renewal: the process answering renews
     #: it while it works, so this is how long a charge waits for a refund after its process
     #: died before answering (`cleanair_core.credits.charging`).

@@ -6,9 +6,9 @@ resources say how they are closed: `Store.close`.
 
 Storage (`cleanair_storage` ships in-memory and SQLite adapters):
     AccountStore, ConnectionStore, PairingCodeStore (access); CreditLedger, RateLimitStore,
-    ClientLabelStore (credits); AccessPointStore (air); PlanStore (with the ledger and a unit
-    of work: PlanBook), StreetNetworkStore (routes); gathered into `Store`, whose
-    `transaction()` is the unit of work.
+    ClientLabelStore (credits); AccessPointStore, ObservationStore (air); PlanStore (with the
+    ledger and a unit of work: PlanBook), StreetNetworkStore (routes); gathered into `Store`,
+    whose `transaction()` is the unit of work.
 The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
     AirQualitySource, WifiGeolocator, IpLocator, PlaceNamer (air); StreetNetworks and its
     Router (routes). TrafficIncrements and BackgroundGrid (air) are what `StreetLevelAir`
@@ -28,6 +28,7 @@ import attrs
 from cleanair_core.access.accounts import AccountStore
 from cleanair_core.access.connections import ConnectionStore
 from cleanair_core.access.pairing import PairingCodeStore
+from cleanair_core.air.observations import ObservationStore
 from cleanair_core.air.places import IpLocator, PlaceNamer
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, TrafficIncrements
@@ -52,6 +53,7 @@ __all__ = [
     "CreditLedger",
     "IpLocator",
     "Metrics",
+    "ObservationStore",
     "Offload",
     "PairingCodeStore",
     "PlaceNamer",
@@ -75,6 +77,7 @@ class Store(
     RateLimitStore,
     ClientLabelStore,
     AccessPointStore,
+    ObservationStore,
     StreetNetworkStore,
     Protocol,
 ):

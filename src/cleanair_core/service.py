@@ -17,6 +17,12 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.forecast import Forecast
+from cleanair_core.air.observations import (
+    Observation,
+    ObservationsWritten,
+    Station,
+    StationSummary,
+)
 from cleanair_core.air.point_score import PointScore
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
@@ -184,6 +190,27 @@ class CleanAir:
             on_progress=on_progress,
             progress_every=progress_every,
         )
+
+    def import_observations(
+        self,
+        parsed: Iterable[Station | Observation],
+        *,
+        chunk_size: int = air.OBSERVATION_CHUNK,
+        on_chunk: Callable[[int, ObservationsWritten], None] | None = None,
+    ) -> tuple[int, ObservationsWritten]:
+        """Store stations and their observations, all or nothing: the stations given and
+        what writing the observations did (`use_cases.air.import_observations`)."""
+        return air.import_observations(
+            self.context, parsed, chunk_size=chunk_size, on_chunk=on_chunk
+        )
+
+    def station_summaries(self) -> list[StationSummary]:
+        """Every stored station, by id, with its count of observations and their span."""
+        return air.station_summaries(self.context)
+
+    def prune_observations(self) -> int:
+        """Delete observations older than the retention period; how many were deleted."""
+        return air.prune_observations(self.context)
 
     def save_network(self, network: StreetNetwork) -> None:
         routes.save_network(self.context, network)

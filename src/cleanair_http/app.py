@@ -27,7 +27,7 @@ from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
-from cleanair_http.upkeep import charge_upkeep
+from cleanair_http.upkeep import charge_upkeep, observation_upkeep
 
 
 def create_app(
@@ -86,8 +86,8 @@ def create_app(
             yield
 
     @asynccontextmanager
-    async def charges(_: Litestar) -> AsyncIterator[None]:
-        async with charge_upkeep(core):
+    async def upkeep(_: Litestar) -> AsyncIterator[None]:
+        async with charge_upkeep(core), observation_upkeep(core):
             yield
 
     @asynccontextmanager
@@ -131,7 +131,7 @@ def create_app(
         state=State(
             {"core": core, "settings": settings, "plan_worker": worker, "metrics": metrics}
         ),
-        lifespan=[charges, plan_worker, background_work],
+        lifespan=[upkeep, plan_worker, background_work],
         on_shutdown=list(on_shutdown),
         logging_config=None,
         debug=False,

@@ -126,6 +126,7 @@ def policy_from(settings: Settings) -> Policy:
         plan_lease_seconds=settings.plan_lease_seconds,
         max_plan_attempts=settings.max_plan_attempts,
         plan_retention_seconds=settings.plan_retention_days * SECONDS_PER_DAY,
+        observation_retention_seconds=settings.observation_retention_days * SECONDS_PER_DAY,
         charge_hold_seconds=settings.charge_hold_seconds,
     )
 

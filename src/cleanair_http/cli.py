@@ -7,12 +7,14 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
 
 from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope, format_scopes
+from cleanair_core.air.observations import Observation, ObservationsWritten, Station
 from cleanair_core.air.wifi_location import (
     IMPORT_BATCH_SIZE,
     PROGRESS_EVERY_ROWS,
@@ -85,6 +87,30 @@ def _add_partner_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     partner_usage.add_argument("--json", action="store_true", help="print {label: credits}")
 
 
+def _add_station_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    stations = sub.add_parser("stations", help="monitoring stations and their observations")
+    stations_sub = stations.add_subparsers(dest="action", required=True, metavar="ACTION")
+    station_import = stations_sub.add_parser(
+        "import",
+        help="import hourly observations from OpenAQ-archive CSV files (plain or gzip) with "
+        "the header location_id,sensors_id,location,datetime,lat,lon,parameter,units,value; "
+        "all files in one transaction",
+    )
+    station_import.add_argument("files", metavar="FILE", type=Path, nargs="+")
+    station_import.add_argument(
+        "--locations",
+        type=Path,
+        help="a CSV file with the header location_id,location,lat,lon[,station_type,area_type]: "
+        "the stations' names and types",
+    )
+    stations_sub.add_parser(
+        "list", help="every station: id, name, place, types, observations and their span"
+    ).add_argument("--json", action="store_true", help="print a JSON array")
+    stations_sub.add_parser(
+        "prune", help="delete observations older than CLEANAIR_OBSERVATION_RETENTION_DAYS now"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cleanair",
@@ -148,6 +174,8 @@ def _parser() -> argparse.ArgumentParser:
         "only a keyed hash of each BSSID is stored",
     ).add_argument("file", type=Path)
 
+    _add_station_commands(sub)
+
     network = sub.add_parser("network", help="street networks for route planning")
     network_sub = network.add_subparsers(dest="action", required=True, metavar="ACTION")
     network_import = network_sub.add_parser(
@@ -204,6 +232,144 @@ def _import_wifi(core: CleanAir, path: Path) -> None:
             f"cleanair: ... and {report.skipped - len(report.first_errors)} more skipped rows",
             file=sys.stderr,
         )
+
+
+class _Progress:
+    """Prints how far an import got, on stderr: every `every_rows` rows, and at least once
+    a `every_seconds` in between when rows come slowly (big gzip files, a slow disk)."""
+
+    def __init__(
+        self,
+        every_rows: int,
+        every_seconds: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._every_rows = every_rows
+        self._every_seconds = every_seconds
+        self._clock = clock
+        self._next_rows = every_rows
+        self._last = clock()
+
+    def due(self, rows: int) -> bool:
+        """Whether to print now, `rows` having been read; marks it printed when so."""
+        now = self._clock()
+        if rows < self._next_rows and now - self._last < self._every_seconds:
+            return False
+        self._next_rows = (rows // self._every_rows + 1) * self._every_rows
+        self._last = now
+        return True
+
+
+def _import_stations(core: CleanAir, files: list[Path], locations: Path | None) -> int:
+    """Read and check every file, then write what passed in one transaction: a file that
+    cannot be read (exit 2) writes nothing, and the database is locked only while writing."""
+    from cleanair_http.spool import Spool
+    from cleanair_sources.openaq_archive import (
+        ArchiveFileError,
+        ArchiveParser,
+        ArchiveTally,
+        check_readable,
+        read_archive,
+        read_locations,
+    )
+
+    tally = ArchiveTally()
+    progress = _Progress(PROGRESS_EVERY_ROWS)
+
+    def read_so_far(done: ArchiveTally) -> None:
+        if progress.due(done.rows):
+            print(
+                f"cleanair: {done.rows} rows read, {done.accepted} accepted, "
+                f"{done.rejected_total} rejected",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def written_so_far(stations: int, written: ObservationsWritten) -> None:
+        done = written.added + written.replaced + written.unchanged
+        if progress.due(done):
+            print(f"cleanair: {done} of {tally.accepted} observations written", file=sys.stderr)
+
+    with Spool[Station | Observation]() as spool:
+        try:
+            check_readable([*files, *([] if locations is None else [locations])])
+            known = None if locations is None else read_locations(locations, tally)
+            parser = ArchiveParser(known, tally, on_progress=read_so_far, progress_every=1_000)
+            spool.extend(read_archive(files, parser))
+        except ArchiveFileError as exc:
+            print(f"cleanair: {escape_nonprintable(exc)}; nothing was imported", file=sys.stderr)
+            return 2
+        progress = _Progress(IMPORT_BATCH_SIZE)
+        stations, written = core.import_observations(
+            spool, chunk_size=IMPORT_BATCH_SIZE, on_chunk=written_so_far
+        )
+    print(
+        f"imported {stations} stations; observations: {written.added} added, "
+        f"{written.replaced} replaced, {written.unchanged} unchanged; "
+        f"rows: {tally.rows} read, {tally.rejected_total} rejected, "
+        f"{sum(tally.ignored.values())} ignored"
+    )
+    # Counts, reasons, files and line numbers only: a cell could hold anything.
+    for reason, count in sorted(tally.rejected.items()):
+        print(f"cleanair: rejected {count} rows: {reason}", file=sys.stderr)
+    for ignored, count in sorted(tally.ignored.items()):
+        print(f"cleanair: ignored {count} rows: {ignored}", file=sys.stderr)
+    for error in tally.first_errors:
+        where = escape_nonprintable(error.file)
+        print(f"cleanair: {where}, line {error.line}: {error.reason}", file=sys.stderr)
+    if tally.rejected_total > len(tally.first_errors):
+        more = tally.rejected_total - len(tally.first_errors)
+        print(f"cleanair: ... and {more} more rejected rows", file=sys.stderr)
+    empty = [file.name for file in tally.files if not file.valid]
+    for name in empty:
+        print(f"cleanair: {escape_nonprintable(name)} has no valid row", file=sys.stderr)
+    return 1 if empty else 0
+
+
+def _list_stations(core: CleanAir, as_json: bool) -> None:
+    summaries = core.station_summaries()
+    if as_json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": s.station.id,
+                        "name": s.station.name,
+                        "lat": s.station.point.lat,
+                        "lon": s.station.point.lon,
+                        "station_type": s.station.station_type,
+                        "area_type": s.station.area_type,
+                        "observations": s.observations,
+                        "first_hour_end": _iso_or_none(s.first_hour_end),
+                        "last_hour_end": _iso_or_none(s.last_hour_end),
+                    }
+                    for s in summaries
+                ]
+            )
+        )
+        return
+    print("id\tname\tlat\tlon\ttype\tarea\tobservations\tfirst hour end\tlast hour end")
+    for s in summaries:
+        station = s.station
+        print(
+            f"{escape_nonprintable(station.id)}\t{escape_nonprintable(station.name)}\t"
+            f"{station.point.lat:.5f}\t{station.point.lon:.5f}\t{station.station_type or '-'}\t"
+            f"{station.area_type or '-'}\t{s.observations}\t{_when(s.first_hour_end)}\t"
+            f"{_when(s.last_hour_end)}"
+        )
+
+
+def _iso_or_none(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat(timespec="seconds")
+
+
+def _prune_stations(core: CleanAir) -> None:
+    seconds = core.policy.observation_retention_seconds
+    if not seconds:
+        print("deleted 0 observations (CLEANAIR_OBSERVATION_RETENTION_DAYS is 0: kept for ever)")
+        return
+    deleted = core.prune_observations()
+    print(f"deleted {deleted} observations older than {seconds // 86_400} days")
 
 
 def _import_network(core: CleanAir, path: Path, name: str | None) -> None:
@@ -274,7 +440,8 @@ def _list_networks(core: CleanAir) -> None:
         print(f"{name}\t{n.nodes}\t{n.edges}\t{bounds}\t{source}\t{_when(n.imported_at)}")
 
 
-def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912, PLR0915 - an arm a command
+def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - an arm a command
+    """Run one command; its exit status when it can be other than 0."""
     match args.command, getattr(args, "action", None):
         case "users", "add":
             user = core.add_user(args.user, premium=args.premium)
@@ -328,6 +495,12 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912, PL
             _print_usage(core.usage_by_label(args.user), args.json)
         case "wifi", "import":
             _import_wifi(core, args.file)
+        case "stations", "import":
+            return _import_stations(core, args.files, args.locations)
+        case "stations", "list":
+            _list_stations(core, args.json)
+        case "stations", "prune":
+            _prune_stations(core)
         case "network", "import":
             _import_network(core, args.file, args.name)
         case "network", "list":
@@ -335,6 +508,7 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912, PL
         case "network", "delete":
             core.delete_network(args.name)
             print(f"deleted network {escape_nonprintable(args.name)}")
+    return 0
 
 
 #: The commands that may make a new SQLite database and key file (saying so on stderr): what
@@ -344,7 +518,15 @@ def _run(core: CleanAir, args: argparse.Namespace) -> None:  # noqa: PLR0912, PL
 #: Not `worker`: a worker on a new, empty database would idle for ever, claiming none of the
 #: API's plans.
 CREATING = frozenset(
-    {"serve", "users add", "partners add", "clients add", "wifi import", "network import"}
+    {
+        "serve",
+        "users add",
+        "partners add",
+        "clients add",
+        "wifi import",
+        "network import",
+        "stations import",
+    }
 )
 
 
@@ -423,7 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     try:
-        _run(deployment.core, args)
+        status = _run(deployment.core, args)
     except (OperatorError, ValueError) as exc:
         # Messages embed arguments and stored names ("no user ...", "no such file: ...").
         print(f"cleanair: {escape_nonprintable(exc)}", file=sys.stderr)
@@ -432,7 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _unavailable(exc)
     finally:
         deployment.close()
-    return 0
+    return status
 
 
 def _unavailable(exc: StoreUnavailable) -> int:

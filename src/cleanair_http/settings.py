@@ -504,6 +504,15 @@ class Settings:
         bounds=Bounds(1),
         help="finished plans are pruned this long after they finish",
     )
+    observation_retention_days: int = _setting(
+        "CLEANAIR_OBSERVATION_RETENTION_DAYS",
+        _whole,
+        _CORE.observation_retention_seconds // SECONDS_PER_DAY,
+        # A century at most: the cutoff is a date the calendar can hold.
+        bounds=Bounds(0, 36_500, "days"),
+        help="station observations are pruned this long ({bounds}) after their hour ends, by "
+        "every API process once an hour and by `cleanair stations prune`; 0 keeps them for ever",
+    )
     default_network: bool = _setting(
         "CLEANAIR_DEFAULT_NETWORK",
         _flag,

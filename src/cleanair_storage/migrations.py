@@ -279,3 +279,45 @@ def m007_plan_claims(db: Database) -> None:
     # taken before the upgrade is still held (every process was stopped for it).
     db.execute("ALTER TABLE plans ADD COLUMN claims INTEGER NOT NULL DEFAULT 0")
     db.execute("UPDATE plans SET claims = attempts")
+
+
+@_migration
+def m008_station_observations(db: Database) -> None:
+    # Monitoring stations and their hourly observations (cleanair_core.air.observations).
+    # `hour_end` is the end of the averaging hour in unix seconds (always on the hour, so an
+    # integer holds it exactly). WITHOUT ROWID: the table is its primary-key index, so each
+    # observation is stored once, and a station's hours are contiguous for its summary;
+    # observations_hour_end serves the time-window reads and the retention delete.
+    db.execute(
+        """
+        CREATE TABLE stations (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            lat REAL NOT NULL,
+            lon REAL NOT NULL,
+            station_type TEXT,
+            area_type TEXT
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE observations (
+            station_id TEXT NOT NULL,
+            pollutant TEXT NOT NULL,
+            hour_end INTEGER NOT NULL,
+            value REAL NOT NULL,
+            PRIMARY KEY (station_id, pollutant, hour_end)
+        ) WITHOUT ROWID"""
+    )
+    db.execute("CREATE INDEX observations_hour_end ON observations (hour_end)")
+    # One row, bumped in the transaction of every write that changed stations or
+    # observations: readers in any process compare it to what they cached instead of
+    # re-reading the observations (ObservationStore.observations_version).
+    db.execute(
+        """
+        CREATE TABLE observations_version (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            version INTEGER NOT NULL
+        )"""
+    )
+    db.execute("INSERT INTO observations_version (id, version) VALUES (1, 0)")

@@ -39,6 +39,8 @@ NEEDING_A_DATABASE = [
     ["usage", "alice"],
     ["network", "list"],
     ["network", "delete", "helsinki"],
+    ["stations", "list"],
+    ["stations", "prune"],
     ["worker"],  # on a new, empty database it would idle for ever
 ]
 

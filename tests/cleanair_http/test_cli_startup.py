@@ -7,6 +7,7 @@ tests check the structural fact behind it, in a fresh interpreter (this one has 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -63,8 +64,23 @@ def test_store_only_commands_import_no_heavy_library(existing_database: Path) ->
         ["partners", "usage", "acme"],
         ["usage", "alice"],
         ["network", "list"],
+        ["stations", "list"],
+        ["stations", "list", "--json"],
+        ["stations", "prune"],
     )
-    assert result == {"codes": [0] * 10, "heavy": []}
+    assert result == {"codes": [0] * 13, "heavy": []}
+
+
+def test_stations_import_imports_no_heavy_library(existing_database: Path) -> None:
+    archive = existing_database.parent / "day.csv.gz"
+    archive.write_bytes(
+        gzip.compress(
+            b"location_id,sensors_id,location,datetime,lat,lon,parameter,units,value\n"
+            b"1,1,A,2024-01-01T01:00:00+00:00,60.1,24.9,no2,ppb,12\n"
+        )
+    )
+    result = run_probe(existing_database, ["stations", "import", str(archive)])
+    assert result == {"codes": [0], "heavy": []}
 
 
 def test_help_imports_no_heavy_library(tmp_path: Path) -> None:

@@ -137,6 +137,31 @@ def test_the_defaults_are_the_cores_own() -> None:
     assert policy_from(Settings()) == Policy()
 
 
+def test_the_observation_retention_reaches_the_policy_and_0_keeps_for_ever() -> None:
+    from cleanair_http.bootstrap import policy_from
+
+    assert Settings.from_env({}).observation_retention_days == 400
+    for days in ("0", "30", "36500"):
+        settings = Settings.from_env({"CLEANAIR_OBSERVATION_RETENTION_DAYS": days})
+        assert policy_from(settings).observation_retention_seconds == int(days) * 86_400
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("-1", "must be between 0 and 36500 days"),
+        ("36501", "must be between 0 and 36500 days"),
+        ("a year", "must be a whole number"),
+    ],
+)
+def test_a_bad_observation_retention_is_refused(raw: str, message: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"CLEANAIR_OBSERVATION_RETENTION_DAYS": raw})
+    assert str(raised.value) == (
+        f"invalid settings:\n  CLEANAIR_OBSERVATION_RETENTION_DAYS: {message}"
+    )
+
+
 def test_the_access_log_level_is_read_in_any_case() -> None:
     assert Settings.from_env({}).access_log == "info"
     assert Settings.from_env({"CLEANAIR_ACCESS_LOG": " DEBUG "}).access_log == "debug"

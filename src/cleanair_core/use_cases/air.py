@@ -1,9 +1,10 @@
-"""Air use cases: the score of a point now (contract 4.2) and a day's forecast (4.3)."""
+"""Air use cases: the score of a point now (contract 4.2) and a day's forecast (4.3); the
+operator's access points and station observations."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date
+from datetime import date, timedelta
 
 from cleanair_core.access.connections import Authorized
 from cleanair_core.access.scopes import Scope
@@ -12,6 +13,12 @@ from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.forecast import Forecast, forecast_hours
 from cleanair_core.air.forecast_window import check_in_window, local_day_hours, parse_timezone
+from cleanair_core.air.observations import (
+    Observation,
+    ObservationsWritten,
+    Station,
+    StationSummary,
+)
 from cleanair_core.air.places import Place
 from cleanair_core.air.point_score import PointScore, resolve_point, score_at
 from cleanair_core.air.wifi import WifiAccessPoint
@@ -114,3 +121,64 @@ def import_access_points(
         on_progress=on_progress,
         progress_every=progress_every,
     )
+
+
+#: Observations written per `put_observations` call of an import: its one transaction is
+#: written a chunk at a time, so memory stays flat and progress shows, all or nothing still.
+OBSERVATION_CHUNK = 5_000
+
+
+def import_observations(
+    ctx: Context,
+    parsed: Iterable[Station | Observation],
+    *,
+    chunk_size: int = OBSERVATION_CHUNK,
+    on_chunk: Callable[[int, ObservationsWritten], None] | None = None,
+) -> tuple[int, ObservationsWritten]:
+    """Store stations and their observations as one unit of work: the stations given and
+    what writing the observations did. Each station must come before its observations (as
+    `cleanair_sources.openaq_archive` yields them). Anything raised while `parsed` is read
+    (a file truncated half way, say) or written undoes the whole import. `on_chunk` hears
+    the running totals after each chunk written."""
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    stations: list[Station] = []
+    chunk: list[Observation] = []
+    station_count, written = 0, ObservationsWritten()
+    with ctx.store.transaction() as tx:
+
+        def flush() -> None:
+            nonlocal station_count, written
+            if stations:  # before the observations naming them
+                station_count += tx.put_stations(stations)
+                stations.clear()
+            if chunk:
+                written += tx.put_observations(chunk)
+                chunk.clear()
+            if on_chunk is not None:
+                on_chunk(station_count, written)
+
+        for item in parsed:
+            if isinstance(item, Station):
+                stations.append(item)
+            else:
+                chunk.append(item)
+                if len(chunk) >= chunk_size:
+                    flush()
+        if stations or chunk:
+            flush()
+    return station_count, written
+
+
+def station_summaries(ctx: Context) -> list[StationSummary]:
+    """Every stored station, by id, with its count of observations and their span."""
+    return ctx.store.station_summaries()
+
+
+def prune_observations(ctx: Context) -> int:
+    """Delete observations older than the retention period (none when it is 0, for ever);
+    how many were deleted."""
+    if not ctx.policy.observation_retention_seconds:
+        return 0
+    cutoff = ctx.now() - timedelta(seconds=ctx.policy.observation_retention_seconds)
+    return ctx.store.delete_observations_before(cutoff)

@@ -149,4 +149,37 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "UPDATE plans SET claims = attempts",
         ),
     ),
+    (
+        3,
+        "stations and their hourly observations",
+        (
+            # As SQLite's m008_station_observations (which says why). Ids and pollutants
+            # compare byte-wise (COLLATE "C"), so listings come in the order every adapter
+            # gives, whatever the database's collation.
+            """
+            CREATE TABLE stations (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                name TEXT NOT NULL,
+                lat DOUBLE PRECISION NOT NULL,
+                lon DOUBLE PRECISION NOT NULL,
+                station_type TEXT,
+                area_type TEXT
+            )""",
+            """
+            CREATE TABLE observations (
+                station_id TEXT COLLATE "C" NOT NULL,
+                pollutant TEXT COLLATE "C" NOT NULL,
+                hour_end TIMESTAMPTZ NOT NULL,
+                value DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (station_id, pollutant, hour_end)
+            )""",
+            "CREATE INDEX observations_hour_end ON observations (hour_end)",
+            """
+            CREATE TABLE observations_version (
+                id BOOLEAN PRIMARY KEY DEFAULT true CHECK (id),
+                version BIGINT NOT NULL
+            )""",
+            "INSERT INTO observations_version (id, version) VALUES (true, 0)",
+        ),
+    ),
 )

@@ -8,6 +8,7 @@ from cleanair_storage.postgres.client_labels import PostgresClientLabels
 from cleanair_storage.postgres.connections import PostgresConnections
 from cleanair_storage.postgres.database import port_errors
 from cleanair_storage.postgres.networks import PostgresStreetNetworks
+from cleanair_storage.postgres.observations import PostgresObservations
 from cleanair_storage.postgres.pairing import PostgresPairingCodes
 from cleanair_storage.postgres.plans import PostgresPlans
 from cleanair_storage.postgres.rate_limits import PostgresRateLimits
@@ -22,6 +23,7 @@ class PostgresStore(
     PostgresRateLimits,
     PostgresClientLabels,
     PostgresAccessPoints,
+    PostgresObservations,
     PostgresStreetNetworks,
 ):
     """Implements `cleanair_core.ports.Store` over one PostgreSQL database."""

@@ -8,6 +8,7 @@ from cleanair_storage.sqlite.client_labels import SqliteClientLabels
 from cleanair_storage.sqlite.connections import SqliteConnections
 from cleanair_storage.sqlite.database import port_errors
 from cleanair_storage.sqlite.networks import SqliteStreetNetworks
+from cleanair_storage.sqlite.observations import SqliteObservations
 from cleanair_storage.sqlite.pairing import SqlitePairingCodes
 from cleanair_storage.sqlite.plans import SqlitePlans
 from cleanair_storage.sqlite.rate_limits import SqliteRateLimits
@@ -22,6 +23,7 @@ class SqliteStore(
     SqliteRateLimits,
     SqliteClientLabels,
     SqliteAccessPoints,
+    SqliteObservations,
     SqliteStreetNetworks,
 ):
     """Implements `cleanair_core.ports.Store` over one SQLite file."""

@@ -1,0 +1,320 @@
+"""`cleanair stations import|list|prune` over a SQLite file: in process through `main`, and
+as the installed command in its own process."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
+from cleanair_core.air.observations import Observation, Station
+from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.geo import Point
+from cleanair_http import cli
+from cleanair_http.cli import _Progress
+from cleanair_http.spool import Spool
+from cleanair_storage.sqlite import SqliteStore
+
+CLI = Path(sys.executable).parent / "cleanair"
+HEADER = "location_id,sensors_id,location,datetime,lat,lon,parameter,units,value"
+
+
+def row(
+    location: int, hour: int, value: float, parameter: str = "pm25", units: str = "ug/m3"
+) -> str:
+    """A row of `location` at 60.1+location/1000, 24.9 for hour `hour` of 2024-01-01 (+02:00)."""
+    when = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=hour)
+    return (
+        f"{location},{location * 10},Station {location},"
+        f"{when.astimezone(timezone(timedelta(hours=2))).isoformat()},"
+        f"{60.1 + location / 1000},24.9,{parameter},{units},{value}"
+    )
+
+
+def archive(tmp_path: Path, name: str, *lines: str, packed: bool = True) -> Path:
+    text = "\n".join([HEADER, *lines]) + "\n"
+    path = tmp_path / name
+    if packed:
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = cli.main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def stored(database: Path) -> list[tuple[str, int]]:
+    store = SqliteStore(database)
+    try:
+        return [(s.station.id, s.observations) for s in store.station_summaries()]
+    finally:
+        store.close()
+
+
+def test_import_then_list(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    day = archive(
+        tmp_path,
+        "location-1-20240101.csv.gz",
+        row(1, 0, 5.5),
+        row(1, 1, 6.5),
+        row(1, 1, 20, "no2", "ppb"),
+        row(1, 2, 1, "co", "ppm"),
+        row(2, 0, -999),
+        row(2, 1, 7.0).replace("ug/m3", "furlongs"),
+    )
+    locations = tmp_path / "locations.csv"
+    locations.write_text(
+        "location_id,location,lat,lon,station_type,area_type\n"
+        "1,Kallio 2,60.101,24.9,traffic,urban\n"
+    )
+    status, out, err = run(["stations", "import", str(day), "--locations", str(locations)], capsys)
+    assert status == 0, err
+    assert out == (
+        "imported 1 stations; observations: 3 added, 0 replaced, 0 unchanged; "
+        "rows: 6 read, 2 rejected, 1 ignored\n"
+    )
+    assert "cleanair: rejected 1 rows: negative value\n" in err
+    assert "cleanair: rejected 1 rows: unknown unit\n" in err
+    assert "cleanair: ignored 1 rows: parameter not stored\n" in err
+    assert f"cleanair: {day}, line 6: negative value\n" in err
+    assert "furlongs" not in err
+    assert "-999" not in err
+
+    status, out, _ = run(["stations", "list"], capsys)
+    assert status == 0
+    assert out.splitlines() == [
+        "id\tname\tlat\tlon\ttype\tarea\tobservations\tfirst hour end\tlast hour end",
+        "openaq:1\tKallio 2\t60.10100\t24.90000\ttraffic\turban\t3\t"
+        "2024-01-01T00:00:00+00:00\t2024-01-01T01:00:00+00:00",
+    ]
+    status, out, _ = run(["stations", "list", "--json"], capsys)
+    assert json.loads(out) == [
+        {
+            "id": "openaq:1",
+            "name": "Kallio 2",
+            "lat": 60.101,
+            "lon": 24.9,
+            "station_type": "traffic",
+            "area_type": "urban",
+            "observations": 3,
+            "first_hour_end": "2024-01-01T00:00:00+00:00",
+            "last_hour_end": "2024-01-01T01:00:00+00:00",
+        }
+    ]
+
+
+def test_importing_again_changes_nothing(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    day = archive(tmp_path, "a.csv", row(1, 0, 5.5), row(2, 0, 6.5), packed=False)
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    status, out, _ = run(["stations", "import", str(day)], capsys)
+    assert status == 0
+    assert "observations: 0 added, 0 replaced, 2 unchanged" in out
+    changed = archive(tmp_path, "b.csv", row(1, 0, 9.5))
+    assert (
+        "observations: 0 added, 1 replaced, 0 unchanged"
+        in run(["stations", "import", str(changed)], capsys)[1]
+    )
+    assert stored(database) == [("openaq:1", 1), ("openaq:2", 1)]
+
+
+def test_a_file_without_a_valid_row_fails_but_the_others_are_imported(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = archive(tmp_path, "good.csv.gz", row(1, 0, 5.5))
+    bad = archive(tmp_path, "bad.csv.gz", row(2, 0, -1), row(2, 1, -2))
+    header_only = archive(tmp_path, "empty.csv.gz")
+    status, out, err = run(["stations", "import", str(good), str(bad), str(header_only)], capsys)
+    assert status == 1
+    assert "1 added" in out
+    assert f"cleanair: {bad} has no valid row\n" in err
+    assert f"cleanair: {header_only} has no valid row\n" in err
+    assert "cleanair: rejected 2 rows: negative value\n" in err
+    assert stored(database) == [("openaq:1", 1)]
+
+
+@pytest.mark.parametrize("problem", ["missing", "truncated", "no header", "locations missing"])
+def test_a_file_that_cannot_be_read_imports_nothing(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], problem: str
+) -> None:
+    good = archive(tmp_path, "good.csv.gz", row(1, 0, 5.5))
+    argv = ["stations", "import", str(good)]
+    if problem == "missing":
+        argv.append(str(tmp_path / "nope.csv.gz"))
+        message = f"no such file: {tmp_path / 'nope.csv.gz'}"
+    elif problem == "truncated":
+        whole = gzip.compress(
+            ("\n".join([HEADER, *(row(3, h, 1.0) for h in range(3000))])).encode()
+        )
+        cut = tmp_path / "cut.csv.gz"
+        cut.write_bytes(whole[: len(whole) - 100])
+        argv.append(str(cut))
+        message = f"{cut}: the gzip data is truncated or corrupt"
+    elif problem == "no header":
+        headless = tmp_path / "headless.csv"
+        headless.write_text(row(4, 0, 1.0) + "\n")
+        argv.append(str(headless))
+        message = f"{headless} is not an OpenAQ archive file"
+    else:
+        argv += ["--locations", str(tmp_path / "locations.csv")]
+        message = "no such file"
+    status, out, err = run(argv, capsys)
+    assert (status, out) == (2, "")
+    assert message in err
+    assert "nothing was imported" in err
+    assert stored(database) == []
+
+
+def test_a_failure_while_writing_leaves_the_database_as_it_was(database: Path) -> None:
+    store = SqliteStore(database)
+    try:
+        core = CleanAir(store, TokenKeys(generate_key()), Policy(), ManualClock())
+        kallio = Station("openaq:1", "Kallio", Point(60.1, 24.9))
+        hour = datetime(2024, 1, 1, tzinfo=UTC)
+
+        def failing() -> Iterator[Station | Observation]:
+            yield kallio
+            for h in range(50):
+                yield Observation(kallio.id, Pollutant.PM25, hour + timedelta(hours=h), 1.0)
+            raise OSError("the disk went away")
+
+        version = store.observations_version()
+        with pytest.raises(OSError, match="disk"):
+            core.import_observations(failing(), chunk_size=10)
+        assert store.list_stations() == []
+        assert store.observations_version() == version
+    finally:
+        store.close()
+
+
+def test_progress_goes_to_stderr(
+    database: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(cli, "PROGRESS_EVERY_ROWS", 1_000)
+    monkeypatch.setattr(cli, "IMPORT_BATCH_SIZE", 1_000)
+    day = archive(tmp_path, "big.csv.gz", *(row(1 + h % 5, h // 5, 1.0) for h in range(2_500)))
+    status, out, err = run(["stations", "import", str(day)], capsys)
+    assert status == 0
+    assert "2500 added" in out
+    assert "cleanair: 1000 rows read, 1000 accepted, 0 rejected\n" in err
+    assert "cleanair: 2000 rows read, 2000 accepted, 0 rejected\n" in err
+    assert "cleanair: 2000 of 2500 observations written\n" in err
+
+
+def test_progress_is_due_every_n_rows_or_every_second() -> None:
+    now = [0.0]
+    progress = _Progress(every_rows=100, every_seconds=1.0, clock=lambda: now[0])
+    assert [progress.due(rows) for rows in (50, 99, 100, 150, 199, 230)] == [
+        False,
+        False,
+        True,
+        False,
+        False,
+        True,
+    ]
+    now[0] = 0.5
+    assert not progress.due(250)
+    now[0] = 1.5  # slow rows: a second since the last line
+    assert progress.due(260)
+    assert not progress.due(270)
+
+
+def test_the_spool_gives_back_what_it_was_given_in_order() -> None:
+    with Spool[int]() as spool:
+        spool.extend(range(5_000))
+        assert list(spool) == list(range(5_000))
+        assert list(spool) == list(range(5_000))  # read again from the start
+        assert spool.count == 5_000
+
+
+def test_prune_applies_the_retention(
+    database: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 2024-01-01 is over 400 days before any day these tests run on.
+    day = archive(tmp_path, "a.csv.gz", row(1, 0, 5.5), row(1, 1, 6.5))
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    monkeypatch.setenv("CLEANAIR_OBSERVATION_RETENTION_DAYS", "0")
+    assert run(["stations", "prune"], capsys)[:2] == (
+        0,
+        "deleted 0 observations (CLEANAIR_OBSERVATION_RETENTION_DAYS is 0: kept for ever)\n",
+    )
+    assert stored(database) == [("openaq:1", 2)]
+    monkeypatch.setenv("CLEANAIR_OBSERVATION_RETENTION_DAYS", "400")
+    assert run(["stations", "prune"], capsys)[:2] == (
+        0,
+        "deleted 2 observations older than 400 days\n",
+    )
+    assert stored(database) == [("openaq:1", 0)]  # the station stays
+
+
+def test_the_installed_command_imports_lists_and_prunes(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANAIR_")}
+    env["CLEANAIR_DATABASE"] = str(tmp_path / "var" / "cleanair.db")
+    day = archive(tmp_path, "day.csv.gz", row(7, 0, 5.5), row(7, 0, 22, "o3", "ppb"))
+
+    def cleanair(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(CLI), *argv], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    done = cleanair("stations", "import", str(day))
+    assert done.returncode == 0, done.stderr
+    assert "creating a new database" in done.stderr
+    assert "2 added" in done.stdout
+    listed = json.loads(cleanair("stations", "list", "--json").stdout)
+    assert [(s["id"], s["observations"]) for s in listed] == [("openaq:7", 2)]
+    missing = cleanair("stations", "import", str(tmp_path / "nope.csv"))
+    assert missing.returncode == 2
+    assert "no such file" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    pruned = cleanair("stations", "prune")
+    assert (pruned.returncode, pruned.stdout) == (0, "deleted 2 observations older than 400 days\n")
+
+
+def test_the_database_is_not_locked_while_the_files_are_read(
+    database: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Another process's writes go on while an import reads its files: only its final
+    writing holds the write lock."""
+    from cleanair_sources import openaq_archive
+
+    read_archive = openaq_archive.read_archive
+    written_meanwhile: list[int] = []
+
+    def reading(paths: list[Path], parser: openaq_archive.ArchiveParser) -> Iterator[object]:
+        other = SqliteStore(database)  # as a server sharing the file would
+        try:
+            written_meanwhile.append(other.put_stations([Station("other:1", "O", Point(1, 2))]))
+        finally:
+            other.close()
+        yield from read_archive(paths, parser)
+
+    monkeypatch.setattr(openaq_archive, "read_archive", reading)
+    day = archive(tmp_path, "a.csv.gz", row(1, 0, 5.5))
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    assert written_meanwhile == [1]
+    assert stored(database) == [("openaq:1", 1), ("other:1", 0)]
