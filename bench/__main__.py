@@ -20,6 +20,8 @@
    database, and how soon an idle worker in another process claims a submitted plan
    (`bench/workers.py`).
 14. Operator CLI start-up: whole `cleanair` processes against `python -c pass` (`bench/cli.py`).
+15. Fusion against real stations: the shipped Beijing 2016 stations imported with the CLI,
+   each station left out in turn (`bench/fusion.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -45,7 +47,17 @@ from typing import Any
 import attrs
 from litestar import Litestar, get
 
-from bench import cli, floors, loaded, planning, postgres, quality, street_lattice, workers
+from bench import (
+    cli,
+    floors,
+    fusion,
+    loaded,
+    planning,
+    postgres,
+    quality,
+    street_lattice,
+    workers,
+)
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
@@ -510,6 +522,7 @@ async def main() -> None:
     workers.main()
     await served_matrix()
     cli.main()
+    await fusion.main()
 
 
 if __name__ == "__main__":

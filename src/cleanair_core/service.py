@@ -17,13 +17,16 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.forecast import Forecast
+from cleanair_core.air.fusion_evaluation import PollutantEvaluation
 from cleanair_core.air.observations import (
+    OBSERVED,
     Observation,
     ObservationsWritten,
     Station,
     StationSummary,
 )
 from cleanair_core.air.point_score import PointScore
+from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
 from cleanair_core.clock import Clock, SystemClock
@@ -207,6 +210,19 @@ class CleanAir:
     def station_summaries(self) -> list[StationSummary]:
         """Every stored station, by id, with its count of observations and their span."""
         return air.station_summaries(self.context)
+
+    async def evaluate_stations(
+        self,
+        *,
+        pollutants: Sequence[Pollutant] = OBSERVED,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[PollutantEvaluation]:
+        """The service's own error against the stored observations, leaving one station out
+        at a time (`use_cases.air.evaluate_stations`)."""
+        return await air.evaluate_stations(
+            self.context, pollutants=pollutants, since=since, until=until
+        )
 
     def prune_observations(self) -> int:
         """Delete observations older than the retention period; how many were deleted."""

@@ -15,10 +15,10 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cleanair_core.air.observations import ObservationStore
+from cleanair_core.air.fused_air import fused_air
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, street_level_air
 from cleanair_core.air.wifi import WifiGeolocator
@@ -335,11 +335,13 @@ def build_sources(
         background = grid = EmbeddedModel(gazetteer)
     # Street level over whichever background: inside a loaded network, the traffic of the
     # roads near a point; elsewhere the background alone.
-    air = (
+    street_level = (
         street_level_air(background, grid, NetworkIncrements(networks), in_thread)
         if networks
         else background
     )
+    # Fused with the stored station observations: with none, exactly the street level.
+    air = fused_air(street_level, store, store_calls=store_calls_for(settings), clock=clock)
     deployment.air_quality_source = _source_label(settings)
     deployment.network_names = tuple(network.name for network in networks)
     if polls_observations and settings.openaq_api_key:
@@ -383,15 +385,6 @@ def openaq_boxes(settings: Settings, networks: Sequence[StreetNetwork]) -> list[
     return boxes
 
 
-def observation_store(store: Store) -> ObservationStore | None:
-    """The store as an `ObservationStore`, or None when its adapter keeps no observations."""
-    # Not every adapter stores observations yet (SQLite and PostgreSQL come on their own
-    # branch); once `Store` includes the port this is the store itself.
-    if all(callable(getattr(store, name, None)) for name in ("put_stations", "put_observations")):
-        return cast("ObservationStore", store)
-    return None
-
-
 def _open_openaq(
     settings: Settings,
     store: Store,
@@ -406,13 +399,10 @@ def _open_openaq(
     from cleanair_sources.openaq import OpenAQClient, OpenAQPoller
 
     boxes = openaq_boxes(settings, networks)
-    observations = observation_store(store)
-    if not boxes or observations is None:
+    if not boxes:
         log.warning(
-            "CLEANAIR_OPENAQ_API_KEY is set but OpenAQ is not polled: %s",
-            "no street network is loaded and CLEANAIR_OPENAQ_BOX is unset"
-            if not boxes
-            else "this database cannot store observations",
+            "CLEANAIR_OPENAQ_API_KEY is set but OpenAQ is not polled: no street network is "
+            "loaded and CLEANAIR_OPENAQ_BOX is unset"
         )
         return
     assert settings.openaq_api_key is not None
@@ -422,7 +412,7 @@ def _open_openaq(
     deployment.opened("the OpenAQ client", client.aclose)
     poller = OpenAQPoller(
         client,
-        observations,
+        store,
         boxes,
         in_thread,  # a write of many rows: never on the loop
         interval=settings.openaq_poll_seconds,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 import uuid
@@ -14,7 +15,14 @@ from typing import NoReturn
 
 from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope, format_scopes
-from cleanair_core.air.observations import Observation, ObservationsWritten, Station
+from cleanair_core.air.fusion_evaluation import PollutantEvaluation, rmse_ratios
+from cleanair_core.air.observations import (
+    OBSERVED,
+    Observation,
+    ObservationsWritten,
+    Station,
+)
+from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi_location import (
     IMPORT_BATCH_SIZE,
     PROGRESS_EVERY_ROWS,
@@ -53,6 +61,22 @@ def _port(raw: str) -> int:
         raise argparse.ArgumentTypeError("must be a whole number") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError("must be between 0 and 65535")
+    return value
+
+
+def _observed_pollutant(raw: str) -> Pollutant:
+    if raw not in {p.value for p in OBSERVED}:
+        raise argparse.ArgumentTypeError("must be one of pm25, pm10, no2, o3")
+    return Pollutant(raw)
+
+
+def _instant(raw: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be an ISO 8601 date and time") from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise argparse.ArgumentTypeError("needs an offset (Z or +hh:mm)")
     return value
 
 
@@ -109,6 +133,23 @@ def _add_station_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     stations_sub.add_parser(
         "prune", help="delete observations older than CLEANAIR_OBSERVATION_RETENTION_DAYS now"
     )
+    evaluate = stations_sub.add_parser(
+        "evaluate",
+        help="the service's own error: each station's hours predicted without it (raw "
+        "background, fused, inverse distance): n, mean bias, RMSE, r, FAC2",
+    )
+    evaluate.add_argument(
+        "--pollutant",
+        type=_observed_pollutant,
+        help="pm25, pm10, no2 or o3 (default: every one observed)",
+    )
+    evaluate.add_argument(
+        "--since", type=_instant, help="first hour end, ISO 8601 with an offset (default: all)"
+    )
+    evaluate.add_argument(
+        "--until", type=_instant, help="last hour end, ISO 8601 with an offset (default: all)"
+    )
+    evaluate.add_argument("--json", action="store_true", help="print a JSON array")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -359,6 +400,70 @@ def _list_stations(core: CleanAir, as_json: bool) -> None:
         )
 
 
+def _evaluate_stations(
+    core: CleanAir,
+    pollutant: Pollutant | None,
+    since: datetime | None,
+    until: datetime | None,
+    as_json: bool,
+) -> int:
+    import asyncio
+
+    evaluations = asyncio.run(
+        core.evaluate_stations(
+            pollutants=(pollutant,) if pollutant else OBSERVED, since=since, until=until
+        )
+    )
+    if not evaluations:
+        print("cleanair: no stored observations to evaluate", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps([_evaluation_json(e) for e in evaluations]))
+        return 0
+    for evaluation in evaluations:
+        print(
+            f"{evaluation.pollutant.value}: {evaluation.stations} stations, {evaluation.hours} "
+            f"hours, {evaluation.observations} observations (µg/m³; leave one station out)"
+        )
+        print("  group\tmethod\tn\tmean bias\tRMSE\tr\tFAC2")
+        for row in evaluation.rows:
+            st = row.statistics
+            print(
+                f"  {row.group}\t{row.method}\t{st.n}\t{st.mean_bias:.2f}\t{st.rmse:.2f}\t"
+                f"{st.r:.3f}\t{st.fac2:.3f}"
+            )
+        ratios = rmse_ratios(evaluation.rows)
+        print(
+            f"  fused RMSE: {ratios['fused/background']:.2f}x the background's, "
+            f"{ratios['fused/idw']:.2f}x inverse distance's"
+        )
+    return 0
+
+
+def _evaluation_json(evaluation: PollutantEvaluation) -> dict[str, object]:
+    def number(value: float) -> float | None:
+        return None if math.isnan(value) else value
+
+    return {
+        "pollutant": evaluation.pollutant.value,
+        "stations": evaluation.stations,
+        "hours": evaluation.hours,
+        "observations": evaluation.observations,
+        "rows": [
+            {
+                "group": row.group,
+                "method": row.method,
+                "n": row.statistics.n,
+                "mean_bias": number(row.statistics.mean_bias),
+                "rmse": number(row.statistics.rmse),
+                "r": number(row.statistics.r),
+                "fac2": number(row.statistics.fac2),
+            }
+            for row in evaluation.rows
+        ],
+    }
+
+
 def _iso_or_none(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat(timespec="seconds")
 
@@ -497,6 +602,8 @@ def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR
             _import_wifi(core, args.file)
         case "stations", "import":
             return _import_stations(core, args.files, args.locations)
+        case "stations", "evaluate":
+            return _evaluate_stations(core, args.pollutant, args.since, args.until, args.json)
         case "stations", "list":
             _list_stations(core, args.json)
         case "stations", "prune":
@@ -585,7 +692,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cleanair_http.worker import work
 
             return work(settings, args.concurrency)
-        deployment = open_deployment(settings, with_sources=False)
+        # Evaluating asks the air-quality source; every other command works on the store.
+        evaluating = _command(args) == "stations evaluate"
+        deployment = open_deployment(settings, with_sources=evaluating)
     except SettingsError as exc:
         # One bad setting per line: those line breaks are the CLI's own, the rest is escaped.
         lines = (escape_nonprintable(line) for line in str(exc).split("\n"))

@@ -19,7 +19,6 @@ from cleanair_http.bootstrap import (
     NETWORK_MARGIN_KM,
     Deployment,
     build_sources,
-    observation_store,
     openaq_boxes,
 )
 from cleanair_http.offloading import in_thread
@@ -87,11 +86,6 @@ def test_a_key_with_nothing_to_poll_says_so_and_polls_nothing(
     env = {"CLEANAIR_OPENAQ_API_KEY": KEY, "CLEANAIR_DEFAULT_NETWORK": "false"}
     assert open_sources(env, polls=True).background == []
     assert "OpenAQ is not polled: no street network" in caplog.text
-
-
-def test_a_store_without_observations_is_not_given_to_the_poller() -> None:
-    assert observation_store(MemoryStore()) is not None
-    assert observation_store(object()) is None  # type: ignore[arg-type]
 
 
 def test_the_app_polls_for_its_lifetime_and_an_outage_never_fails_a_request(

@@ -4,16 +4,18 @@ operator's access points and station observations."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 from cleanair_core.access.connections import Authorized
 from cleanair_core.access.scopes import Scope
-from cleanair_core.air import wifi_location
+from cleanair_core.air import fusion_evaluation, wifi_location
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.forecast import Forecast, forecast_hours
 from cleanair_core.air.forecast_window import check_in_window, local_day_hours, parse_timezone
+from cleanair_core.air.fusion_evaluation import PollutantEvaluation
 from cleanair_core.air.observations import (
+    OBSERVED,
     Observation,
     ObservationsWritten,
     Station,
@@ -21,6 +23,7 @@ from cleanair_core.air.observations import (
 )
 from cleanair_core.air.places import Place
 from cleanair_core.air.point_score import PointScore, resolve_point, score_at
+from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
 from cleanair_core.credits.ledger import Billable
@@ -182,3 +185,23 @@ def prune_observations(ctx: Context) -> int:
         return 0
     cutoff = ctx.now() - timedelta(seconds=ctx.policy.observation_retention_seconds)
     return ctx.store.delete_observations_before(cutoff)
+
+
+async def evaluate_stations(
+    ctx: Context,
+    *,
+    pollutants: Sequence[Pollutant] = OBSERVED,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[PollutantEvaluation]:
+    """Leave-one-station-out over the stored observations: the service's own error against
+    them, for the raw background, the fused field and inverse distance
+    (`cleanair_core.air.fusion_evaluation`)."""
+    return await fusion_evaluation.evaluate_stations(
+        ctx.store,
+        ctx.require_sources().air_quality,
+        pollutants=pollutants,
+        since=since,
+        until=until,
+        offload=ctx.offload,
+    )
