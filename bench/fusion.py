@@ -98,6 +98,36 @@ def report(title: str, evaluations: list[PollutantEvaluation]) -> None:
         )
 
 
+LEADS = (1, 3, 6, 12, 24, 48)
+
+
+def lead_skill(matrices: StationMatrices) -> None:
+    """Into the forecast: each station's hour t predicted from the other stations' hour
+    t - lead (leave one out), the correction faded by rho(lead), against the raw background
+    and against carrying the correction unfaded."""
+    from datetime import timedelta
+
+    from cleanair_core.air.fusion import FUSION_PARAMETERS, persistence
+    from cleanair_core.air.fusion_evaluation import leave_one_station_out, model_statistics
+    from cleanair_core.air.pollutants import SCORED
+
+    print("  into the forecast (held out; RMSE raw / faded / unfaded correction):")
+    for pollutant, observed in matrices.observed.items():
+        params = FUSION_PARAMETERS[pollutant]
+        background = matrices.background[:, :, SCORED.index(pollutant)]
+        fused = leave_one_station_out(matrices.stations, observed, background, params)["fused"]
+        correction = fused - background
+        cells = []
+        for lead in LEADS:
+            rho = persistence(params, timedelta(hours=lead))
+            now = background[lead:]
+            raw = model_statistics(now, observed[lead:]).rmse
+            faded = model_statistics(now + rho * correction[:-lead], observed[lead:]).rmse
+            unfaded = model_statistics(now + correction[:-lead], observed[lead:]).rmse
+            cells.append(f"{lead} h {raw:.0f}/{faded:.0f}/{unfaded:.0f}")
+        print(f"    {pollutant.value:5} " + "  ".join(cells))
+
+
 def fit(matrices: StationMatrices) -> None:
     """Grid-search the covariance on January-June by leave-one-station-out RMSE, and the
     persistence from the residuals' lagged regression, per pollutant."""
@@ -163,6 +193,7 @@ async def main(fitting: bool = False) -> None:
         evaluate_matrices(matrices.between(FIT_UNTIL, matrices.hours[-1])),
     )
     report("the whole year", evaluate_matrices(matrices))
+    lead_skill(matrices.between(FIT_UNTIL, matrices.hours[-1]))
     print(f"  evaluation {time.perf_counter() - started:.1f} s")
     print(
         f"  aims: NO2 and PM2.5 fused <= {AIM_BACKGROUND}x background and <= {AIM_IDW}x "

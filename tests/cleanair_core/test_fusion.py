@@ -35,7 +35,9 @@ from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import GriddedAir, Sample
 from cleanair_core.clock import ManualClock
 from cleanair_core.geo import Point
+from cleanair_core.routes.network_air import NetworkAir
 from cleanair_storage.memory import MemoryStore
+from support.networks import grid
 
 HOUR_END = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
 CENTRE = Point(60.17, 24.94)
@@ -391,3 +393,25 @@ def test_a_repeated_hour_within_the_second_calls_the_store_not_at_all() -> None:
     clock.advance(seconds=1)
     no2_at(source, [CENTRE], HOUR_END)
     assert calls == ["store", "store", "store"]  # the version again; nothing new to read
+
+
+def test_a_plans_node_air_is_fused() -> None:
+    """The planner asks `NetworkAir`, which asks the source's arrays: fused ones."""
+    network = grid(3, 3)
+    near = Point(float(network.node_lat[4]), float(network.node_lon[4]))
+    store = stored([station(1, near)], [90.0])
+    nodes = np.arange(network.node_count, dtype=np.intp)
+    hour = HOUR_END - timedelta(hours=1)  # a plan's hour starts where the observation's ends
+    air = asyncio.run(
+        NetworkAir().at_nodes(
+            network,
+            GriddedFusedAir(PatternAir(20.0), store),
+            nodes,
+            [HOUR_END, hour],
+            np.array([0] * 5 + [1] * 4, dtype=np.intp),
+        )
+    )
+    no2 = air[:, SCORED.index(Pollutant.NO2)]
+    assert no2[4] == pytest.approx(20.0 + 70.0 / (1.0 + NO2.noise_share))
+    assert all(value > 80.0 for value in no2[:5])  # a few hundred metres: the same district
+    assert np.all(no2[5:] == 20.0)  # the hour before the observation: the background

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cleanair_core.access.accounts import User
+from cleanair_core.air.fused_air import FusedAir
 from cleanair_core.air.street_level import StreetLevelAir
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.keys import TokenKeys, generate_key
@@ -29,9 +30,12 @@ def test_the_default_sources_are_offline() -> None:
     sources = build_sources(
         Settings.from_env({}), MemoryStore(), TokenKeys(generate_key()), deployment
     )
-    # With the default network loaded, street level over the embedded model.
-    assert isinstance(sources.air_quality, StreetLevelAir)
-    assert isinstance(sources.air_quality.background, EmbeddedModel)
+    # With the default network loaded: fused with the stations, over street level, over the
+    # embedded model.
+    assert isinstance(sources.air_quality, FusedAir)
+    street_level = sources.air_quality.unfused
+    assert isinstance(street_level, StreetLevelAir)
+    assert isinstance(street_level.background, EmbeddedModel)
     assert isinstance(sources.wifi, LocalWifiGeolocator)
     assert isinstance(sources.ip, CountryIpLocator)
     assert isinstance(sources.places, Gazetteer)
@@ -47,8 +51,10 @@ def test_remote_sources_are_chosen_by_settings_and_closed() -> None:
     )
     deployment = Deployment()
     sources = build_sources(settings, MemoryStore(), TokenKeys(generate_key()), deployment)
-    assert isinstance(sources.air_quality, StreetLevelAir)  # street level over CAMS too
-    open_meteo = sources.air_quality.background
+    assert isinstance(sources.air_quality, FusedAir)
+    street_level = sources.air_quality.unfused
+    assert isinstance(street_level, StreetLevelAir)  # street level over CAMS too
+    open_meteo = street_level.background
     assert isinstance(open_meteo, OpenMeteoSource)
     assert isinstance(sources.wifi, IchnaeaGeolocator)
     clients = [open_meteo._client, sources.wifi._client]
@@ -60,7 +66,8 @@ def test_remote_sources_are_chosen_by_settings_and_closed() -> None:
 def test_without_a_street_network_the_background_source_applies_alone() -> None:
     settings = Settings.from_env({"CLEANAIR_DEFAULT_NETWORK": "false"})
     sources = build_sources(settings, MemoryStore(), TokenKeys(generate_key()), Deployment())
-    assert isinstance(sources.air_quality, EmbeddedModel)
+    assert isinstance(sources.air_quality, FusedAir)
+    assert isinstance(sources.air_quality.unfused, EmbeddedModel)
 
 
 def test_a_deployment_closes_what_it_opened_last_first_and_once(

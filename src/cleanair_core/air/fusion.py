@@ -74,8 +74,8 @@ class FusionParameters:
 FUSION_PARAMETERS: dict[Pollutant, FusionParameters] = {
     Pollutant.PM25: FusionParameters(300_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 30.0),
     Pollutant.PM10: FusionParameters(300_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 26.0),
-    Pollutant.NO2: FusionParameters(100_000.0, 5_000.0, 0.8, 0.05, 1.0, 50.0, 20.0),
-    Pollutant.O3: FusionParameters(300_000.0, 40_000.0, 0.8, 0.10, 1.0, 50.0, 10.0),
+    Pollutant.NO2: FusionParameters(100_000.0, 5_000.0, 0.8, 0.05, 1.0, 50.0, 25.0),
+    Pollutant.O3: FusionParameters(300_000.0, 40_000.0, 0.8, 0.10, 1.0, 50.0, 20.0),
 }
 
 #: Observations older than this (before the hour of a sample) are not used: the correction
