@@ -41,6 +41,11 @@ class Metrics(Protocol):
         """A live source stored `count` station observations from `upstream` that were new
         or changed (the same value again is not counted)."""
 
+    def air_hour(self, pollutant: str, *, fused: bool) -> None:
+        """The air of one hour was worked out for `pollutant` (once per hour and change of the
+        observations): `fused` with station observations, or the unfused background because
+        none were within reach (no stations, or a live source's outage)."""
+
 
 class NoMetrics:
     """The default `Metrics`: every event is dropped."""
@@ -58,6 +63,9 @@ class NoMetrics:
         pass
 
     def observations_stored(self, upstream: Upstream, count: int) -> None:
+        pass
+
+    def air_hour(self, pollutant: str, *, fused: bool) -> None:
         pass
 
 

@@ -341,7 +341,9 @@ def build_sources(
         else background
     )
     # Fused with the stored station observations: with none, exactly the street level.
-    air = fused_air(street_level, store, store_calls=store_calls_for(settings), clock=clock)
+    air = fused_air(
+        street_level, store, store_calls=store_calls_for(settings), clock=clock, metrics=metrics
+    )
     deployment.air_quality_source = _source_label(settings)
     deployment.network_names = tuple(network.name for network in networks)
     if polls_observations and settings.openaq_api_key:

@@ -36,6 +36,7 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from cleanair_core.air.observations import OBSERVED
 from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import Limit
 from cleanair_core.metrics import Upstream
@@ -107,6 +108,13 @@ class PrometheusMetrics:
             ["upstream"],
             registry=registry,
         )
+        self.air_hours = Counter(
+            f"{PREFIX}_air_hours",
+            "Hours of air worked out per pollutant, fused with station observations or not "
+            "(none within reach: no stations, or a live source's outage)",
+            ["pollutant", "fused"],
+            registry=registry,
+        )
         # Every series exists from the start at 0, so rate() and alerts see the first event.
         for billable in Billable:
             self.charged.labels(billable.value)
@@ -120,6 +128,9 @@ class PrometheusMetrics:
             self.upstream_latency.labels(upstream.value)
             self.upstream_errors.labels(upstream.value)
             self.observations.labels(upstream.value)
+        for pollutant in OBSERVED:
+            self.air_hours.labels(pollutant.value, "yes")
+            self.air_hours.labels(pollutant.value, "no")
 
     def credits_charged(self, endpoint: str, credits: int) -> None:
         self.charged.labels(str(endpoint)).inc(credits)
@@ -138,6 +149,9 @@ class PrometheusMetrics:
 
     def observations_stored(self, upstream: Upstream, count: int) -> None:
         self.observations.labels(upstream.value).inc(count)
+
+    def air_hour(self, pollutant: str, *, fused: bool) -> None:
+        self.air_hours.labels(str(pollutant), "yes" if fused else "no").inc()
 
     def too_many_requests(self, limit: Limit) -> None:
         """A 429 went out, refused by `limit`."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,8 @@ from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import GriddedAir, Sample
 from cleanair_core.clock import ManualClock
 from cleanair_core.geo import Point
+from cleanair_core.metrics import NoMetrics
+from cleanair_core.ports import Store
 from cleanair_core.routes.network_air import NetworkAir
 from cleanair_storage.memory import MemoryStore
 from support.networks import grid
@@ -415,3 +418,55 @@ def test_a_plans_node_air_is_fused() -> None:
     assert no2[4] == pytest.approx(20.0 + 70.0 / (1.0 + NO2.noise_share))
     assert all(value > 80.0 for value in no2[:5])  # a few hundred metres: the same district
     assert np.all(no2[5:] == 20.0)  # the hour before the observation: the background
+
+
+def test_every_store_fuses_alike(store: Store) -> None:
+    """Fusion reads through the port: the same observations give the same air on memory,
+    SQLite and PostgreSQL, and a later write is seen by the next version check."""
+    clock = ManualClock(HOUR_END)
+    stations = [station(1, CENTRE), station(2, offset(CENTRE, 2_000, 1_000), StationType.TRAFFIC)]
+    store.put_stations(stations)
+    store.put_observations(
+        [
+            Observation("test:1", Pollutant.NO2, HOUR_END, 50.0),
+            Observation("test:2", Pollutant.NO2, HOUR_END, 70.0),
+        ]
+    )
+    source = GriddedFusedAir(PatternAir(20.0), store, clock=clock)
+    probes = [CENTRE, offset(CENTRE, 1_000, 500), offset(CENTRE, -3_000, 0)]
+    expected = no2_at(
+        GriddedFusedAir(PatternAir(20.0), stored(stations, [50.0, 70.0])), probes, HOUR_END
+    )
+    assert no2_at(source, probes, HOUR_END) == pytest.approx(expected, rel=1e-12)
+    store.put_observations([Observation("test:1", Pollutant.NO2, HOUR_END, 20.0)])
+    clock.advance(seconds=1)
+    assert no2_at(source, [CENTRE], HOUR_END)[0] < expected[0] - 20.0
+
+
+class CountedHours(NoMetrics):
+    def __init__(self) -> None:
+        self.hours: list[tuple[str, bool]] = []
+
+    def air_hour(self, pollutant: str, *, fused: bool) -> None:
+        self.hours.append((pollutant, fused))
+
+
+def test_each_hour_is_counted_fused_or_not_and_a_loss_of_stations_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="cleanair.fusion")
+    metrics = CountedHours()
+    clock = ManualClock(HOUR_END)
+    store = stored([station(1, CENTRE)], [50.0])
+    source = FusedAir(PatternAir(20.0), store, clock=clock, metrics=metrics)
+    no2_at(source, [CENTRE], HOUR_END)
+    assert sorted(metrics.hours) == sorted(
+        [(p.value, p is Pollutant.NO2) for p in FUSION_PARAMETERS]
+    )
+    assert "air is fused with station observations" in caplog.text
+    store.delete_observations_before(HOUR_END + timedelta(hours=1))  # an outage's effect
+    clock.advance(seconds=1)
+    metrics.hours.clear()
+    assert no2_at(source, [CENTRE], HOUR_END) == [20.0]
+    assert (Pollutant.NO2.value, False) in metrics.hours
+    assert "no station observations within 72 h" in caplog.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import subprocess
 import sys
@@ -318,3 +319,51 @@ def test_the_database_is_not_locked_while_the_files_are_read(
     assert run(["stations", "import", str(day)], capsys)[0] == 0
     assert written_meanwhile == [1]
     assert stored(database) == [("openaq:1", 1), ("other:1", 0)]
+
+
+# -- stations evaluate
+
+
+def test_evaluate_reports_each_method_against_the_stations(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Three stations a kilometre apart for two days (hours 0-47 of 2024-01-01 UTC), and NO2
+    # that every station sees rise and fall together.
+    lines = [
+        row(location, hour, 30.0 + 10.0 * math.sin(hour / 4.0) + location, "no2")
+        for location in (1, 2, 3)
+        for hour in range(48)
+    ]
+    status, _, err = run(["stations", "import", str(archive(tmp_path, "a.csv.gz", *lines))], capsys)
+    assert status == 0, err
+    status, out, err = run(["stations", "evaluate", "--json"], capsys)
+    assert status == 0, err
+    [no2] = json.loads(out)
+    assert (no2["pollutant"], no2["stations"], no2["hours"], no2["observations"]) == (
+        "no2",
+        3,
+        48,
+        144,
+    )
+    rmse = {row["method"]: row["rmse"] for row in no2["rows"] if row["group"] == "all"}
+    assert set(rmse) == {"background", "fused", "idw"}
+    assert rmse["fused"] < 0.5 * rmse["background"]  # the stations know better than the model
+    status, out, _ = run(
+        ["stations", "evaluate", "--pollutant", "no2", "--until", "2024-01-01T12:00:00Z"], capsys
+    )
+    assert status == 0
+    assert "no2: 3 stations, 13 hours, 39 observations" in out
+    assert "fused RMSE:" in out
+
+
+def test_evaluate_with_nothing_stored_or_bad_arguments(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = run(["stations", "evaluate"], capsys)
+    assert status == 1
+    assert "no stored observations" in err
+    for bad in (["--pollutant", "so2"], ["--since", "2024-01-01T00:00"], ["--until", "soon"]):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["stations", "evaluate", *bad])
+        assert exited.value.code == 2
+        assert bad[1] not in capsys.readouterr().err  # the value is never echoed

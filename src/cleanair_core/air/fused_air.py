@@ -35,6 +35,7 @@ from cleanair_core.air.observations import ObservationStore, Station
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.clock import Clock, SystemClock
+from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload, inline
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class FusedAir:
         clock: Clock | None = None,
         recheck: timedelta = timedelta(seconds=1),
         parameters: dict[Pollutant, FusionParameters] | None = None,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         self.unfused = unfused
         self.update_interval = unfused.update_interval
@@ -84,6 +86,7 @@ class FusedAir:
         self._clock = clock or SystemClock()
         self._recheck = recheck
         self._parameters = FUSION_PARAMETERS if parameters is None else parameters
+        self._metrics = metrics
         self._lock = threading.Lock()
         self._state = _Fields(-1)
         self._checked_at: datetime | None = None
@@ -178,6 +181,10 @@ class FusedAir:
         with self._lock:
             state.stations = stations
             state.latest.update(found)
+        for by_pollutant in found.values():
+            for pollutant in self._parameters:
+                self._metrics.air_hour(pollutant.value, fused=pollutant in by_pollutant)
+        self._say_if_fused(any(found.values()))
         return known | found
 
     def _wanted(
@@ -233,13 +240,14 @@ class FusedAir:
             state.fields.update(computed)
             while len(state.fields) > _FIELDS_KEPT:
                 state.fields.popitem(last=False)
-        self._say_if_fused(any(field is not None for field in computed.values()))
 
     def _say_if_fused(self, fused: bool) -> None:
-        """Log when fusion starts or stops having observations, once per change."""
-        if fused == self._fused_before:
+        """Log when fusion starts or stops having observations, once per change (the first
+        hour without any is not worth a warning when there never were)."""
+        with self._lock:
+            before, self._fused_before = self._fused_before, fused
+        if fused == before or (before is None and not fused):
             return
-        self._fused_before = fused
         if fused:
             log.info("air is fused with station observations")
         else:
@@ -307,6 +315,7 @@ class GriddedFusedAir(FusedAir):
         clock: Clock | None = None,
         recheck: timedelta = timedelta(seconds=1),
         parameters: dict[Pollutant, FusionParameters] | None = None,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         super().__init__(
             unfused,
@@ -315,6 +324,7 @@ class GriddedFusedAir(FusedAir):
             clock=clock,
             recheck=recheck,
             parameters=parameters,
+            metrics=metrics,
         )
         self._gridded = unfused
 
@@ -362,12 +372,16 @@ def fused_air(
     *,
     store_calls: Offload = inline,
     clock: Clock | None = None,
+    metrics: Metrics = NO_METRICS,
 ) -> FusedAir:
     """`unfused` corrected by `observations`: gridded (array answers) when `unfused`
-    computes its values, else sample by sample."""
+    computes its values, else sample by sample. `metrics` hears of every hour worked out,
+    fused or not."""
     if isinstance(unfused, GriddedAir):
-        return GriddedFusedAir(unfused, observations, store_calls=store_calls, clock=clock)
-    return FusedAir(unfused, observations, store_calls=store_calls, clock=clock)
+        return GriddedFusedAir(
+            unfused, observations, store_calls=store_calls, clock=clock, metrics=metrics
+        )
+    return FusedAir(unfused, observations, store_calls=store_calls, clock=clock, metrics=metrics)
 
 
 def unfused_of(source: AirQualitySource) -> AirQualitySource:
