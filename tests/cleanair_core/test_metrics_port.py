@@ -44,6 +44,9 @@ class Recorded:
     def observations_stored(self, upstream: Upstream, count: int) -> None:
         self.events.append(("observations", upstream, count))
 
+    def air_hour(self, pollutant: str, *, fused: bool) -> None:
+        self.events.append(("air hour", pollutant, fused))
+
 
 def test_a_charge_kept_and_one_refunded_once() -> None:
     metrics = Recorded()
