@@ -188,7 +188,7 @@ def test_daqi_rounds_to_an_integer_first() -> None:
 
 
 def test_daqi_averaging_periods() -> None:
-    history: dict[Pollutant, list[float | None]] = {
+    history: dict[Pollutant, list[float]] = {
         Pollutant.PM25: [80.0] * 6 + [10.0] * 18,  # running 24 h mean 27.5: index 3
         Pollutant.O3: [10.0] * 7 + [200.0],  # 8 h mean 33.75 -> 34: index 2
         Pollutant.NO2: [500.0, 100.0],  # the hour: index 2
