@@ -452,6 +452,17 @@ def test_leave_one_out_matches_solving_without_the_station() -> None:
         assert predictions["fused"][0, k] == pytest.approx(expected, rel=1e-5)
 
 
+def test_leave_one_out_is_never_negative_as_the_served_field_is_not() -> None:
+    """A neighbour far below its background would pull the prediction under zero: the
+    evaluation scores what the service serves, max(0, ...)."""
+    stations = [station(0, CENTRE), station(1, offset(CENTRE, 500, 0))]
+    observed = np.array([[5.0, 0.0]])
+    background = np.array([[10.0, 100.0]])
+    fused = leave_one_station_out(stations, observed, background, NO2)["fused"]
+    assert fused[0, 0] == 0.0
+    assert np.all(fused >= 0.0)
+
+
 def test_model_statistics_follow_openair() -> None:
     stats = model_statistics(np.array([2.0, 4.0, 9.0, np.nan]), np.array([1.0, 4.0, 3.0, 5.0]))
     assert stats.n == 3
