@@ -373,6 +373,18 @@ def test_fields_are_computed_once_per_hour_and_version() -> None:
     assert background.asked == asked + 1  # the samples only, not the stations again
 
 
+def test_the_hours_kept_are_bounded_and_a_forgotten_hour_is_read_again() -> None:
+    """A server that is asked a new hour every hour for months, with no new observations
+    (no version change), keeps a bounded number of hours, not every one it was asked."""
+    source = FusedAir(PatternAir(20.0), stored([station(1, CENTRE)], [50.0]))
+    first = no2_at(source, [CENTRE], HOUR_END)
+    assert source.stations_used(HOUR_END)
+    for hours in range(1, 400):
+        no2_at(source, [CENTRE], HOUR_END + timedelta(hours=hours))
+    assert source.stations_used(HOUR_END) == {}  # forgotten
+    assert no2_at(source, [CENTRE], HOUR_END) == first  # and read again when asked
+
+
 def test_fused_air_is_gridded_exactly_when_its_source_is() -> None:
     class Remote:
         update_interval = 3600
