@@ -385,6 +385,31 @@ def test_the_hours_kept_are_bounded_and_a_forgotten_hour_is_read_again() -> None
     assert no2_at(source, [CENTRE], HOUR_END) == first  # and read again when asked
 
 
+def test_many_points_and_stations_are_corrected_in_bounded_memory() -> None:
+    """A whole network's nodes against an imported country's stations: the points-by-
+    stations matrices are built a slice of points at a time, not at once (32 MB here)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(11)
+    stations = [
+        station(i, offset(CENTRE, rng.uniform(-50_000, 50_000), rng.uniform(-50_000, 50_000)))
+        for i in range(400)
+    ]
+    source = GriddedFusedAir(PatternAir(20.0), stored(stations, list(rng.uniform(0, 80, 400))))
+    lats = CENTRE.lat + rng.uniform(-0.3, 0.3, 10_000)
+    lons = CENTRE.lon + rng.uniform(-0.5, 0.5, 10_000)
+    source.air_at_hour(lats[:1], lons[:1], HOUR_END)  # the field, computed once
+    tracemalloc.start()
+    try:
+        whole = source.air_at_hour(lats, lons, HOUR_END)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12_000_000
+    some = source.air_at_hour(lats[:50], lons[:50], HOUR_END)
+    assert np.allclose(whole[:50], some, rtol=1e-12)
+
+
 def test_fused_air_is_gridded_exactly_when_its_source_is() -> None:
     class Remote:
         update_interval = 3600
