@@ -510,6 +510,10 @@ class OpenAQPoller:
                 paused = exc.retry_after
             except OpenAQError as exc:  # keep what came before it: those are good values
                 failure = exc
+                # Unless told to wait (a 429), the location that failed is not asked again this
+                # round: one that always fails (gone, or broken upstream) must not keep every
+                # other one from being polled.
+                del self._pending[: 0 if exc.retry_after is not None else 1]
             if observations:
                 written = await self._offload(lambda: self._store.put_observations(observations))
                 self._metrics.observations_stored(Upstream.OPENAQ, written.added + written.replaced)

@@ -205,6 +205,19 @@ def test_a_traffic_station_speaks_for_its_street_and_a_background_one_for_its_di
     assert background[2] > traffic[2]
 
 
+def test_an_industrial_station_reaches_further_than_a_traffic_one_but_less_than_a_district() -> (
+    None
+):
+    base, excess = 20.0, 30.0
+    probe = offset(CENTRE, 0, 200)  # past a street, within a plant's site
+    shares = {}
+    for kind in (StationType.TRAFFIC, StationType.INDUSTRIAL, StationType.BACKGROUND):
+        source = FusedAir(PatternAir(base), stored([station(1, CENTRE, kind)], [base + excess]))
+        shares[kind] = (no2_at(source, [probe], HOUR_END)[0] - base) / excess
+    assert shares[StationType.INDUSTRIAL] > shares[StationType.TRAFFIC] + 0.15
+    assert shares[StationType.INDUSTRIAL] < shares[StationType.BACKGROUND] - 0.1
+
+
 def test_the_correction_fades_into_the_forecast() -> None:
     source = FusedAir(PatternAir(20.0), stored([station(1, CENTRE)], [50.0]))
     leads = [0, 1, 6, 24, 48, 71, 72, 100]
@@ -215,6 +228,12 @@ def test_the_correction_fades_into_the_forecast() -> None:
     assert persistence(NO2, timedelta(0)) == 1.0
     assert persistence(NO2, -timedelta(minutes=30)) == 1.0
     assert persistence(NO2, MAX_LEAD) == 0.0
+
+
+@pytest.mark.parametrize("hours", [1, 12, 24, 48])
+def test_the_persistence_is_an_exponential_tapered_to_the_longest_lead(hours: int) -> None:
+    expected = math.exp(-hours / NO2.persistence_hours) * (1.0 - hours / 72.0)
+    assert persistence(NO2, timedelta(hours=hours)) == pytest.approx(expected, rel=1e-12)
 
 
 def test_observations_after_the_sample_hour_are_not_used() -> None:
@@ -241,6 +260,9 @@ def test_fused_values_are_never_negative_and_pm10_holds_pm25() -> None:
     assert pm25 is not None
     assert pm10 is not None
     assert pm10 >= pm25
+    probe = offset(CENTRE, 3_000, 0)
+    [row] = source.air_at_hour(np.array([probe.lat]), np.array([probe.lon]), HOUR_END)
+    assert row[SCORED.index(Pollutant.PM10)] >= row[SCORED.index(Pollutant.PM25)] > 20.0
 
 
 @settings(max_examples=40, deadline=None)
@@ -257,6 +279,77 @@ def test_the_array_path_equals_the_sample_path(values: list[float], minutes: int
     lats, lons = np.array([p.lat for p in points]), np.array([p.lon for p in points])
     by_array = source.air_at_hour(lats, lons, at)[:, SCORED.index(Pollutant.NO2)]
     assert np.allclose(by_array, by_sample, rtol=1e-12, atol=1e-9)
+
+
+class NorthUnknownAir(PatternAir):
+    """NO2 unknown north of `edge` (a source whose area ends there)."""
+
+    edge = CENTRE.lat + 0.05
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        airs = await super().concentrations(samples)
+        for air, sample in zip(airs, samples, strict=True):
+            if sample.point.lat > self.edge:
+                air[Pollutant.NO2] = None
+        return airs
+
+    def air_at_hour(self, lats: np.ndarray, lons: np.ndarray, hour: datetime) -> np.ndarray:
+        air = super().air_at_hour(lats, lons, hour)
+        air[np.asarray(lats) > self.edge, SCORED.index(Pollutant.NO2)] = np.nan
+        return air
+
+
+def test_a_station_where_the_background_is_unknown_is_left_out_and_unknown_stays_unknown() -> None:
+    known, beyond = station(1, CENTRE), station(2, offset(CENTRE, 10_000, 0))
+    source = GriddedFusedAir(NorthUnknownAir(20.0), stored([known, beyond], [50.0, 90.0]))
+    alone = FusedAir(PatternAir(20.0), stored([known], [50.0]))
+    probes = [offset(CENTRE, -2_000, 0), offset(CENTRE, 3_000, 1_000)]
+    expected = no2_at(alone, probes, HOUR_END)
+    assert no2_at(source, probes, HOUR_END) == pytest.approx(expected, rel=1e-12)
+    lats, lons = np.array([p.lat for p in probes]), np.array([p.lon for p in probes])
+    by_array = source.air_at_hour(lats, lons, HOUR_END)[:, SCORED.index(Pollutant.NO2)]
+    assert by_array == pytest.approx(expected, rel=1e-12)
+    [air] = asyncio.run(source.concentrations([Sample(beyond.point, HOUR_END)]))
+    assert air[Pollutant.NO2] is None
+    [row] = source.air_at_hour(np.array([beyond.point.lat]), np.array([beyond.point.lon]), HOUR_END)
+    assert np.isnan(row[SCORED.index(Pollutant.NO2)])
+
+
+class RampAir(PatternAir):
+    """20 µg/m³ at HOUR_END, rising 10 µg/m³ an hour: when the background is asked shows."""
+
+    def at(self, when: datetime) -> float:
+        return 20.0 + 10.0 * (when - HOUR_END) / timedelta(hours=1)
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        return [{p: self.at(s.at) for p in SCORED} for s in samples]
+
+    def air_at_hour(self, lats: np.ndarray, lons: np.ndarray, hour: datetime) -> np.ndarray:
+        return np.full((np.asarray(lats).size, len(SCORED)), self.at(hour))
+
+
+@pytest.mark.parametrize("gridded", [False, True])
+def test_a_stations_residual_is_against_the_background_in_the_middle_of_its_hour(
+    gridded: bool,
+) -> None:
+    store = stored([station(1, CENTRE)], [50.0])
+    source = (GriddedFusedAir if gridded else FusedAir)(RampAir(), store)
+    residual = 50.0 - 15.0  # the background at 08:30 for the hour ending 09:00
+    expected = 20.0 + residual / (1.0 + NO2.noise_share)
+    if isinstance(source, GriddedFusedAir):
+        [row] = source.air_at_hour(np.array([CENTRE.lat]), np.array([CENTRE.lon]), HOUR_END)
+        assert row[SCORED.index(Pollutant.NO2)] == pytest.approx(expected)
+    [value] = no2_at(source, [CENTRE], HOUR_END)
+    assert value == pytest.approx(expected)
+
+
+def test_observations_older_than_the_longest_lead_are_not_used() -> None:
+    metrics = CountedHours()
+    source = FusedAir(PatternAir(20.0), stored([station(1, CENTRE)], [50.0]), metrics=metrics)
+    late = HOUR_END + MAX_LEAD + timedelta(hours=1)
+    assert no2_at(source, [CENTRE], late) == [20.0]
+    assert (Pollutant.NO2.value, False) in metrics.hours
+    assert source.stations_used(late) == {}
 
 
 def test_new_observations_are_used_without_a_new_source() -> None:
@@ -278,6 +371,43 @@ def test_fields_are_computed_once_per_hour_and_version() -> None:
     asked = background.asked
     no2_at(source, [CENTRE], HOUR_END - timedelta(minutes=10))
     assert background.asked == asked + 1  # the samples only, not the stations again
+
+
+def test_the_hours_kept_are_bounded_and_a_forgotten_hour_is_read_again() -> None:
+    """A server that is asked a new hour every hour for months, with no new observations
+    (no version change), keeps a bounded number of hours, not every one it was asked."""
+    source = FusedAir(PatternAir(20.0), stored([station(1, CENTRE)], [50.0]))
+    first = no2_at(source, [CENTRE], HOUR_END)
+    assert source.stations_used(HOUR_END)
+    for hours in range(1, 400):
+        no2_at(source, [CENTRE], HOUR_END + timedelta(hours=hours))
+    assert source.stations_used(HOUR_END) == {}  # forgotten
+    assert no2_at(source, [CENTRE], HOUR_END) == first  # and read again when asked
+
+
+def test_many_points_and_stations_are_corrected_in_bounded_memory() -> None:
+    """A whole network's nodes against an imported country's stations: the points-by-
+    stations matrices are built a slice of points at a time, not at once (32 MB here)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(11)
+    stations = [
+        station(i, offset(CENTRE, rng.uniform(-50_000, 50_000), rng.uniform(-50_000, 50_000)))
+        for i in range(400)
+    ]
+    source = GriddedFusedAir(PatternAir(20.0), stored(stations, list(rng.uniform(0, 80, 400))))
+    lats = CENTRE.lat + rng.uniform(-0.3, 0.3, 10_000)
+    lons = CENTRE.lon + rng.uniform(-0.5, 0.5, 10_000)
+    source.air_at_hour(lats[:1], lons[:1], HOUR_END)  # the field, computed once
+    tracemalloc.start()
+    try:
+        whole = source.air_at_hour(lats, lons, HOUR_END)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12_000_000
+    some = source.air_at_hour(lats[:50], lons[:50], HOUR_END)
+    assert np.allclose(whole[:50], some, rtol=1e-12)
 
 
 def test_fused_air_is_gridded_exactly_when_its_source_is() -> None:
@@ -345,9 +475,10 @@ def test_leave_one_out_matches_solving_without_the_station() -> None:
         station(1, offset(CENTRE, 3_000, 1_000)),
         station(2, offset(CENTRE, -2_000, 4_000), StationType.INDUSTRIAL),
         station(3, offset(CENTRE, 6_000, -5_000)),
+        station(4, offset(CENTRE, 0, 30)),  # within the traffic station's street
     ]
-    observed = np.array([[55.0, 30.0, 41.0, 22.0]])
-    background = np.array([[20.0, 20.0, 20.0, 20.0]])
+    observed = np.array([[55.0, 30.0, 41.0, 22.0, 35.0]])
+    background = np.array([[20.0, 20.0, 20.0, 20.0, 20.0]])
     predictions = leave_one_station_out(stations, observed, background, NO2)
     for k, left_out in enumerate(stations):
         rest = [s for s in stations if s is not left_out]
@@ -356,6 +487,17 @@ def test_leave_one_out_matches_solving_without_the_station() -> None:
         [expected] = no2_at(source, [left_out.point], HOUR_END)
         # Each projects around its own stations' centre: distances agree to ~1e-6.
         assert predictions["fused"][0, k] == pytest.approx(expected, rel=1e-5)
+
+
+def test_leave_one_out_is_never_negative_as_the_served_field_is_not() -> None:
+    """A neighbour far below its background would pull the prediction under zero: the
+    evaluation scores what the service serves, max(0, ...)."""
+    stations = [station(0, CENTRE), station(1, offset(CENTRE, 500, 0))]
+    observed = np.array([[5.0, 0.0]])
+    background = np.array([[10.0, 100.0]])
+    fused = leave_one_station_out(stations, observed, background, NO2)["fused"]
+    assert fused[0, 0] == 0.0
+    assert np.all(fused >= 0.0)
 
 
 def test_model_statistics_follow_openair() -> None:
@@ -463,7 +605,8 @@ def test_each_hour_is_counted_fused_or_not_and_a_loss_of_stations_is_logged(
     assert sorted(metrics.hours) == sorted(
         [(p.value, p is Pollutant.NO2) for p in FUSION_PARAMETERS]
     )
-    assert "air is fused with station observations" in caplog.text
+    no2_at(source, [CENTRE], HOUR_END + timedelta(hours=1))  # another hour, still fused
+    assert caplog.text.count("air is fused with station observations") == 1  # once a change
     store.delete_observations_before(HOUR_END + timedelta(hours=1))  # an outage's effect
     clock.advance(seconds=1)
     metrics.hours.clear()

@@ -54,6 +54,14 @@ def test_an_import_stores_stations_before_their_observations_in_chunks() -> None
     assert [s.observations for s in store.station_summaries()] == [5, 2]
 
 
+def test_stations_after_the_last_observation_are_stored_too() -> None:
+    store = MemoryStore()
+    stream: list[Station | Observation] = [KALLIO, *hourly(KALLIO, 3), MANNERHEIMINTIE]
+    stations, written = core_over(store).import_observations(stream, chunk_size=3)
+    assert (stations, written) == (2, ObservationsWritten(added=3))
+    assert [s.id for s in store.list_stations()] == [KALLIO.id, MANNERHEIMINTIE.id]
+
+
 def test_importing_the_same_rows_again_changes_nothing() -> None:
     store = MemoryStore()
     core = core_over(store)

@@ -376,6 +376,25 @@ def test_backoff_doubles_with_jitter_up_to_its_cap_and_resets_on_success() -> No
     assert setup.poll().next_in == 30
 
 
+def test_a_location_that_always_fails_does_not_stop_the_others_being_polled() -> None:
+    stand_in = helsinki()
+
+    def one_is_gone(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v3/locations/1/latest":
+            return httpx.Response(404, json={"detail": "Not found"})
+        stand_in.fail = None
+        response = stand_in(request)
+        stand_in.fail = one_is_gone
+        return response
+
+    setup = Setup(stand_in)
+    stand_in.fail = one_is_gone
+    results = [setup.poll() for _ in range(3)]
+    assert results[0].failure == "HTTP 404"
+    assert [o.station_id for o in setup.stored()] == ["openaq:2"]  # asked after the failure
+    assert stand_in.paths().count("/v3/locations/2/latest") >= 1
+
+
 def test_a_429_waits_for_the_rate_limit_reset() -> None:
     setup = Setup(helsinki())
     result = failing(

@@ -46,8 +46,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cleanair.fusion")
 
-#: Hours of fields kept per process (a plan, a forecast and a few scores need a handful).
+#: Hours of fields kept per process (a plan, a forecast and a few scores need a handful),
+#: and hours whose latest observations are kept: both are dropped oldest first.
 _FIELDS_KEPT = 256
+_HOURS_KEPT = 256
 
 
 class _Fields:
@@ -56,7 +58,7 @@ class _Fields:
     def __init__(self, version: int) -> None:
         self.version = version
         self.stations: dict[str, Station] | None = None
-        self.latest: dict[datetime, dict[Pollutant, HourObservations]] = {}
+        self.latest: OrderedDict[datetime, dict[Pollutant, HourObservations]] = OrderedDict()
         self.fields: OrderedDict[tuple[Pollutant, datetime], ResidualField | None] = OrderedDict()
 
 
@@ -181,6 +183,8 @@ class FusedAir:
         with self._lock:
             state.stations = stations
             state.latest.update(found)
+            while len(state.latest) > _HOURS_KEPT:
+                state.latest.popitem(last=False)
         for by_pollutant in found.values():
             for pollutant in self._parameters:
                 self._metrics.air_hour(pollutant.value, fused=pollutant in by_pollutant)

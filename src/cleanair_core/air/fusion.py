@@ -85,6 +85,10 @@ MAX_LEAD = timedelta(hours=72)
 #: An industrial station's site reaches further than a street: its plant's plume.
 INDUSTRIAL_SITE_M = 300.0
 
+#: Point-station pairs whose covariances `ResidualField.at` builds at once (8 bytes each, a
+#: few arrays of them).
+_AT_ONCE = 1 << 17
+
 
 def observation_hour(at: datetime) -> datetime:
     """The end of the hour of observations that describes the instant `at`: observations
@@ -150,14 +154,22 @@ class ResidualField:
     stations: tuple[str, ...]
 
     def at(self, lats: FloatArray, lons: FloatArray) -> FloatArray:
-        """The interpolated residual at each point (µg/m³), before persistence."""
+        """The interpolated residual at each point (µg/m³), before persistence. The points-
+        by-stations matrices are built a slice of points at a time (`_AT_ONCE` cells), so a
+        whole network against thousands of stations stays in bounded memory."""
         import numpy as np
 
-        d = station_distances(lats, lons, self.lats, self.lons)
-        k = _correlated(d, self.params) + self.site_share[None, :] * np.exp(
-            -d / self.site_length_m[None, :]
-        )
-        value: FloatArray = k @ self.alpha
+        lat = np.asarray(lats, dtype=np.float64).reshape(-1)
+        lon = np.asarray(lons, dtype=np.float64).reshape(-1)
+        value: FloatArray = np.empty(lat.size, dtype=np.float64)
+        step = max(1, _AT_ONCE // max(1, self.alpha.size))
+        for first in range(0, lat.size, step):
+            part = slice(first, first + step)
+            d = station_distances(lat[part], lon[part], self.lats, self.lons)
+            k = _correlated(d, self.params) + self.site_share[None, :] * np.exp(
+                -d / self.site_length_m[None, :]
+            )
+            value[part] = k @ self.alpha
         return value
 
 

@@ -154,7 +154,8 @@ def leave_one_station_out(
         d = distance[np.ix_(columns, columns)]
         w = _loo_fusion_weights(d, share[columns], length[columns], params)
         block = np.ix_(rows, columns)
-        fused[block] = background[block] + residual[block] @ w.T
+        # As the service serves it: never below zero (`fusion`'s F = max(0, ...)).
+        fused[block] = np.maximum(0.0, background[block] + residual[block] @ w.T)
         if columns.size > 1:
             idw[block] = values[block] @ _loo_idw_weights(d).T
     predictions = {"background": np.where(usable, background, np.nan), "fused": fused, "idw": idw}
