@@ -93,22 +93,23 @@ def test_each_asset_is_served_from_package_data(client: Client, name: str, media
     assert served.content == (ASSETS / name).read_bytes()
 
 
-@pytest.mark.parametrize("name", ["index.html", "missing.js", "..%2Fcontrollers%2Fexplore.py"])
+@pytest.mark.parametrize("name", ["index.html", "home.html", "missing.js", "..%2Fcontrollers%2Fexplore.py"])
 def test_only_the_public_assets_are_served(client: Client, name: str) -> None:
     assert client.get(f"/explore/assets/{name}").status_code == 404
 
 
 def test_no_served_asset_references_another_host(client: Client) -> None:
-    page = client.get("/explore").text
-    served = [page, *(client.get(path).text for path in referenced_assets(page))]
+    pages = [client.get("/explore").text, client.get("/").text]
+    loaded = {path for page in pages for path in referenced_assets(page)}
+    served = [*pages, *(client.get(path).text for path in loaded)]
     served.append(client.get("/explore/networks").text)
     for text in served:
         urls = set(re.findall(r"""(?:https?:)?//[\w.-]+\.[a-z]{2,}[^\s"'<>)]*""", text))
         assert urls <= {SVG_NAMESPACE}, urls
         assert "@import" not in text
-    # Every file of the package's assets is one the page loads (nothing unreviewed ships).
-    assert {path.name for path in ASSETS.iterdir()} == {"index.html"} | {
-        path.rsplit("/", 1)[1] for path in referenced_assets(page)
+    # Every file of the package's assets is one the pages load (nothing unreviewed ships).
+    assert {path.name for path in ASSETS.iterdir()} == {"index.html", "home.html"} | {
+        path.rsplit("/", 1)[1] for path in loaded
     }
 
 

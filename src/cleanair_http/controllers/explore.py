@@ -40,12 +40,15 @@ REVALIDATE = "no-cache"
 
 _MEDIA_TYPES = {
     "index.html": "text/html",
+    "home.html": "text/html",
     "explore.js": "text/javascript",
     "explore.css": "text/css",
+    "home.css": "text/css",
     "icon.svg": "image/svg+xml",
 }
-#: The files under `assets/` a browser may fetch by name (the page is served at /explore).
-PUBLIC_ASSETS = frozenset(_MEDIA_TYPES) - {"index.html"}
+#: The files under `assets/` a browser may fetch by name (the pages are served at /explore
+#: and /).
+PUBLIC_ASSETS = frozenset(_MEDIA_TYPES) - {"index.html", "home.html"}
 
 
 @attrs.frozen
@@ -69,7 +72,7 @@ def asset(name: str) -> Asset:
     return _ASSETS[name]
 
 
-def _cached_response(
+def cached_response(
     request: Request[Any, Any, Any], body: bytes, media_type: str, etag: str
 ) -> Response[bytes]:
     headers = {"ETag": etag, "Cache-Control": REVALIDATE, "X-Content-Type-Options": "nosniff"}
@@ -84,7 +87,7 @@ def _cached_response(
 @get(EXPLORE_PATH, include_in_schema=False, exclude_from_auth=True)
 async def explore_page(request: Request[Any, Any, Any]) -> Response[bytes]:
     page = asset("index.html")
-    return _cached_response(request, page.body, page.media_type, page.etag)
+    return cached_response(request, page.body, page.media_type, page.etag)
 
 
 @get(f"{ASSETS_PATH}/{{name:str}}", include_in_schema=False, exclude_from_auth=True)
@@ -92,7 +95,7 @@ async def explore_asset(request: Request[Any, Any, Any], name: FromPath[str]) ->
     if name not in PUBLIC_ASSETS:
         raise NotFoundException()
     found = asset(name)
-    return _cached_response(request, found.body, found.media_type, found.etag)
+    return cached_response(request, found.body, found.media_type, found.etag)
 
 
 class GeometryCache:
@@ -130,7 +133,7 @@ async def explore_networks(request: Request[Any, Any, Any]) -> Response[bytes]:
     streets = None if sources is None else sources.networks
     networks = () if streets is None else tuple(streets.loaded)
     encoded = await _geometry_cache(request).get(networks)
-    return _cached_response(request, encoded.body, "application/json", encoded.etag)
+    return cached_response(request, encoded.body, "application/json", encoded.etag)
 
 
 ROUTE_HANDLERS = (explore_page, explore_asset, explore_networks)
