@@ -20,8 +20,8 @@ from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
-from cleanair_http.controllers.home import home_page
 from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
+from cleanair_http.controllers.home import home_page
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects

@@ -93,7 +93,9 @@ def test_each_asset_is_served_from_package_data(client: Client, name: str, media
     assert served.content == (ASSETS / name).read_bytes()
 
 
-@pytest.mark.parametrize("name", ["index.html", "home.html", "missing.js", "..%2Fcontrollers%2Fexplore.py"])
+@pytest.mark.parametrize(
+    "name", ["index.html", "home.html", "missing.js", "..%2Fcontrollers%2Fexplore.py"]
+)
 def test_only_the_public_assets_are_served(client: Client, name: str) -> None:
     assert client.get(f"/explore/assets/{name}").status_code == 404
 

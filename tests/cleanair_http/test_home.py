@@ -30,9 +30,7 @@ def test_a_browser_gets_a_page_linking_the_explorer_docs_health_and_walkthrough(
     assert {"/explore", "/schema", "/readyz", "#walkthrough"} <= links(page.text)
     assert 'id="walkthrough"' in page.text
     # Every link is this server's own: a path or a fragment, never another host.
-    foreign = [
-        link for link in links(page.text) if not link.startswith(("/", "#")) or "//" in link
-    ]
+    foreign = [link for link in links(page.text) if not link.startswith(("/", "#")) or "//" in link]
     assert foreign == []
     for link in links(page.text):
         if link.startswith("/"):
