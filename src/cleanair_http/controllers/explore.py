@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import hashlib
 from importlib.resources import files
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import attrs
 from litestar import Request, Response, get
 from litestar.exceptions import NotFoundException
-from litestar.params import FromPath
+from litestar.params import FromPath, Parameter
 
+from cleanair_core.geo import Point
 from cleanair_core.routes.network import StreetNetwork
+from cleanair_http.explore.air_source import AirSource, air_source
 from cleanair_http.explore.geometry import EncodedGeometry, encode_geometry
 from cleanair_http.offloading import in_thread
 
 EXPLORE_PATH = "/explore"
 NETWORKS_PATH = "/explore/networks"
+AIR_SOURCE_PATH = "/explore/air-source"
 ASSETS_PATH = "/explore/assets"
 
 #: The page may load and call only its own origin; nothing may frame it.
@@ -136,4 +139,32 @@ async def explore_networks(request: Request[Any, Any, Any]) -> Response[bytes]:
     return cached_response(request, encoded.body, "application/json", encoded.etag)
 
 
-ROUTE_HANDLERS = (explore_page, explore_asset, explore_networks)
+@get(AIR_SOURCE_PATH, include_in_schema=False, exclude_from_auth=True)
+async def explore_air_source(
+    request: Request[Any, Any, Any],
+    lat: Annotated[float | None, Parameter(ge=-90, le=90)] = None,
+    lon: Annotated[float | None, Parameter(ge=-180, le=180)] = None,
+) -> Response[AirSource]:
+    """Where the air comes from, and which stations correct it at (`lat`, `lon`) now.
+
+    Only a point inside a loaded network is asked for (the explorer's points are): a public
+    route must not make the source work for any point on Earth.
+    """
+    core = request.app.state.core
+    sources = core.sources
+    point = None if lat is None or lon is None else Point(lat, lon)
+    streets = None if sources is None else sources.networks
+    if point is not None and (
+        streets is None or not any(network.covers(point) for network in streets.loaded)
+    ):
+        point = None
+    answer = await air_source(
+        request.app.state.settings.air_quality_source,
+        None if sources is None else sources.air_quality,
+        point,
+        core.clock.now(),
+    )
+    return Response(answer, headers={"Cache-Control": "no-store"})
+
+
+ROUTE_HANDLERS = (explore_page, explore_asset, explore_networks, explore_air_source)
