@@ -104,7 +104,8 @@ def test_an_invalid_point_is_refused_without_echoing_it(client: Client, query: s
     answer = client.get(f"/explore/air-source?{query}")
     assert answer.status_code == 422
     assert "north" not in answer.text
-    assert "91" not in answer.text and "181" not in answer.text
+    assert "91" not in answer.text
+    assert "181" not in answer.text
 
 
 def test_it_needs_no_token_costs_nothing_and_is_not_in_the_openapi_document(
