@@ -332,3 +332,17 @@ def test_the_shipped_network_names_its_streets() -> None:
     (network,) = msgspec.json.decode(encode_geometry([helsinki]).body)["networks"]
     names = {network["names"][i] for i in network["road_names"]["arterial"] if i >= 0}
     assert {"Mannerheimintie", "Bulevardi"} <= names
+
+
+def test_the_page_opens_on_the_shipped_networks_name() -> None:
+    """The page shows the shipped city first by name (tests/browser checks it does)."""
+    script = (ASSETS / "explore.js").read_text()
+    assert f'const SHIPPED_NETWORK = "{DEFAULT_NETWORK_NAME}";' in script
+
+
+def test_the_page_says_the_planners_detour_limit() -> None:
+    """The page's "no route up to 25 % longer" is the planner's limit."""
+    from cleanair_core.routes.planner import MAX_DETOUR
+
+    script = (ASSETS / "explore.js").read_text()
+    assert f"const MAX_DETOUR_PCT = {round(MAX_DETOUR * 100)};" in script
