@@ -426,6 +426,9 @@ def test_pointing_at_a_street_shows_its_name(visit: Visit) -> None:
     page.mouse.move(at["x"], at["y"])
     expect(page.locator("#street-name")).to_be_visible()
     expect(page.locator("#street-name")).to_have_text("Mannerheimintie")
+    if SCREENSHOT_DIR:
+        Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOT_DIR) / "street-name.png"))
     # Far from every street (the map's corner, outside the network), no name.
     box = page.locator("#map").bounding_box()
     assert box is not None
