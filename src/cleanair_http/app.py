@@ -21,6 +21,7 @@ from cleanair_http.controllers.airquality import enrich_route, forecast_day, sco
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
 from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
+from cleanair_http.controllers.home import home_page
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
@@ -114,6 +115,7 @@ def create_app(
             poll_plan,
             live,
             ready,
+            home_page,
             *EXPLORER,
             *route_handlers,
             *extra_route_handlers,

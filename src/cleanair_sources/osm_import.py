@@ -82,6 +82,8 @@ Edges and nodes
   their OpenStreetMap ids; coordinates are float64 degrees.
 - A way whose nodes are partly missing from the file (an extract clipped at its border) is
   split at the missing nodes: the segments between nodes that are present are kept.
+- Each edge keeps its way's `name` tag (whitespace folded to single spaces; none when empty)
+  as an index into the network's `street_names`, for the route explorer's map.
 
 Progress
 --------
@@ -370,6 +372,17 @@ class _Ways:
     road_class: npt.NDArray[np.uint8]  # per way
     access: npt.NDArray[np.uint8]  # per way
     traffic: npt.NDArray[np.float64]  # per way, vehicles a day
+    name: npt.NDArray[np.int32]  # per way, an index into `names`; -1 when it has none
+    names: tuple[str, ...]
+
+
+def street_name(tags_name: str | None) -> str | None:
+    """A way's `name` tag as the map shows it: whitespace (line breaks too) folded to single
+    spaces, None when there is nothing left."""
+    if tags_name is None:
+        return None
+    folded = " ".join(tags_name.split())
+    return folded or None
 
 
 def _read_ways(path: Path, report: Progress) -> _Ways:
@@ -382,6 +395,8 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
     classes = array("B")
     accesses = array("B")
     traffic = array("d")
+    way_names = array("i")
+    names: dict[str, int] = {}
     seen = 0
     processor = (
         osmium.FileProcessor(str(path), osmium.osm.NODE | osmium.osm.WAY)
@@ -416,6 +431,8 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
         classes.append(kept[0])
         accesses.append(kept[1])
         traffic.append(traffic_of_way(tags))
+        named = street_name(way_tags.get("name"))
+        way_names.append(-1 if named is None else names.setdefault(named, len(names)))
     report("ways", seen)
     return _Ways(
         refs=np.array(refs, dtype=np.int64),
@@ -425,6 +442,8 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
         road_class=np.array(classes, dtype=np.uint8),
         access=np.array(accesses, dtype=np.uint8),
         traffic=np.array(traffic, dtype=np.float64),
+        name=np.array(way_names, dtype=np.int32),
+        names=tuple(names),
     )
 
 
@@ -454,6 +473,8 @@ def _build(name: str, path: Path, ways: _Ways, clock_now: datetime | None) -> St
         edge_class=ways.road_class[way_of[start]],
         edge_access=ways.access[way_of[start]],
         edge_traffic=ways.traffic[way_of[start]],
+        edge_name=ways.name[way_of[start]],
+        street_names=ways.names,
         source=path.name,
         imported_at=clock_now,
     )

@@ -321,3 +321,12 @@ def m008_station_observations(db: Database) -> None:
         )"""
     )
     db.execute("INSERT INTO observations_version (id, version) VALUES (1, 0)")
+
+
+@_migration
+def m009_street_names(db: Database) -> None:
+    # Each edge's street name (StreetNetwork.edge_name, int32 indices into street_names,
+    # UTF-8 names one per line), for the route explorer's map. Networks stored before have
+    # NULL and load without names until imported again.
+    db.execute("ALTER TABLE street_networks ADD COLUMN edge_name BLOB")
+    db.execute("ALTER TABLE street_networks ADD COLUMN street_names BLOB")

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
+    from cleanair_core.routes.network import StreetNetwork
+
 #: Each StreetNetwork array and its element type (a NumPy dtype name); stored as raw
 #: little-endian bytes, so a database file reads the same on any machine.
 NETWORK_ARRAYS: tuple[tuple[str, str], ...] = (
@@ -20,7 +22,33 @@ NETWORK_ARRAYS: tuple[tuple[str, str], ...] = (
     ("edge_class", "uint8"),
     ("edge_access", "uint8"),
     ("edge_traffic", "float64"),
+    ("edge_name", "int32"),
 )
+
+
+def stored_arrays(network: StreetNetwork) -> list[bytes | None]:
+    """Each of `NETWORK_ARRAYS` of `network` as bytes; None (NULL) for an absent optional one
+    (`edge_name` of a network without street names)."""
+    arrays: list[bytes | None] = []
+    for name, kind in NETWORK_ARRAYS:
+        array = getattr(network, name)
+        arrays.append(None if array is None else array_bytes(name, array, kind))
+    return arrays
+
+
+def names_bytes(names: tuple[str, ...]) -> bytes:
+    """Street names as stored: UTF-8, one per line (an import keeps no line breaks in a
+    name, `cleanair_sources.osm_import`)."""
+    if any("\n" in name for name in names):
+        raise ValueError("a street name must not hold a line break")
+    return "\n".join(names).encode()
+
+
+def names_of(blob: bytes | None) -> tuple[str, ...]:
+    """The names `names_bytes` stored; none for NULL (a network stored before names were)."""
+    if not blob:
+        return ()
+    return tuple(blob.decode().split("\n"))
 
 
 def array_bytes(name: str, array: np.ndarray, kind: str) -> bytes:

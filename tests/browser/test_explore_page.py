@@ -14,11 +14,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import (
@@ -49,6 +52,11 @@ SCREENSHOT_DIR = os.environ.get("CLEANAIR_SCREENSHOT_DIR")
 class Explorer:
     server: Server
     token: str
+    env: dict[str, str]
+
+    def fresh_token(self, user: str) -> str:
+        """A token of a new user: a full credit pool, whatever other tests spent."""
+        return pair(self.env, self.server.base, user)["Authorization"].removeprefix("Bearer ")
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +67,7 @@ def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Explorer]:
     env = server_env(tmp, CLEANAIR_DEFAULT_NETWORK="true", CLEANAIR_PLAN_WORKERS="1")
     with running_server(env, tmp / "server.log") as server:
         header = pair(env, server.base)
-        yield Explorer(server, header["Authorization"].removeprefix("Bearer "))
+        yield Explorer(server, header["Authorization"].removeprefix("Bearer "), dict(env))
 
 
 @pytest.fixture
@@ -101,7 +109,8 @@ def test_a_plan_is_drawn_and_described_and_a_forecast_charted(
     visit: Visit, explorer: Explorer, tmp_path: Path
 ) -> None:
     page = visit.page
-    page.fill("#token", explorer.token)
+    token = explorer.fresh_token("planner")
+    page.fill("#token", token)
     click_at(page, *START)
     click_at(page, *END)
     expect(page.locator("#start-point")).to_have_text("60.16990, 24.93840")
@@ -124,7 +133,17 @@ def test_a_plan_is_drawn_and_described_and_a_forecast_charted(
         expect(item.locator(".duration")).to_contain_text(" min")
         expect(item.locator(".dose")).to_contain_text("Dose ")
     expect(page.locator("#baseline")).to_contain_text("Direct route ")
+    expect(page.locator("#baseline")).to_contain_text("relative dose ")
+    expect(page.locator(".legend").last).to_have_text(
+        re.compile(r"relative inhaled dose \(1 = an hour of light effort at WHO\s+guideline air\)")
+    )
     expect(page.locator("#error")).to_be_hidden()
+    # The plan's 25 credits are shown gone: 1000 a month, 100 a day to start with.
+    expect(page.locator("#credits")).to_have_text("Credits left: 975 this month, 75 today.")
+    expect(page.locator("#air-source")).to_contain_text(
+        "Air: the embedded air-quality model (modelled offline, not measured), "
+        "not corrected by any station now; as of "
+    )
     # Within the contract's 60 polls a minute.
     assert visit.polls
     assert all(b - a >= 1.0 for a, b in itertools.pairwise(visit.polls))
@@ -153,11 +172,17 @@ def test_a_plan_is_drawn_and_described_and_a_forecast_charted(
     expect(page.locator("#forecast-status")).to_contain_text("Forecast for ")
     expect(page.locator("#chart .title")).to_contain_text("clean_air_score")
     expect(page.locator("#forecast-error")).to_be_hidden()
+    expect(page.locator("#credits")).to_have_text("Credits left: 973 this month, 73 today.")
+    page.click("#score")
+    expect(page.locator("#score-result")).to_have_text(
+        re.compile(r"Clean Air Score now: \d+ of 100 at 60\.16600, 24\.94500\.")
+    )
+    expect(page.locator("#credits")).to_have_text("Credits left: 972 this month, 72 today.")
 
     # The token stays in this tab's session storage, nowhere else in the page.
     stored = page.evaluate("() => sessionStorage.getItem('cleanair.explore.token')")
-    assert stored == explorer.token
-    assert explorer.token not in page.content()
+    assert stored == token
+    assert token not in page.content()
 
     shot = tmp_path / "explore.png"
     page.screenshot(path=str(shot), full_page=True)
@@ -265,3 +290,173 @@ def test_a_refused_submission_is_explained(
     page.click("#plan")
     expect(page.locator("#error")).to_contain_text(shown)
     expect(page.locator("#plan")).to_be_enabled()
+
+
+def test_each_action_says_its_cost_and_how_to_get_a_token(visit: Visit) -> None:
+    page = visit.page
+    expect(page.locator("#plan + .cost")).to_have_text("25 credits")
+    expect(page.locator("#forecast + .cost")).to_have_text("2 credits")
+    expect(page.locator("#score + .cost")).to_have_text("1 credit")
+    help_text = page.locator("#token-help")
+    page.click("#token-help summary")
+    expect(help_text).to_contain_text("cleanair users add NAME")
+    expect(help_text).to_contain_text("cleanair pairing-code NAME")
+    expect(help_text).to_contain_text("POST /v1/connections/token")
+    expect(help_text.locator("a")).to_have_attribute("href", "/#walkthrough")
+
+
+def test_a_spent_daily_pool_says_when_it_comes_back(visit: Visit, explorer: Explorer) -> None:
+    """Retry-After 29,107 s at 15:54:53 UTC is midnight: the page says the time, not the
+    seconds."""
+    page = visit.page
+    page.clock.set_fixed_time(datetime(2026, 1, 15, 15, 54, 53, tzinfo=UTC))
+    page.route(
+        "**/v1/routes",
+        lambda route: route.fulfill(
+            status=429,
+            headers={"Retry-After": "29107"},
+            content_type="application/json",
+            body=json.dumps({"detail": "Daily credits exhausted"}),
+        ),
+    )
+    page.fill("#token", explorer.token)
+    click_at(page, *START)
+    click_at(page, *END)
+    page.click("#plan")
+    expect(page.locator("#error")).to_contain_text(
+        "Daily credits exhausted. Try again from tomorrow 00:00 UTC."
+    )
+    expect(page.locator("#error")).not_to_contain_text("29107")
+
+
+def test_earlier_routes_stay_when_a_later_plan_fails(visit: Visit, explorer: Explorer) -> None:
+    page = visit.page
+    page.fill("#token", explorer.fresh_token("again"))
+    click_at(page, *START)
+    click_at(page, *END)
+    page.click("#plan")
+    routes = page.locator("#routes li")
+    expect(routes.first).to_be_visible(timeout=PLAN_WITHIN_MS)
+    count = routes.count()
+    page.route(
+        "**/v1/routes",
+        lambda route: route.fulfill(
+            status=503,
+            content_type="application/json",
+            body=json.dumps({"detail": "Service unavailable"}),
+        ),
+    )
+    page.click("#plan")
+    expect(page.locator("#error")).to_contain_text(
+        "A data source is unavailable (503): Service unavailable. Nothing was charged. "
+        "The routes shown are from the previous plan."
+    )
+    expect(routes).to_have_count(count)
+    expect(page.locator("#map g.route")).to_have_count(count)
+
+
+def test_a_plan_with_only_the_direct_route_says_why(visit: Visit, explorer: Explorer) -> None:
+    """The planner keeps no alternative when none up to 25 % longer has less dose: made up
+    in the browser, as which plans end so depends on the air of the hour."""
+    page = visit.page
+    request_id = "0b7e0a8e-4d1e-4f3e-9c39-9b1b1f8f2f11"
+    direct = {
+        "waypoints": [list(START), list(END)],
+        "measures": {"clean_air_score": [80, 82]},
+        "summary": {"clean_air_score": {"score": 81, "colour": "#3a3", "description": "Good"}},
+        "distance": 1020.0,
+        "distance_delta": 0,
+        "clean_air_score_delta_pct": 0.0,
+        "dose_delta_pct": 0.0,
+        "duration": 780.0,
+        "goal": {"title": "Direct route", "description": "The shortest route."},
+    }
+    result = {
+        "activity_type": "walking",
+        "routes": [direct],
+        "original_distance": 1020.0,
+        "original_clean_air_score": 81,
+        "original_dose": 0.21,
+        "best_route_index": 0,
+    }
+    page.route(
+        "**/v1/routes",
+        lambda route: route.fulfill(
+            status=202, content_type="application/json", body=json.dumps({"request_id": request_id})
+        ),
+    )
+    page.route(
+        f"**/v1/routes/{request_id}",
+        lambda route: route.fulfill(
+            status=200,
+            content_type="application/json",
+            body=json.dumps({"status": "completed", "result": result}),
+        ),
+    )
+    page.fill("#token", explorer.token)
+    click_at(page, *START)
+    click_at(page, *END)
+    page.click("#plan")
+    expect(page.locator("#verdict")).to_have_text(
+        "The direct route is the cleanest: no route up to 25 % longer has less dose."
+    )
+    expect(page.locator("#routes li")).to_have_count(1)
+    expect(page.locator("#baseline")).to_contain_text("relative dose 0.21")
+
+
+def named_point(network: dict[str, Any], street: str) -> tuple[float, float]:
+    """The middle of the first segment of `street` in /explore/networks' geometry."""
+    index = network["names"].index(street)
+    for road_class, names in network["road_names"].items():
+        for line_index, name in enumerate(names):
+            if name == index:
+                line = network["roads"][road_class][line_index]
+                lat = network["origin"][0] + (line[0] + line[2]) / 2 * network["unit"]
+                lon = network["origin"][1] + (line[1] + line[3]) / 2 * network["unit"]
+                return lat, lon
+    raise AssertionError(f"{street} is not drawn")
+
+
+def test_pointing_at_a_street_shows_its_name(visit: Visit) -> None:
+    page = visit.page
+    networks = page.evaluate("() => fetch('/explore/networks').then((r) => r.json())")
+    (helsinki,) = networks["networks"]
+    lat, lon = named_point(helsinki, "Mannerheimintie")
+    at = page.evaluate("([lat, lon]) => window.cleanairExplore.screenPoint(lat, lon)", [lat, lon])
+    page.mouse.move(at["x"], at["y"])
+    expect(page.locator("#street-name")).to_be_visible()
+    expect(page.locator("#street-name")).to_have_text("Mannerheimintie")
+    if SCREENSHOT_DIR:
+        Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOT_DIR) / "street-name.png"))
+    # Far from every street (the map's corner, outside the network), no name.
+    box = page.locator("#map").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + 3, box["y"] + 3)
+    expect(page.locator("#street-name")).to_be_hidden()
+
+
+def test_the_shipped_network_is_shown_first(visit: Visit, explorer: Explorer) -> None:
+    """With another network listed first (names sort), the page still opens on Helsinki."""
+    page = visit.page
+    other = {
+        "name": "aachen",
+        "bounds": [50.77, 6.08, 50.78, 6.09],
+        "origin": [50.77, 6.08],
+        "unit": 0.00001,
+        "roads": {"local": [[0, 0, 1000, 1000]]},
+        "names": [],
+        "road_names": {"local": [-1]},
+    }
+
+    def with_another(route: Route) -> None:
+        served = route.fetch()
+        body = served.json()
+        body["networks"].insert(0, other)
+        route.fulfill(response=served, body=json.dumps(body))
+
+    page.route("**/explore/networks", with_another)
+    page.reload()
+    expect(page.locator("#network-choice")).to_be_visible()
+    expect(page.locator("#network")).to_have_value("helsinki")
+    expect(page.locator("#network-info")).to_contain_text("helsinki: ")

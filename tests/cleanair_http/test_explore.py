@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import attrs
 import msgspec
 import numpy as np
 import pytest
@@ -93,22 +94,25 @@ def test_each_asset_is_served_from_package_data(client: Client, name: str, media
     assert served.content == (ASSETS / name).read_bytes()
 
 
-@pytest.mark.parametrize("name", ["index.html", "missing.js", "..%2Fcontrollers%2Fexplore.py"])
+@pytest.mark.parametrize(
+    "name", ["index.html", "home.html", "missing.js", "..%2Fcontrollers%2Fexplore.py"]
+)
 def test_only_the_public_assets_are_served(client: Client, name: str) -> None:
     assert client.get(f"/explore/assets/{name}").status_code == 404
 
 
 def test_no_served_asset_references_another_host(client: Client) -> None:
-    page = client.get("/explore").text
-    served = [page, *(client.get(path).text for path in referenced_assets(page))]
+    pages = [client.get("/explore").text, client.get("/").text]
+    loaded = {path for page in pages for path in referenced_assets(page)}
+    served = [*pages, *(client.get(path).text for path in loaded)]
     served.append(client.get("/explore/networks").text)
     for text in served:
         urls = set(re.findall(r"""(?:https?:)?//[\w.-]+\.[a-z]{2,}[^\s"'<>)]*""", text))
         assert urls <= {SVG_NAMESPACE}, urls
         assert "@import" not in text
-    # Every file of the package's assets is one the page loads (nothing unreviewed ships).
-    assert {path.name for path in ASSETS.iterdir()} == {"index.html"} | {
-        path.rsplit("/", 1)[1] for path in referenced_assets(page)
+    # Every file of the package's assets is one the pages load (nothing unreviewed ships).
+    assert {path.name for path in ASSETS.iterdir()} == {"index.html", "home.html"} | {
+        path.rsplit("/", 1)[1] for path in loaded
     }
 
 
@@ -259,26 +263,86 @@ def test_the_shipped_network_fits_in_a_reasonable_payload() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(0, 7), st.integers(0, 7), st.sampled_from([0, 1])),
+        st.tuples(
+            st.integers(0, 7), st.integers(0, 7), st.sampled_from([0, 1]), st.integers(-1, 1)
+        ),
         min_size=1,
         max_size=20,
     )
 )
-def test_every_edge_lies_in_exactly_one_polyline(edges: list[tuple[int, int, int]]) -> None:
+def test_every_edge_lies_in_exactly_one_polyline_of_its_class_and_name(
+    edges: list[tuple[int, int, int, int]],
+) -> None:
     network = StreetNetwork(
         "random",
         np.linspace(60.0, 60.01, 8),
         np.linspace(24.0, 24.02, 8),
-        np.array([a for a, _, _ in edges], dtype=np.int32),
-        np.array([b for _, b, _ in edges], dtype=np.int32),
+        np.array([a for a, _, _, _ in edges], dtype=np.int32),
+        np.array([b for _, b, _, _ in edges], dtype=np.int32),
         np.ones(len(edges)),
-        np.array([c for _, _, c in edges], dtype=np.uint8),
+        np.array([c for _, _, c, _ in edges], dtype=np.uint8),
         np.ones(len(edges), dtype=np.uint8),
+        edge_name=np.array([n for _, _, _, n in edges], dtype=np.int32),
+        street_names=("Aleksanterinkatu", "Esplanadi"),
     )
     lines = polylines(network)
     walked = Counter(
-        (road_class, frozenset({nodes[i], nodes[i + 1]}))
-        for road_class, nodes in lines
+        (road_class, name, frozenset({nodes[i], nodes[i + 1]}))
+        for road_class, name, nodes in lines
         for i in range(len(nodes) - 1)
     )
-    assert walked == Counter((c, frozenset({a, b})) for a, b, c in edges)
+    assert walked == Counter((c, n, frozenset({a, b})) for a, b, c, n in edges)
+
+
+def test_each_polyline_carries_its_street_name() -> None:
+    """The arterial row of the test grid is named; a named street breaks a polyline where
+    the name changes, as a class change does."""
+
+    def name(a: tuple[int, int], b: tuple[int, int]) -> int:
+        if a[0] == b[0] == 1:
+            return 0 if b[1] <= 2 else 1  # the arterial: two names along it
+        return -1
+
+    edges = list(zip(NETWORK.edge_from.tolist(), NETWORK.edge_to.tolist(), strict=True))
+    cols = 4
+    named = attrs.evolve(
+        NETWORK,
+        edge_name=np.array(
+            [name(divmod(a, cols), divmod(b, cols)) for a, b in edges], dtype=np.int32
+        ),
+        street_names=("Mannerheimintie", "Kaivokatu"),
+    )
+    (network,) = msgspec.json.decode(encode_geometry([named]).body)["networks"]
+    assert network["names"] == ["Mannerheimintie", "Kaivokatu"]
+    arterial = dict(
+        zip(network["road_names"]["arterial"], network["roads"]["arterial"], strict=True)
+    )
+    assert [len(arterial[0]) // 2, len(arterial[1]) // 2] == [3, 2]
+    assert network["road_names"]["local"] == [-1, -1]
+
+
+def test_a_network_without_names_has_none() -> None:
+    (network,) = msgspec.json.decode(encode_geometry([NETWORK]).body)["networks"]
+    assert network["names"] == []
+    assert all(name == -1 for names in network["road_names"].values() for name in names)
+
+
+def test_the_shipped_network_names_its_streets() -> None:
+    helsinki = import_network(DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME)
+    (network,) = msgspec.json.decode(encode_geometry([helsinki]).body)["networks"]
+    names = {network["names"][i] for i in network["road_names"]["arterial"] if i >= 0}
+    assert {"Mannerheimintie", "Bulevardi"} <= names
+
+
+def test_the_page_opens_on_the_shipped_networks_name() -> None:
+    """The page shows the shipped city first by name (tests/browser checks it does)."""
+    script = (ASSETS / "explore.js").read_text()
+    assert f'const SHIPPED_NETWORK = "{DEFAULT_NETWORK_NAME}";' in script
+
+
+def test_the_page_says_the_planners_detour_limit() -> None:
+    """The page's "no route up to 25 % longer" is the planner's limit."""
+    from cleanair_core.routes.planner import MAX_DETOUR
+
+    script = (ASSETS / "explore.js").read_text()
+    assert f"const MAX_DETOUR_PCT = {round(MAX_DETOUR * 100)};" in script

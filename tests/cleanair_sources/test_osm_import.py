@@ -505,3 +505,25 @@ def test_the_helsinki_extract_has_tagged_refinements() -> None:
     defaults = {*TRAFFIC_BY_HIGHWAY.values(), *(v / 2 for v in TRAFFIC_BY_HIGHWAY.values())}
     refined = ~np.isin(traffic, [0.0, *defaults])
     assert refined.sum() > 0
+
+
+def test_imported_edges_carry_their_ways_street_names(tmp_path: Path) -> None:
+    ways: list[WayRow] = [
+        (201, [1, 2, 3], {"highway": "primary", "name": "Mannerheimintie"}),
+        (202, [4, 5], {"highway": "residential", "name": "  Kalevan\n katu "}),
+        (203, [7, 8], {"highway": "footway", "name": "   "}),
+        (204, [8, 9], {"highway": "cycleway"}),
+        (205, [5, 6], {"highway": "residential", "name": "Mannerheimintie"}),
+    ]
+    network = import_network(write_osm(tmp_path / "t.osm.pbf", GRID, ways), "t")
+    by_edge = {key: network.street_name(k) for k, key in enumerate(osm_edges(network, GRID))}
+    assert by_edge == {
+        (1, 2): "Mannerheimintie",
+        (2, 3): "Mannerheimintie",
+        (4, 5): "Kalevan katu",
+        (5, 6): "Mannerheimintie",
+        (7, 8): None,
+        (8, 9): None,
+    }
+    # Each name once.
+    assert sorted(network.street_names) == ["Kalevan katu", "Mannerheimintie"]

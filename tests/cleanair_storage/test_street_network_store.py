@@ -6,6 +6,7 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -32,6 +33,7 @@ ARRAYS = (
     "edge_class",
     "edge_access",
     "edge_traffic",
+    "edge_name",
 )
 DTYPES = {
     "node_lat": np.float64,
@@ -42,7 +44,10 @@ DTYPES = {
     "edge_class": np.uint8,
     "edge_access": np.uint8,
     "edge_traffic": np.float64,
+    "edge_name": np.int32,
 }
+#: Names as OpenStreetMap has them: any script, punctuation, long ones.
+STREET_NAMES = ("Unter den Linden", "Straße des 17. Juni", "Karl-Marx-Allee", "Ülkü Sokak 🚲")
 
 
 def make_network(
@@ -66,19 +71,25 @@ def make_network(
         edge_class=rng.integers(0, len(RoadClass), edges, dtype=np.uint8),
         edge_access=rng.integers(0, int(Access.FOOT | Access.BIKE) + 1, edges, dtype=np.uint8),
         edge_traffic=rng.uniform(0.0, 40_000.0, edges),
+        edge_name=rng.integers(-1, len(STREET_NAMES), edges, dtype=np.int32),
+        street_names=STREET_NAMES,
         source=source,
         imported_at=imported_at,
     )
 
 
 def assert_same_network(got: StreetNetwork, wanted: StreetNetwork) -> None:
-    assert (got.name, got.source, got.imported_at) == (
+    assert (got.name, got.source, got.imported_at, got.street_names) == (
         wanted.name,
         wanted.source,
         wanted.imported_at,
+        wanted.street_names,
     )
     for name in ARRAYS:
         array = getattr(got, name)
+        if getattr(wanted, name) is None:  # an optional array: stored as absent
+            assert array is None, name
+            continue
         assert array.dtype == np.dtype(DTYPES[name]), name
         assert array.shape == getattr(wanted, name).shape, name
         np.testing.assert_array_equal(array, getattr(wanted, name), err_msg=name, strict=True)
@@ -244,15 +255,19 @@ def test_a_wrong_dtype_is_refused_and_keeps_the_stored_network(tmp_path: Path) -
         kept = make_network()
         store.save_network(kept)
         wrong = make_network(seed=3)
+        assert wrong.edge_name is not None
         for name, bad in [
             ("edge_from", wrong.edge_from.astype(np.int64)),
             ("node_lat", wrong.node_lat.astype(np.float32)),
             ("edge_class", wrong.edge_class.astype(np.int8)),
             ("edge_access", wrong.edge_access.reshape(-1, 1)),
+            ("edge_name", wrong.edge_name.astype(np.int64)),
         ]:
             arrays = {a: getattr(wrong, a) for a in ARRAYS} | {name: bad}
             with pytest.raises(ValueError, match=name):
-                store.save_network(StreetNetwork("berlin", **arrays))
+                store.save_network(
+                    StreetNetwork("berlin", street_names=wrong.street_names, **arrays)
+                )
         [loaded] = store.load_networks()
         assert_same_network(loaded, kept)
     finally:
@@ -273,6 +288,8 @@ def test_big_endian_and_strided_arrays_are_stored_by_value(tmp_path: Path) -> No
             edge_class=native.edge_class,
             edge_access=native.edge_access,
             edge_traffic=native.edge_traffic.astype(">f8"),
+            edge_name=native.edge_name.astype(">i4") if native.edge_name is not None else None,
+            street_names=native.street_names,
             source=native.source,
             imported_at=native.imported_at,
         )
@@ -307,10 +324,56 @@ def test_a_network_stored_before_traffic_was_recorded_loads_with_class_defaults(
 
 def test_traffic_must_have_one_value_per_edge() -> None:
     network = make_network()
-    arrays = {name: getattr(network, name) for name in ARRAYS}
+    arrays = {name: getattr(network, name) for name in ARRAYS if name != "edge_name"}
     with pytest.raises(ValueError, match="edge_traffic"):
         StreetNetwork("berlin", **arrays | {"edge_traffic": network.edge_traffic[1:]})
     without = {name: array for name, array in arrays.items() if name != "edge_traffic"}
     assert StreetNetwork("berlin", **without).edge_traffic.tolist() == [
         TRAFFIC_BY_CLASS[RoadClass(c)] for c in network.edge_class
     ]
+
+
+def test_a_network_without_street_names_round_trips_without_them(store: Store) -> None:
+    network = attrs.evolve(make_network(), edge_name=None, street_names=())
+    store.save_network(network)
+    [loaded] = store.load_networks()
+    assert loaded.edge_name is None
+    assert loaded.street_names == ()
+    assert loaded.street_name(0) is None
+
+
+def test_a_network_stored_before_names_were_kept_loads_without_them(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "older.db")
+    try:
+        store.save_network(make_network())
+    finally:
+        store.close()
+    with sqlite3.connect(tmp_path / "older.db") as older:  # as a database before m009 left it
+        older.execute("UPDATE street_networks SET edge_name = NULL, street_names = NULL")
+    older.close()
+    store = SqliteStore(tmp_path / "older.db")
+    try:
+        [loaded] = store.load_networks()
+    finally:
+        store.close()
+    assert loaded.edge_name is None
+    assert loaded.street_names == ()
+
+
+def test_street_names_are_looked_up_per_edge_and_must_be_indexable() -> None:
+    network = make_network()
+    assert network.edge_name is not None
+    for edge in range(network.edge_count):
+        index = int(network.edge_name[edge])
+        assert network.street_name(edge) == (None if index < 0 else STREET_NAMES[index])
+    with pytest.raises(ValueError, match="edge_name"):
+        attrs.evolve(network, street_names=STREET_NAMES[:2])
+    with pytest.raises(ValueError, match="edge_name"):
+        attrs.evolve(network, edge_name=network.edge_name[1:])
+
+
+def test_a_street_name_is_one_non_empty_line() -> None:
+    network = make_network()
+    for bad in ("a\nb", "a\rb", ""):
+        with pytest.raises(ValueError, match="one non-empty line"):
+            attrs.evolve(network, street_names=(bad, *STREET_NAMES[1:]))

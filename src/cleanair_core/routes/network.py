@@ -14,7 +14,7 @@ Ports:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import IntEnum, IntFlag, StrEnum
 from typing import TYPE_CHECKING, Protocol, TypeAlias
@@ -117,12 +117,19 @@ def traffic_by_class(edge_class: ByteArray) -> FloatArray:
     return traffic
 
 
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(names)
+
+
 @attrs.frozen(eq=False)
 class StreetNetwork:
     """One imported area. Arrays are parallel per node (`node_*`) and per edge (`edge_*`).
 
     `edge_traffic` is the estimated motor vehicles a day on each edge (0 on paths), which the
     street-level air is computed from; without it, `TRAFFIC_BY_CLASS` of each edge's class.
+
+    `edge_name` is each edge's street name as an index into `street_names` (-1: unnamed), for
+    showing the map; None for a network stored before names were kept (it has no names).
     """
 
     name: str
@@ -137,9 +144,23 @@ class StreetNetwork:
     imported_at: datetime | None = None
     # Given as `edge_traffic=`; read through the `edge_traffic` property.
     _edge_traffic: FloatArray | None = attrs.field(default=None, alias="edge_traffic")
+    edge_name: IndexArray | None = None
+    street_names: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
     def __attrs_post_init__(self) -> None:
         import numpy as np
+
+        if self.edge_name is not None:
+            if self.edge_name.shape != self.edge_from.shape:
+                raise ValueError("edge_name must have one value per edge")
+            if self.edge_name.size and not (
+                int(self.edge_name.min()) >= -1
+                and int(self.edge_name.max()) < len(self.street_names)
+            ):
+                raise ValueError("edge_name must index street_names, or be -1")
+        # Stores keep the names one per line: a name is one non-empty line.
+        if any(not name or "\n" in name or "\r" in name for name in self.street_names):
+            raise ValueError("a street name must be one non-empty line")
 
         traffic = (
             traffic_by_class(self.edge_class)
@@ -180,6 +201,13 @@ class StreetNetwork:
         """Whether `point` lies inside the network's bounding box."""
         south, west, north, east = self.bounds
         return self.node_count > 0 and south <= point.lat <= north and west <= point.lon <= east
+
+    def street_name(self, edge: int) -> str | None:
+        """The name of the street `edge` belongs to, when known."""
+        if self.edge_name is None:
+            return None
+        index = int(self.edge_name[edge])
+        return None if index < 0 else self.street_names[index]
 
     def node(self, index: int) -> Point:
         return Point(float(self.node_lat[index]), float(self.node_lon[index]))

@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import hashlib
 from importlib.resources import files
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import attrs
 from litestar import Request, Response, get
 from litestar.exceptions import NotFoundException
-from litestar.params import FromPath
+from litestar.params import FromPath, Parameter
 
+from cleanair_core.geo import Point
 from cleanair_core.routes.network import StreetNetwork
+from cleanair_http.explore.air_source import AirSource, air_source
 from cleanair_http.explore.geometry import EncodedGeometry, encode_geometry
 from cleanair_http.offloading import in_thread
 
 EXPLORE_PATH = "/explore"
 NETWORKS_PATH = "/explore/networks"
+AIR_SOURCE_PATH = "/explore/air-source"
 ASSETS_PATH = "/explore/assets"
 
 #: The page may load and call only its own origin; nothing may frame it.
@@ -40,12 +43,15 @@ REVALIDATE = "no-cache"
 
 _MEDIA_TYPES = {
     "index.html": "text/html",
+    "home.html": "text/html",
     "explore.js": "text/javascript",
     "explore.css": "text/css",
+    "home.css": "text/css",
     "icon.svg": "image/svg+xml",
 }
-#: The files under `assets/` a browser may fetch by name (the page is served at /explore).
-PUBLIC_ASSETS = frozenset(_MEDIA_TYPES) - {"index.html"}
+#: The files under `assets/` a browser may fetch by name (the pages are served at /explore
+#: and /).
+PUBLIC_ASSETS = frozenset(_MEDIA_TYPES) - {"index.html", "home.html"}
 
 
 @attrs.frozen
@@ -69,7 +75,7 @@ def asset(name: str) -> Asset:
     return _ASSETS[name]
 
 
-def _cached_response(
+def cached_response(
     request: Request[Any, Any, Any], body: bytes, media_type: str, etag: str
 ) -> Response[bytes]:
     headers = {"ETag": etag, "Cache-Control": REVALIDATE, "X-Content-Type-Options": "nosniff"}
@@ -84,7 +90,7 @@ def _cached_response(
 @get(EXPLORE_PATH, include_in_schema=False, exclude_from_auth=True)
 async def explore_page(request: Request[Any, Any, Any]) -> Response[bytes]:
     page = asset("index.html")
-    return _cached_response(request, page.body, page.media_type, page.etag)
+    return cached_response(request, page.body, page.media_type, page.etag)
 
 
 @get(f"{ASSETS_PATH}/{{name:str}}", include_in_schema=False, exclude_from_auth=True)
@@ -92,7 +98,7 @@ async def explore_asset(request: Request[Any, Any, Any], name: FromPath[str]) ->
     if name not in PUBLIC_ASSETS:
         raise NotFoundException()
     found = asset(name)
-    return _cached_response(request, found.body, found.media_type, found.etag)
+    return cached_response(request, found.body, found.media_type, found.etag)
 
 
 class GeometryCache:
@@ -130,7 +136,35 @@ async def explore_networks(request: Request[Any, Any, Any]) -> Response[bytes]:
     streets = None if sources is None else sources.networks
     networks = () if streets is None else tuple(streets.loaded)
     encoded = await _geometry_cache(request).get(networks)
-    return _cached_response(request, encoded.body, "application/json", encoded.etag)
+    return cached_response(request, encoded.body, "application/json", encoded.etag)
 
 
-ROUTE_HANDLERS = (explore_page, explore_asset, explore_networks)
+@get(AIR_SOURCE_PATH, include_in_schema=False, exclude_from_auth=True)
+async def explore_air_source(
+    request: Request[Any, Any, Any],
+    lat: Annotated[float | None, Parameter(ge=-90, le=90)] = None,
+    lon: Annotated[float | None, Parameter(ge=-180, le=180)] = None,
+) -> Response[AirSource]:
+    """Where the air comes from, and which stations correct it at (`lat`, `lon`) now.
+
+    Only a point inside a loaded network is asked for (the explorer's points are): a public
+    route must not make the source work for any point on Earth.
+    """
+    core = request.app.state.core
+    sources = core.sources
+    point = None if lat is None or lon is None else Point(lat, lon)
+    streets = None if sources is None else sources.networks
+    if point is not None and (
+        streets is None or not any(network.covers(point) for network in streets.loaded)
+    ):
+        point = None
+    answer = await air_source(
+        request.app.state.settings.air_quality_source,
+        None if sources is None else sources.air_quality,
+        point,
+        core.clock.now(),
+    )
+    return Response(answer, headers={"Cache-Control": "no-store"})
+
+
+ROUTE_HANDLERS = (explore_page, explore_asset, explore_networks, explore_air_source)

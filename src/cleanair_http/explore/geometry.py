@@ -1,7 +1,8 @@
 """The street networks' geometry as the route explorer draws it: compact JSON, made once.
 
 Edges are joined into polylines through nodes where exactly two edges of the same road class
-meet (most of a street's nodes only shape its curve), which roughly halves the points sent.
+and street name meet (most of a street's nodes only shape its curve), which roughly halves
+the points sent; each polyline carries its street's name, when the network kept names.
 Coordinates are whole multiples of `UNIT` degrees (about 1 m) counted from the network's
 south-west corner: short integers instead of long decimals, so the shipped Helsinki network
 is about a hundred kilobytes.
@@ -32,18 +33,26 @@ class NetworkGeometry(msgspec.Struct):
     unit: float
     #: Road class name -> polylines, each flat: [lat0, lon0, lat1, lon1, ...] in `unit` steps.
     roads: dict[str, list[list[int]]]
+    #: The street names the polylines carry.
+    names: list[str]
+    #: Road class name -> per polyline of `roads`, its index in `names` (-1: unnamed).
+    road_names: dict[str, list[int]]
 
 
 class Geometry(msgspec.Struct):
     networks: list[NetworkGeometry]
 
 
-def polylines(network: StreetNetwork) -> list[tuple[int, list[int]]]:
-    """The network's edges joined into (road class, node indices) polylines; every edge lies
-    in exactly one polyline, as one step between consecutive nodes."""
+def polylines(network: StreetNetwork) -> list[tuple[int, int, list[int]]]:
+    """The network's edges joined into (road class, name index, node indices) polylines;
+    every edge lies in exactly one polyline, as one step between consecutive nodes, and a
+    polyline's edges share their class and name (-1: unnamed)."""
     edge_count = network.edge_count
     ends = np.stack([network.edge_from, network.edge_to], axis=1).tolist()
-    classes = network.edge_class.tolist()
+    # Class and name together: a polyline runs on only where both stay the same.
+    kinds = network.edge_class.astype(np.int64).tolist()
+    names = [-1] * edge_count if network.edge_name is None else network.edge_name.tolist()
+    classes = list(zip(kinds, names, strict=True))
     incident: list[list[int]] = [[] for _ in range(network.node_count)]
     for edge, (start, end) in enumerate(ends):
         incident[start].append(edge)
@@ -79,7 +88,8 @@ def polylines(network: StreetNetwork) -> list[tuple[int, list[int]]]:
         start, end = ends[edge]
         forward = extend(end, edge)
         backward = extend(start, edge)
-        lines.append((classes[edge], [*reversed(backward), start, end, *forward]))
+        road_class, name = classes[edge]
+        lines.append((road_class, name, [*reversed(backward), start, end, *forward]))
     return lines
 
 
@@ -88,17 +98,21 @@ def network_geometry(network: StreetNetwork) -> NetworkGeometry:
     lat_steps = np.rint((network.node_lat - south) / UNIT).astype(np.int64).tolist()
     lon_steps = np.rint((network.node_lon - west) / UNIT).astype(np.int64).tolist()
     roads: dict[str, list[list[int]]] = {}
-    for road_class, nodes in polylines(network):
+    road_names: dict[str, list[int]] = {}
+    for road_class, name, nodes in polylines(network):
         flat: list[int] = []
         for node in nodes:
             flat += (lat_steps[node], lon_steps[node])
         roads.setdefault(ROAD_CLASSES[road_class], []).append(flat)
+        road_names.setdefault(ROAD_CLASSES[road_class], []).append(name)
     return NetworkGeometry(
         name=network.name,
         bounds=(south, west, north, east),
         origin=(south, west),
         unit=UNIT,
         roads={name: roads[name] for name in ROAD_CLASSES if name in roads},
+        names=list(network.street_names),
+        road_names={name: road_names[name] for name in ROAD_CLASSES if name in road_names},
     )
 
 

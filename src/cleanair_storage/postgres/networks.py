@@ -6,11 +6,17 @@ Stored in the database, so a plan worker on any machine loads the same networks.
 from __future__ import annotations
 
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
-from cleanair_storage.network_arrays import NETWORK_ARRAYS, array_bytes, array_of
+from cleanair_storage.network_arrays import (
+    NETWORK_ARRAYS,
+    array_of,
+    names_bytes,
+    names_of,
+    stored_arrays,
+)
 from cleanair_storage.postgres.database import PostgresDatabase
 
 _SUMMARY = "name, nodes, edges, south, west, north, east, source, imported_at"
-_ARRAY_COLUMNS = ", ".join(name for name, _ in NETWORK_ARRAYS)
+_ARRAY_COLUMNS = ", ".join([*(name for name, _ in NETWORK_ARRAYS), "street_names"])
 
 
 class PostgresStreetNetworks(PostgresDatabase):
@@ -18,7 +24,8 @@ class PostgresStreetNetworks(PostgresDatabase):
 
     def save_network(self, network: StreetNetwork) -> None:
         # Encoded before the transaction starts: a large network never holds a row lock long.
-        blobs = [array_bytes(name, getattr(network, name), kind) for name, kind in NETWORK_ARRAYS]
+        blobs = stored_arrays(network)
+        names = None if network.edge_name is None else names_bytes(network.street_names)
         south, west, north, east = network.bounds
         row = (
             network.name,
@@ -31,10 +38,11 @@ class PostgresStreetNetworks(PostgresDatabase):
             network.source,
             network.imported_at,
             *blobs,
+            names,
         )
         updates = ", ".join(
             f"{column} = EXCLUDED.{column}"
-            for column in [*_SUMMARY.split(", ")[1:], *(name for name, _ in NETWORK_ARRAYS)]
+            for column in [*_SUMMARY.split(", ")[1:], *_ARRAY_COLUMNS.split(", ")]
         )
         with self._conn() as conn:
             conn.execute(
@@ -51,14 +59,21 @@ class PostgresStreetNetworks(PostgresDatabase):
                 "FROM street_networks ORDER BY name"
             ).fetchall()
         networks = []
-        for name, source, imported_at, *blobs in rows:
+        for name, source, imported_at, *blobs, names in rows:
             arrays = {
                 column: None if blob is None else array_of(bytes(blob), kind)
                 for (column, kind), blob in zip(NETWORK_ARRAYS, blobs, strict=True)
             }
-            # A NULL edge_traffic (stored before it was recorded) gets the class defaults.
+            # A NULL edge_traffic (stored before it was recorded) gets the class defaults; a
+            # NULL edge_name (stored before names were kept) leaves the map without names.
             networks.append(
-                StreetNetwork(name=name, source=source, imported_at=imported_at, **arrays)  # type: ignore[arg-type]
+                StreetNetwork(
+                    name=name,
+                    source=source,
+                    imported_at=imported_at,
+                    street_names=names_of(None if names is None else bytes(names)),
+                    **arrays,  # type: ignore[arg-type]
+                )
             )
         return networks
 

@@ -182,4 +182,13 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "INSERT INTO observations_version (id, version) VALUES (true, 0)",
         ),
     ),
+    (
+        4,
+        "street networks: street names per edge",
+        (
+            # As SQLite's m009_street_names (which says why).
+            "ALTER TABLE street_networks ADD COLUMN edge_name BYTEA",
+            "ALTER TABLE street_networks ADD COLUMN street_names BYTEA",
+        ),
+    ),
 )

@@ -9,7 +9,13 @@ import time
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.offload import WouldBlock
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
-from cleanair_storage.network_arrays import NETWORK_ARRAYS, array_bytes, array_of
+from cleanair_storage.network_arrays import (
+    NETWORK_ARRAYS,
+    array_of,
+    names_bytes,
+    names_of,
+    stored_arrays,
+)
 from cleanair_storage.sqlite.database import SqliteDatabase, instant_or_none, timestamp
 
 #: Tries, and the pause between them, to cut the WAL back after a large write.
@@ -24,7 +30,8 @@ class SqliteStreetNetworks(SqliteDatabase):
 
     def save_network(self, network: StreetNetwork) -> None:
         # Encoded before the write lock is taken: a large network never holds it for long.
-        blobs = [array_bytes(name, getattr(network, name), kind) for name, kind in NETWORK_ARRAYS]
+        blobs = stored_arrays(network)
+        names = None if network.edge_name is None else names_bytes(network.street_names)
         south, west, north, east = network.bounds
         row = (
             network.name,
@@ -37,8 +44,11 @@ class SqliteStreetNetworks(SqliteDatabase):
             network.source,
             None if network.imported_at is None else timestamp(network.imported_at),
             *blobs,
+            names,
         )
-        columns = ", ".join([self._NETWORK_SUMMARY_COLUMNS, *(name for name, _ in NETWORK_ARRAYS)])
+        columns = ", ".join(
+            [self._NETWORK_SUMMARY_COLUMNS, *(name for name, _ in NETWORK_ARRAYS), "street_names"]
+        )
         marks = ", ".join("?" * len(row))
         with self._write() as conn:
             conn.execute(
@@ -70,7 +80,7 @@ class SqliteStreetNetworks(SqliteDatabase):
             self._read()
             .execute(
                 "SELECT name, source, imported_at, node_lat, node_lon, edge_from, edge_to, "
-                "edge_length, edge_class, edge_access, edge_traffic "
+                "edge_length, edge_class, edge_access, edge_traffic, edge_name, street_names "
                 "FROM street_networks ORDER BY name"
             )
             .fetchall()
@@ -87,6 +97,9 @@ class SqliteStreetNetworks(SqliteDatabase):
                 edge_access=array_of(row[9], "uint8"),
                 # NULL: stored before traffic was recorded; the class defaults stand in.
                 edge_traffic=None if row[10] is None else array_of(row[10], "float64"),
+                # NULL: stored before street names were kept; the map shows none.
+                edge_name=None if row[11] is None else array_of(row[11], "int32"),
+                street_names=names_of(row[12]),
                 source=row[1],
                 imported_at=instant_or_none(row[2]),
             )

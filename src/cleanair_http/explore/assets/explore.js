@@ -11,6 +11,13 @@
   // Map units per degree of latitude: big enough that rounded SVG numbers stay exact.
   const SCALE = 1e5;
   const ROAD_CLASSES = ["path", "local", "collector", "arterial", "motorway"];
+  // The shipped network's name (cleanair_http.bootstrap.DEFAULT_NETWORK_NAME): shown first
+  // when several are loaded, as it holds the city the service ships for.
+  const SHIPPED_NETWORK = "helsinki";
+  // The planner's longest alternative, against the direct route (planner.MAX_DETOUR).
+  const MAX_DETOUR_PCT = 25;
+  // How near, in screen pixels, the pointer must be to a street for its name to show.
+  const NAME_WITHIN_PX = 8;
 
   const $ = (id) => document.getElementById(id);
   const map = $("map");
@@ -24,6 +31,7 @@
     plan: null, // the last completed PlanResult
     selected: 0,
     run: 0, // bumps on every submission: a stale poll loop stops
+    named: [], // named street segments in map units: [x1, y1, x2, y2, name]
   };
 
   // -- small helpers ------------------------------------------------------------------------
@@ -109,6 +117,18 @@
     };
   }
 
+  // A Retry-After as a person reads it: seconds when short, else the UTC time it ends
+  // ("tomorrow 00:00 UTC"), rounded to the minute.
+  function retryWords(seconds) {
+    if (seconds < 120) return `in ${seconds} s`;
+    const now = Date.now();
+    const at = new Date(Math.round((now + seconds * 1000) / 60_000) * 60_000);
+    const day = (ms) => new Date(ms).toISOString().slice(0, 10);
+    const date = day(at.getTime());
+    const which = date === day(now) ? "today" : date === day(now + 86_400_000) ? "tomorrow" : date;
+    return `from ${which} ${at.toISOString().slice(11, 16)} UTC`;
+  }
+
   // What went wrong, in words a person can act on.
   function explain(answer) {
     if (answer.status === 0) return `The service could not be reached (${answer.network}).`;
@@ -126,7 +146,7 @@
       case 422:
         return `The request was not valid (422)${said}.`;
       case 429: {
-        const wait = answer.retryAfter === null ? "" : ` Try again in ${answer.retryAfter} s.`;
+        const wait = answer.retryAfter === null ? "" : ` Try again ${retryWords(answer.retryAfter)}.`;
         return `Too many requests or no credits left (429)${said}.${wait}`;
       }
       case 503:
@@ -140,6 +160,41 @@
     const element = $(id);
     element.textContent = message || "";
     element.hidden = !message;
+  }
+
+  // The credits left after a call: the quota is free to read, so it is read after each.
+  async function showCredits() {
+    if (!token()) return;
+    const answer = await api("GET", "/v1/quota");
+    if (!answer.ok || !answer.body) return;
+    const { remaining, daily_remaining: today } = answer.body;
+    $("credits").textContent = `Credits left: ${remaining} this month, ${today} today.`;
+  }
+
+  // Where the air comes from and, at `point`, which stations correct it now and how old
+  // their hour is (GET /explore/air-source: no token, no credits).
+  async function showAirSource(point) {
+    const query = point ? `?lat=${point.lat.toFixed(6)}&lon=${point.lon.toFixed(6)}` : "";
+    let answer;
+    try {
+      const response = await fetch(`/explore/air-source${query}`, { credentials: "omit" });
+      if (!response.ok) return;
+      answer = await response.json();
+    } catch (error) {
+      return;
+    }
+    const clock = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit" });
+    const asOf = new Date(answer.at);
+    let fused = "not corrected by any station now";
+    if (answer.fused) {
+      const latest = Math.max(...answer.pollutants.map((p) => Date.parse(p.hour_end)));
+      const minutes = Math.max(0, Math.round((asOf.getTime() - latest) / 60_000));
+      const count = answer.stations.length;
+      fused =
+        `fused with ${count} station${count === 1 ? "" : "s"} ` +
+        `(their hour to ${clock.format(new Date(latest))}, ${minutes} min old)`;
+    }
+    $("air-source").textContent = `Air: ${answer.label}, ${fused}; as of ${clock.format(asOf)}.`;
   }
 
   // -- the map ------------------------------------------------------------------------------
@@ -188,25 +243,32 @@
   function drawNetworks() {
     const layer = $("network-layer");
     layer.replaceChildren();
+    state.named = [];
     for (const network of state.networks) {
       const [south, west, north, east] = network.bounds;
       const [x0, y0] = project(north, west);
       const [x1, y1] = project(south, east);
       svg("rect", { class: "bounds", x: x0, y: y0, width: x1 - x0, height: y1 - y0 }, layer);
       const [originLat, originLon] = network.origin;
+      const names = network.names || [];
       for (const roadClass of ROAD_CLASSES) {
         const lines = network.roads[roadClass];
         if (!lines) continue;
+        const lineNames = (network.road_names || {})[roadClass] || [];
         const parts = [];
-        for (const line of lines) {
+        lines.forEach((line, index) => {
+          const name = names[lineNames[index]];
+          let last = null;
           for (let i = 0; i < line.length; i += 2) {
             const [x, y] = project(
               originLat + line[i] * network.unit,
               originLon + line[i + 1] * network.unit,
             );
             parts.push(`${i === 0 ? "M" : "L"}${x.toFixed(1)} ${y.toFixed(1)}`);
+            if (name && last) state.named.push([last[0], last[1], x, y, name]);
+            last = [x, y];
           }
-        }
+        });
         svg(
           "path",
           {
@@ -233,6 +295,40 @@
   function pixels(n) {
     const matrix = map.getScreenCTM();
     return matrix ? n / matrix.a : n;
+  }
+
+  // The name of the street nearest to a map point, if one is within `within` map units.
+  function streetNameAt(point, within) {
+    let best = null;
+    let bestDistance = within * within;
+    for (const [x1, y1, x2, y2, name] of state.named) {
+      const dx = x2 - x1;
+      const dy = y2 - y1;
+      const length = dx * dx + dy * dy;
+      const t = length ? Math.max(0, Math.min(1, ((point.x - x1) * dx + (point.y - y1) * dy) / length)) : 0;
+      const ex = x1 + t * dx - point.x;
+      const ey = y1 + t * dy - point.y;
+      const distance = ex * ex + ey * ey;
+      if (distance <= bestDistance) {
+        bestDistance = distance;
+        best = name;
+      }
+    }
+    return best;
+  }
+
+  function showStreetName(event) {
+    const tip = $("street-name");
+    const name = state.view ? streetNameAt(svgPoint(event.clientX, event.clientY), pixels(NAME_WITHIN_PX)) : null;
+    if (!name) {
+      tip.hidden = true;
+      return;
+    }
+    const frame = $("map-frame").getBoundingClientRect();
+    tip.textContent = name;
+    tip.style.left = `${event.clientX - frame.left}px`;
+    tip.style.top = `${event.clientY - frame.top}px`;
+    tip.hidden = false;
   }
 
   function drawMarkers() {
@@ -307,12 +403,19 @@
   // Zoom with the wheel about the cursor, pan by dragging; a click without a drag picks.
   function attachMapInput() {
     let drag = null;
+    map.addEventListener("pointerleave", () => {
+      $("street-name").hidden = true;
+    });
     map.addEventListener("pointerdown", (event) => {
       drag = { x: event.clientX, y: event.clientY, box: state.viewBox.slice(), moved: false };
       map.setPointerCapture(event.pointerId);
     });
     map.addEventListener("pointermove", (event) => {
-      if (!drag) return;
+      if (!drag) {
+        showStreetName(event);
+        return;
+      }
+      $("street-name").hidden = true;
       const dx = event.clientX - drag.x;
       const dy = event.clientY - drag.y;
       if (!drag.moved && Math.hypot(dx, dy) < 4) return;
@@ -369,10 +472,7 @@
     if (!token()) return showError("error", "Paste a token first.");
     if (!state.start || !state.end) return showError("error", "Pick a start and an end on the map.");
     const run = ++state.run;
-    state.plan = null;
-    $("routes").replaceChildren();
-    $("baseline").textContent = "";
-    drawRoutes();
+    // The routes shown stay until new ones come: an error must not take them away.
     $("plan").disabled = true;
     $("status").textContent = "Submitting the plan…";
     try {
@@ -382,9 +482,10 @@
         activity_type: $("activity").value,
       });
       if (run !== state.run) return;
+      showCredits();
       if (submitted.status !== 202) {
         $("status").textContent = "";
-        return showError("error", explain(submitted));
+        return showError("error", explainKeeping(explain(submitted)));
       }
       await poll(submitted.body.request_id, run);
     } finally {
@@ -412,7 +513,7 @@
       limited = "";
       if (!answer.ok) {
         $("status").textContent = "";
-        return showError("error", explain(answer));
+        return showError("error", explainKeeping(explain(answer)));
       }
       const { status, result, error } = answer.body;
       if (status === "pending") {
@@ -421,14 +522,20 @@
       }
       if (status === "failed") {
         $("status").textContent = "";
-        return showError("error", `The plan was rejected: ${error || "no reason given"}.`);
+        return showError("error", explainKeeping(`The plan was rejected: ${error || "no reason given"}.`));
       }
       $("status").textContent = `Planned: ${result.routes.length} route(s).`;
       state.plan = result;
       state.selected = result.best_route_index || 0;
       showPlan();
+      showAirSource(state.start);
       return;
     }
+  }
+
+  // An error's words, saying the routes of the last plan are still those shown.
+  function explainKeeping(message) {
+    return state.plan ? `${message} The routes shown are from the previous plan.` : message;
   }
 
   function showPlan() {
@@ -438,9 +545,15 @@
       baseline.push(`score ${result.original_clean_air_score.toFixed(0)}`);
     }
     if (result.original_dose !== null && result.original_dose !== undefined) {
-      baseline.push(`dose ${result.original_dose.toFixed(2)}`);
+      baseline.push(`relative dose ${result.original_dose.toFixed(2)}`);
     }
     $("baseline").textContent = `${baseline.join(", ")}.`;
+    // Only the direct route: the planner proved no cleaner one within the detour limit.
+    const onlyDirect = result.routes.length === 1 && !result.routes[0].distance_delta;
+    $("verdict").textContent = onlyDirect
+      ? `The direct route is the cleanest: no route up to ${MAX_DETOUR_PCT} % longer has less dose.`
+      : "";
+    $("verdict").hidden = !onlyDirect;
     const list = $("routes");
     list.replaceChildren();
     result.routes.forEach((route, index) => {
@@ -512,13 +625,36 @@
         timezone: timeZone(),
       });
       $("forecast-status").textContent = "";
+      showCredits();
       if (!answer.ok) return showError("forecast-error", explain(answer));
+      showAirSource(point);
       state.forecast = answer.body;
       offerMeasures(answer.body.measures || {});
       drawChart();
       $("forecast-status").textContent = `Forecast for ${answer.body.location}.`;
     } finally {
       $("forecast").disabled = false;
+    }
+  }
+
+  async function showScore() {
+    showError("forecast-error", "");
+    $("score-result").textContent = "";
+    if (!token()) return showError("forecast-error", "Paste a token first.");
+    const point = state.forecastPoint || state.start;
+    if (!point) {
+      return showError("forecast-error", "Pick a forecast point (or a start) on the map.");
+    }
+    $("score").disabled = true;
+    try {
+      const answer = await api("POST", "/v1/airquality/score", { lat: point.lat, lon: point.lon });
+      showCredits();
+      if (!answer.ok) return showError("forecast-error", explain(answer));
+      showAirSource(point);
+      $("score-result").textContent =
+        `Clean Air Score now: ${answer.body.score} of 100 at ${formatPoint(point)}.`;
+    } finally {
+      $("score").disabled = false;
     }
   }
 
@@ -611,7 +747,9 @@
       select.appendChild(option);
     }
     $("network-choice").hidden = state.networks.length < 2;
-    showNetwork(state.networks[0]);
+    const first = state.networks.find((n) => n.name === SHIPPED_NETWORK) || state.networks[0];
+    select.value = first.name;
+    showNetwork(first);
     select.addEventListener("change", () => {
       showNetwork(state.networks.find((n) => n.name === select.value));
     });
@@ -623,6 +761,8 @@
     fitView(network);
     drawNetworks();
     redraw();
+    const [south, west, north, east] = network.bounds;
+    showAirSource({ lat: (south + north) / 2, lon: (west + east) / 2 });
   }
 
   function init() {
@@ -636,9 +776,13 @@
     $("forget-token").addEventListener("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
       input.value = "";
+      $("credits").textContent = "";
     });
+    input.addEventListener("change", showCredits);
+    showCredits();
     $("plan").addEventListener("click", submitPlan);
     $("forecast").addEventListener("click", showForecast);
+    $("score").addEventListener("click", showScore);
     $("measure").addEventListener("change", drawChart);
     $("reset-view").addEventListener("click", () => {
       if (state.view) fitView(state.view);
