@@ -42,7 +42,6 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import attrs
 from litestar import Litestar, get
@@ -58,6 +57,7 @@ from bench import (
     street_lattice,
     workers,
 )
+from bench.harness import SCORE_BODY, run_requests
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
@@ -78,7 +78,6 @@ CONNECTIONS = 8
 DEBITS = 9000
 POINTS = 10_000
 ROUNDS = 3
-SCORE_BODY = json.dumps({"lat": 60.17, "lon": 24.94}).encode()
 #: Route enrichment: 100 waypoints (the contract's maximum, 100 credits) on a straight line of
 #: about 4.9 km across Helsinki. Fewer requests than the score endpoint: each does 100x the work.
 ROUTE_WAYPOINTS = 100
@@ -119,51 +118,6 @@ async def bare() -> dict[str, bool]:
 
 
 # -- 1. in process ----------------------------------------------------------------------------
-
-
-def scope_for(method: str, path: str, token: str | None, body: bytes) -> dict[str, Any]:
-    headers = [(b"host", b"bench")]
-    if token:
-        headers.append((b"authorization", f"Bearer {token}".encode()))
-    if body:
-        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 5000),
-        "server": ("bench", 80),
-        "state": {},
-    }
-
-
-async def run_requests(
-    app: Any, method: str, path: str, token: str | None, n: int, body: bytes = b""
-) -> list[float]:
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    status: list[int] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            status.append(message["status"])
-
-    timings = []
-    for _ in range(n):
-        started = time.perf_counter()
-        await app(scope_for(method, path, token, body), receive, send)
-        timings.append(time.perf_counter() - started)
-    if set(status) != {200}:
-        raise SystemExit(f"{path}: unexpected statuses {sorted(set(status))}")
-    return timings
 
 
 def summary(timings: list[float]) -> Stats:

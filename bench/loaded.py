@@ -17,6 +17,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.harness import SCORE_BODY, run_requests
 from bench.planning import city_grid
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.street_level import street_level_air
@@ -65,8 +66,6 @@ async def plan_forever(
 
 
 async def main() -> None:
-    from bench.__main__ import SCORE_BODY, run_requests  # the in-process harness
-
     started = time.perf_counter()
     network = city_grid(GRID, seed=13)
     model = EmbeddedModel(Gazetteer.load())

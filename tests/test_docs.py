@@ -15,7 +15,7 @@ def python_blocks(path: Path) -> list[str]:
 
 
 def test_the_embedding_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
-    credits, air_quality = python_blocks(DOCS / "embedding.md")
+    credits, air_quality, route_plans = python_blocks(DOCS / "embedding.md")
     exec(compile(credits, "docs/embedding.md", "exec"), {})
     assert "retry after" in capsys.readouterr().out
     exec(compile(air_quality, "docs/embedding.md", "exec"), {})
@@ -24,6 +24,12 @@ def test_the_embedding_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Helsinki, Finland" in printed
     assert "route " in printed
     assert "dose " in printed
+    # Route plans end to end: a network loaded, a plan submitted, worked, and polled.
+    exec(compile(route_plans, "docs/embedding.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "plan completed with " in printed
+    assert "best " in printed
+    assert "used 25 credits" in printed
 
 
 def test_the_readme_configuration_table_is_the_settings_table() -> None:

@@ -4,7 +4,7 @@ The core defines each port beside the rules that use it (in its area's package);
 names them all, so a newcomer (or an adapter's author) finds every one here. Ports that hold
 resources say how they are closed: `Store.close`.
 
-Storage (`cleanair_storage` ships in-memory and SQLite adapters):
+Storage (`cleanair_storage` ships in-memory, SQLite and PostgreSQL adapters):
     AccountStore, ConnectionStore, PairingCodeStore (access); CreditLedger, RateLimitStore,
     ClientLabelStore (credits); AccessPointStore, ObservationStore (air); PlanStore (with the
     ledger and a unit of work: PlanBook), StreetNetworkStore (routes); gathered into `Store`,
@@ -81,7 +81,8 @@ class Store(
     StreetNetworkStore,
     Protocol,
 ):
-    """Everything the core stores. `cleanair_storage` ships in-memory and SQLite adapters."""
+    """Everything the core stores. `cleanair_storage` ships in-memory, SQLite and PostgreSQL
+    adapters."""
 
     def transaction(self) -> AbstractContextManager[Store]:
         """A unit of work over every port: the calls made on the store it yields, until the

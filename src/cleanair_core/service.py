@@ -10,6 +10,8 @@ import secrets
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime
+from enum import StrEnum
+from typing import TypeVar
 
 from cleanair_core.access.accounts import Partner, User
 from cleanair_core.access.connections import Authorized, Caller, Connection, IssuedConnection
@@ -33,6 +35,7 @@ from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.credits.charging import Charge, HeldCharges
 from cleanair_core.credits.ledger import Billable, Quota
 from cleanair_core.credits.rate_limits import RateLimit
+from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys
 from cleanair_core.metrics import NO_METRICS, Metrics
@@ -45,6 +48,23 @@ from cleanair_core.routes.plans import Plan
 from cleanair_core.use_cases import access, air, credits, health, routes
 from cleanair_core.use_cases.context import Context
 from cleanair_core.use_cases.health import Readiness
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def contract_value(kind: type[E], value: E | str) -> E:
+    """`value` as a member of `kind`: the member itself, or the contract's string for it.
+
+    The enums are `StrEnum`s, so a plain string passed where one is expected looks right
+    (it compares and hashes equal) until a rule reads a member's property; converting at the
+    facade gives an embedder the contract's vocabulary and an early, uncharged error.
+    """
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        raise Unprocessable() from None
 
 
 class CleanAir:
@@ -304,20 +324,22 @@ class CleanAir:
         day: date,
         timezone: str,
         point: Point | None = None,
-        activity: ActivityType = ActivityType.OTHER,
-        environment: EnvironmentType = EnvironmentType.OUTDOOR,
+        activity: ActivityType | str = ActivityType.OTHER,
+        environment: EnvironmentType | str = EnvironmentType.OUTDOOR,
         client_address: str | None = None,
     ) -> Forecast:
         """Hourly scores and concentrations for a local day (2 credits; proof for
-        `Scope.AQ_READ`). See `cleanair_core.use_cases.air.forecast`."""
+        `Scope.AQ_READ`). `activity` and `environment` are the enums or the contract's strings
+        (`"cycling"`; Unprocessable for any other, before any charge). See
+        `cleanair_core.use_cases.air.forecast`."""
         return await air.forecast(
             self.context,
             proof,
             day=day,
             timezone=timezone,
             point=point,
-            activity=activity,
-            environment=environment,
+            activity=contract_value(ActivityType, activity),
+            environment=contract_value(EnvironmentType, environment),
             client_address=client_address,
         )
 
@@ -327,18 +349,19 @@ class CleanAir:
         *,
         waypoints: Sequence[Waypoint],
         start_time: datetime | None = None,
-        activity: ActivityType = ActivityType.OTHER,
-        environment: EnvironmentType = EnvironmentType.OUTDOOR,
+        activity: ActivityType | str = ActivityType.OTHER,
+        environment: EnvironmentType | str = EnvironmentType.OUTDOOR,
     ) -> EnrichedRoute:
         """The air at every waypoint and the route's summary (1 credit each; proof for
-        `Scope.AQ_ROUTES`). See `cleanair_core.use_cases.routes.enrich_route`."""
+        `Scope.AQ_ROUTES`). `activity` and `environment` as for `forecast`. See
+        `cleanair_core.use_cases.routes.enrich_route`."""
         return await routes.enrich_route(
             self.context,
             proof,
             waypoints=waypoints,
             start_time=start_time,
-            activity=activity,
-            environment=environment,
+            activity=contract_value(ActivityType, activity),
+            environment=contract_value(EnvironmentType, environment),
         )
 
     def submit_plan(
@@ -347,13 +370,20 @@ class CleanAir:
         *,
         start: Point,
         end: Point,
-        activity: PlanActivityType,
+        activity: PlanActivityType | str,
         start_time: datetime | None = None,
     ) -> uuid.UUID:
         """Store a route plan as pending and charge 25 credits (proof for `Scope.ROUTES_PLAN`,
-        user-owned); its request id. See `cleanair_core.use_cases.routes.submit_plan`."""
+        user-owned); its request id. `activity` is a `PlanActivityType` or the contract's
+        string (`"walking"`, `"cycling"`, `"running"`; Unprocessable for any other, not
+        charged). See `cleanair_core.use_cases.routes.submit_plan`."""
         return routes.submit_plan(
-            self.context, proof, start=start, end=end, activity=activity, start_time=start_time
+            self.context,
+            proof,
+            start=start,
+            end=end,
+            activity=contract_value(PlanActivityType, activity),
+            start_time=start_time,
         )
 
     def poll_plan(self, proof: Authorized, plan_id: uuid.UUID) -> Plan:
@@ -371,7 +401,9 @@ class CleanAir:
         return await routes.run_plan(self.context, plan)
 
     async def work_on_next_plan(self) -> Plan | None:
-        """Claim and run one plan; the plan taken, or None when there was none."""
+        """Claim and run one plan; the plan as it ended (completed or failed, with its result
+        or error), or None when there was none. See
+        `cleanair_core.use_cases.routes.work_on_next_plan`."""
         return await routes.work_on_next_plan(self.context)
 
     def renew_plan_lease(self, plan: Plan) -> bool:

@@ -5,6 +5,11 @@ msgspec reports bad syntax as `DecodeError`, but invalid UTF-8 inside a string a
 levels) as `RecursionError`; Litestar maps only the first. Unmapped, the others were a 500
 with a traceback written at ERROR for every request: any client, no token needed, could make
 the server write more log than it was sent.
+
+A strict decoder skips the keys and values of fields it does not know without reading their
+text, so invalid UTF-8 there was accepted (and the call charged) while the same bytes in a
+known field were a 422. The whole body is checked as UTF-8 first, so malformed is malformed
+wherever it sits (RFC 8259 requires JSON text to be UTF-8).
 """
 
 from __future__ import annotations
@@ -46,7 +51,16 @@ class JsonBodyRequest(Request[Any, Any, Any]):
         """The decoded JSON body; Unprocessable when it is malformed."""
         field = self.route_handler.parsed_data_field
         kind = None if field is None else field.annotation
+        body = await self.body()
         with _malformed_is_unprocessable():
+            _check_utf8(body)
             if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
-                return msgspec.json.decode(await self.body(), type=kind)
+                return msgspec.json.decode(body, type=kind)
             return await super().json()
+
+
+def _check_utf8(body: bytes) -> None:
+    """UnicodeDecodeError unless `body` is UTF-8 throughout; ASCII, the usual body, is
+    recognised without decoding."""
+    if not body.isascii():
+        body.decode("utf-8")

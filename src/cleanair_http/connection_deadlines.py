@@ -15,6 +15,14 @@ answers) fills the send buffers, and uvicorn, like asyncio's close, waits for th
 without end. So while writing is paused for a full buffer, and while a closing connection
 still has data to send, `send_timeout` runs: past it the connection is aborted.
 
+A client may half-close its socket once its request is sent (`shutdown(SHUT_WR)`): that
+says it will send no more, not that it will read no more. uvicorn closed the connection at
+that EOF, so an answer still being prepared was lost, though its work was done (a plan
+submission, stored and charged, whose `request_id` never reached the client). Here every
+request received in full before the EOF is answered, pipelined ones included, and the
+connection closes after the last answer; an EOF with no request, or in the middle of one,
+still closes it at once. `send_timeout` still bounds a client that never reads.
+
 A reverse proxy in front should enforce its own, tighter limits (docs/deployment.md); these
 deadlines protect the server when it has none, or a misconfigured one.
 """
@@ -44,6 +52,8 @@ class DeadlineProtocol(H11Protocol):
     _deadline: asyncio.TimerHandle | None = None
     _phase: Phase | None = None
     _send_deadline: asyncio.TimerHandle | None = None
+    #: The client has half-closed: no request will follow the ones already received.
+    _client_done_sending = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -57,7 +67,29 @@ class DeadlineProtocol(H11Protocol):
         # A kept-alive connection may start its next request here, from bytes pipelined
         # behind the one just answered.
         super().on_response_complete()
+        if self._client_done_sending and not self._answering():
+            self.transport.close()  # the last answer is written; nothing more can come
+            if self.transport.get_write_buffer_size():
+                self._arm_send()  # close() waits for the buffer to be read: not for ever
+            return
         self._update_deadline()
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio allows a bool
+        """Keep the connection open for the answers still owed (True), else close it (None:
+        asyncio then closes the transport, as uvicorn always had it)."""
+        self._client_done_sending = True
+        if self._answering():
+            self._disarm()  # no header deadline for a request that cannot come
+            return True
+        return None
+
+    def _answering(self) -> bool:
+        """A request has been received in full and its answer is not complete yet (the
+        pipelined requests behind it wait, read, in h11's buffer)."""
+        cycle = self.cycle
+        return (
+            cycle is not None and not cycle.response_complete and self.conn.their_state is h11.DONE
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

@@ -38,7 +38,8 @@ class RedeemPairingCode(msgspec.Struct):
         msgspec.Meta(
             min_length=1,
             max_length=100,
-            description="A label for the connection, 1 to 100 characters",
+            description="A label for the connection, 1 to 100 characters, none a control "
+            "character (U+0000 to U+001F, U+007F to U+009F)",
         ),
     ]
 

@@ -1,1 +1,1 @@
-"""Storage adapters (in-memory and SQLite) for the core ports."""
+"""Storage adapters (in-memory, SQLite and PostgreSQL) for the core ports."""

@@ -31,6 +31,7 @@ from cleanair_core.errors import (
 from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys
 from cleanair_core.ports import Sources, Store
+from cleanair_core.routes.enrichment import Waypoint
 from cleanair_core.service import CleanAir
 from support.fakes import (
     AIR,
@@ -215,6 +216,59 @@ def test_forecast_adjusts_for_activity_and_environment(store: Store) -> None:
     assert forecast.measures["clean_air_score"][0] == expected
     assert expected != clean_air_score(AIR)
     assert forecast.measures["pm25"][0] == pytest.approx(7.0 * 0.55)
+
+
+def test_forecast_and_enrichment_take_the_contracts_strings_for_the_enums(store: Store) -> None:
+    """An embedder may pass "running_outdoor" as the contract writes it, not only the enum."""
+    core, caller, _ = setup(store)
+    forecast = asyncio.run(
+        core.forecast(
+            read(core, caller),
+            day=date(2026, 11, 22),
+            timezone="UTC",
+            point=HELSINKI,
+            activity="running_outdoor",
+            environment="indoor",
+        )
+    )
+    expected = personal_score(AIR, ActivityType.RUNNING_OUTDOOR, EnvironmentType.INDOOR)
+    assert forecast.measures["clean_air_score"][0] == expected
+    route = asyncio.run(
+        core.enrich_route(
+            core.authorize(caller, Scope.AQ_ROUTES),
+            waypoints=[Waypoint(HELSINKI), Waypoint(Point(60.171, 24.942))],
+            start_time=datetime(2026, 11, 22, 10, tzinfo=UTC),
+            activity="running_outdoor",
+            environment="indoor",
+        )
+    )
+    assert route.measures["clean_air_score"][0] == expected
+    assert usage(core, caller) == Usage(4, 4)
+
+
+def test_strings_outside_the_contracts_enums_are_unprocessable_and_free(store: Store) -> None:
+    core, caller, _ = setup(store)
+    for bad in ({"activity": "Running"}, {"environment": "outside"}):
+        with pytest.raises(Unprocessable):
+            asyncio.run(
+                core.forecast(
+                    read(core, caller),
+                    day=date(2026, 11, 22),
+                    timezone="UTC",
+                    point=HELSINKI,
+                    **bad,
+                )
+            )
+        with pytest.raises(Unprocessable):
+            asyncio.run(
+                core.enrich_route(
+                    core.authorize(caller, Scope.AQ_ROUTES),
+                    waypoints=[Waypoint(HELSINKI), Waypoint(Point(60.171, 24.942))],
+                    start_time=datetime(2026, 11, 22, 10, tzinfo=UTC),
+                    **bad,
+                )
+            )
+    assert usage(core, caller) == Usage(0, 0)
 
 
 def test_forecast_outside_the_window_is_refused_and_free(store: Store) -> None:

@@ -22,6 +22,7 @@ from cleanair_core.errors import (
     NotFound,
     PartnerConnectionRefused,
     SourceUnavailable,
+    Unprocessable,
 )
 from cleanair_core.geo import Point
 from cleanair_core.ports import Sources, Store
@@ -497,3 +498,95 @@ def test_only_the_owning_user_may_poll(core: CleanAir, alice: Caller) -> None:
     with pytest.raises(NotFound):
         core.poll_plan(poller(core, alice), uuid.uuid4())
     assert core.poll_plan(poller(core, alice), plan_id).id == plan_id
+
+
+# -- the facade for embedders -----------------------------------------------------------------
+
+
+def test_working_on_a_plan_returns_it_as_it_ended(core: CleanAir, alice: Caller) -> None:
+    plan_id = submit(core, alice)
+
+    ended = run(core)
+
+    assert ended is not None
+    assert ended.id == plan_id
+    assert ended.status is PlanStatus.COMPLETED
+    assert ended.result is not None
+    assert ended.finished_at == NOW
+    assert ended == core.poll_plan(poller(core, alice), plan_id)
+
+
+def test_a_failed_plan_is_returned_failed(core: CleanAir, alice: Caller, air: CountingAir) -> None:
+    plan_id = submit(core, alice)
+    air.fail = True
+
+    ended = run(core)
+
+    assert ended is not None
+    assert ended.id == plan_id
+    assert ended.status is PlanStatus.FAILED
+    assert ended.error
+    assert ended == core.poll_plan(poller(core, alice), plan_id)
+
+
+def test_a_plan_taken_over_meanwhile_is_returned_as_the_store_holds_it(
+    store: Store, clock: ManualClock
+) -> None:
+    """This worker's claim goes stale while it plans (its lease ran out, another worker took
+    the plan and finished it): it stores nothing, and answers with the plan as it ended."""
+
+    other_worker: list[CleanAir] = []  # the same service, standing in for another worker
+
+    class TakenOverOnce(CountingAir):
+        async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+            if self.calls == 0:
+                self.calls += 1
+                clock.advance(LEASE + 1)
+                other = other_worker[0].claim_next_plan()
+                assert other is not None
+                await other_worker[0].run_plan(other)
+            return await super().concentrations(samples)
+
+    core = make_core(store, clock, TakenOverOnce())
+    other_worker.append(core)
+    plan_id = submit(core, paired(core))
+
+    ended = run(core)
+
+    assert ended is not None
+    assert ended.id == plan_id
+    assert (ended.status, ended.claims) == (PlanStatus.COMPLETED, 2)  # the other's claim
+    assert ended == core.store.get_plan(plan_id)
+
+
+@pytest.mark.parametrize("activity", ["walking", "cycling", "running"])
+def test_a_plan_takes_the_contracts_activity_string(
+    core: CleanAir, alice: Caller, activity: str
+) -> None:
+    plan_id = core.submit_plan(
+        core.authorize(alice, Scope.ROUTES_PLAN, user_owned=True),
+        start=at(0, 0),
+        end=at(0, 5),
+        activity=activity,
+    )
+    ended = run(core)
+    assert ended is not None
+    assert ended.status is PlanStatus.COMPLETED
+    stored = core.store.get_plan(plan_id)
+    assert stored is not None
+    assert stored.request.activity is PlanActivityType(activity)
+
+
+@pytest.mark.parametrize("activity", ["Walking", "swimming", ""])
+def test_an_activity_outside_the_contract_is_unprocessable_and_free(
+    core: CleanAir, alice: Caller, activity: str
+) -> None:
+    with pytest.raises(Unprocessable):
+        core.submit_plan(
+            core.authorize(alice, Scope.ROUTES_PLAN, user_owned=True),
+            start=at(0, 0),
+            end=at(0, 5),
+            activity=activity,
+        )
+    assert core.quota(alice).used == 0
+    assert core.claim_next_plan() is None

@@ -3,6 +3,7 @@ never a traceback in the log (each one was 2 KB of log for a 1 KB request, from 
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -106,3 +107,62 @@ def test_a_body_is_decoded_once_strictly_and_malformed_is_422(
     )
     # Strict: a number in a string is not a number.
     assert client.post("/test/strict", content=b'{"lat": "60.2", "lon": 24.9}').status_code == 422
+
+
+def valid_bodies(core: CleanAir) -> dict[str, dict[str, Any]]:
+    """A body each JSON endpoint accepts (and, but for the pairing, charges)."""
+    now = core.clock.now()
+    helsinki = [(60.1699, 24.9384), (60.1710, 24.9410)]
+    return {
+        "/v1/connections/token": {"code": core.create_pairing_code("alice"), "name": "x"},
+        "/v1/airquality/score": {"lat": 60.17, "lon": 24.94},
+        "/v1/airquality/forecast": {
+            "latitude": 60.17,
+            "longitude": 24.94,
+            "date": now.date().isoformat(),
+            "timezone": "UTC",
+        },
+        "/v1/airquality/routes": {
+            "waypoints": [{"lat": lat, "lon": lon} for lat, lon in helsinki],
+            "start_time": now.isoformat(),
+        },
+        "/v1/routes": {
+            "start": {"latitude": 60.1699, "longitude": 24.9384},
+            "end": {"latitude": 60.1710, "longitude": 24.9410},
+            "activity_type": "walking",
+        },
+    }
+
+
+#: Invalid UTF-8 put into an otherwise valid body, after its opening brace.
+INVALID_UTF8_PREFIXES = {
+    "in an unknown key": b'"extra\xff": 1, ',
+    "a key that is one invalid byte": b'"\xff": 1, ',
+    "a known key with an invalid byte, so unknown": b'"client\xc3": "a", ',
+    "in an unknown field's value": b'"extra": "ab\xff", ',
+    "in a value nested in an unknown field": b'"extra": {"k": ["\xe2\x82"]}, ',
+}
+
+
+@pytest.mark.parametrize("prefix", INVALID_UTF8_PREFIXES.values(), ids=INVALID_UTF8_PREFIXES.keys())
+def test_invalid_utf8_anywhere_is_422_and_free_on_every_json_endpoint(
+    core: CleanAir, client: Client, caplog: pytest.LogCaptureFixture, prefix: bytes
+) -> None:
+    """A strict decoder skips unknown fields unread: invalid UTF-8 there was a charged 200."""
+    token = pair(core, client)
+    caplog.set_level(logging.DEBUG)
+    headers = {**bearer(token), "Content-Type": "application/json"}
+
+    for path, valid in valid_bodies(core).items():
+        body = json.dumps(valid).encode()
+        broken = b"{" + prefix + body[1:]
+        response = client.post(path, content=broken, headers=headers)
+        assert (path, response.status_code, response.json()) == (path, 422, VALIDATION_FAILED)
+        assert b"\xff" not in response.content
+        # The same body in valid UTF-8 is accepted: only the bytes made the 422.
+        fixed = b"{" + prefix.decode("utf-8", "replace").encode() + body[1:]
+        assert client.post(path, content=fixed, headers=headers).status_code in (200, 201, 202)
+
+    no_error_logged(caplog)
+    charged = client.get("/v1/quota", headers=bearer(token)).json()["used"]
+    assert charged == 1 + 2 + 2 + 25  # the accepted bodies alone: score, forecast, route, plan

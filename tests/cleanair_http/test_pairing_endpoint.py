@@ -8,9 +8,11 @@ import uuid
 import pytest
 from litestar.testing import TestClient
 
-from cleanair_core import CleanAir, Environment, ManualClock, Policy
+from cleanair_core import CleanAir, Environment, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_http.app import create_app
+from cleanair_http.offloading import in_thread
 from cleanair_http.settings import Settings
+from cleanair_storage.postgres import PostgresStore
 from support.http import Client, MakeClient, bearer, pair
 
 URL = "/v1/connections/token"
@@ -179,3 +181,24 @@ def test_tokens_from_another_environment_are_refused(core: CleanAir, client: Cli
 def test_pair_helper_gives_working_tokens(core: CleanAir, client: Client) -> None:
     token = pair(core, client)
     assert client.get("/v1/quota", headers=bearer(token)).status_code == 200
+
+
+def test_on_postgres_a_nul_in_the_name_is_a_422_and_leaves_the_code(postgres_url: str) -> None:
+    """PostgreSQL's text cannot hold U+0000: such a name was a 500 there, its code spent.
+    Now it is the same 422 on every store, refused before the code is tried."""
+    store = PostgresStore(postgres_url)
+    core = CleanAir(store, TokenKeys(generate_key()), Policy(), offload=in_thread)
+    try:
+        core.add_user("alice")
+        code = core.create_pairing_code("alice")
+        with TestClient(create_app(core, Settings(plan_workers=0))) as client:
+            refused = client.post(URL, json={"code": code, "name": "a\u0000b"})
+            escape = client.post(URL, json={"code": code, "name": "\u001b[2J"})
+            paired = client.post(URL, json={"code": code, "name": "phone"})
+    finally:
+        store.close()
+
+    assert (refused.status_code, refused.json()) == (422, {"detail": "Request validation failed"})
+    assert (escape.status_code, escape.json()) == (422, {"detail": "Request validation failed"})
+    assert paired.status_code == 201
+    assert paired.json()["name"] == "phone"

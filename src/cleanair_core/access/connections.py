@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 from typing import Protocol
@@ -160,6 +161,28 @@ def authorize(
     return Authorized(caller, scope, premium, user_owned)
 
 
+#: Unicode's control characters (category Cc): C0, DEL and C1.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def is_valid_connection_name(name: str) -> bool:
+    """1 to 100 code points, none of them a control character (U+0000 to U+001F, U+007F to
+    U+009F).
+
+    A name is a label shown back to its owner; a control character has no place in one, and
+    PostgreSQL's text cannot hold U+0000 at all. Refusing them here, before any store sees
+    the name, makes the rule the same on every store rather than whatever each can hold.
+    """
+    return 1 <= len(name) <= 100 and _CONTROL.search(name) is None
+
+
+def validate_connection_name(name: str) -> str:
+    """`name` when `is_valid_connection_name`; ValueError otherwise (the input not echoed)."""
+    if not is_valid_connection_name(name):
+        raise ValueError("a connection name is 1 to 100 characters, none a control character")
+    return name
+
+
 def new_connection(
     owner: Owner,
     name: str,
@@ -170,8 +193,7 @@ def new_connection(
     now: datetime,
 ) -> IssuedConnection:
     """A fresh connection and its raw token (shown once; only its keyed hash is stored)."""
-    if not 1 <= len(name) <= 100:
-        raise ValueError("a connection name is 1 to 100 characters")
+    validate_connection_name(name)
     token = issue_token(environment)
     connection = Connection(
         id=uuid.uuid4(),

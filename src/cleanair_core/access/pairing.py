@@ -133,17 +133,20 @@ def redeem(
     keys: TokenKeys,
     clock: Clock,
     budget: int,
-) -> User:
-    """The premium user a code pairs with, the code now spent.
+) -> User | None:
+    """The premium user a code pairs with, the code now spent; None when it pairs with none.
 
-    A malformed code spends no guess; a well-formed one is tried under the guess budget
-    (RateLimited when spent). Every other failure is one InvalidPairingCode, so an attacker
-    learns nothing about why: unknown, expired, used, or its user no longer premium.
+    A malformed code spends no guess (InvalidPairingCode at once); a well-formed one is tried
+    under the guess budget (RateLimited when spent). Every other failure is None, which the
+    caller turns into one InvalidPairingCode, so an attacker learns nothing about why:
+    unknown, expired, used, or its user no longer premium. None rather than an exception
+    because the caller redeems inside a transaction: an exception would roll back the guess
+    just recorded, and a wrong code would cost an attacker nothing.
     """
     if not is_well_formed(code):
         raise InvalidPairingCode()
     user_name = codes.redeem_pairing_code(keys.hash_pairing_code(code), clock, budget)
     user = accounts.get_user(user_name) if user_name is not None else None
     if user is None or not user.premium:
-        raise InvalidPairingCode()
+        return None
     return user

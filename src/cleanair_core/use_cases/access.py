@@ -13,12 +13,13 @@ from cleanair_core.access.connections import (
     Connection,
     IssuedConnection,
     authenticate,
+    is_valid_connection_name,
     new_connection,
 )
 from cleanair_core.access.connections import authorize as authorize_caller
 from cleanair_core.access.scopes import USER_SCOPES, Scope
 from cleanair_core.credits import rate_limits
-from cleanair_core.errors import OperatorError
+from cleanair_core.errors import InvalidPairingCode, OperatorError, Unprocessable
 from cleanair_core.use_cases.context import Context
 
 # -- operator use cases (the CLI stands in for the companion app and partner agreements) -----
@@ -113,19 +114,42 @@ def redeem_pairing_code(
 ) -> IssuedConnection:
     """Exchange a pairing code for a user connection with the pairing scopes.
 
-    Raises RateLimited when the address's attempts or the global guess budget are spent,
-    and InvalidPairingCode (one error for every cause) when the code cannot be redeemed.
+    Raises Unprocessable for a name `is_valid_connection_name` refuses (before the code is
+    tried, so no guess is spent on it), RateLimited when the address's attempts or the global
+    guess budget are spent, and InvalidPairingCode (one error for every cause) when the code
+    cannot be redeemed.
+
+    The code is spent and the connection stored in one transaction: a failure storing the
+    connection (the database gone, say) leaves the code unused for a retry, rather than
+    spent with nothing to show for it.
     """
+    if not is_valid_connection_name(name):
+        raise Unprocessable()
     rate_limits.enforce(ctx.store, ctx.policy.pairing_attempts, client_address, ctx.now())
-    user = pairing.redeem(
-        code,
-        codes=ctx.store,
-        accounts=ctx.store,
-        keys=ctx.keys,
-        clock=ctx.clock,
-        budget=ctx.policy.pairing_guess_budget,
-    )
-    return _store_new_connection(ctx, Owner(OwnerKind.USER, user.name), name, USER_SCOPES)
+    with ctx.store.transaction() as store:
+        user = pairing.redeem(
+            code,
+            codes=store,
+            accounts=store,
+            keys=ctx.keys,
+            clock=ctx.clock,
+            budget=ctx.policy.pairing_guess_budget,
+        )
+        if user is None:
+            issued = None  # the guess stays recorded: the transaction commits
+        else:
+            issued = new_connection(
+                Owner(OwnerKind.USER, user.name),
+                name,
+                USER_SCOPES,
+                environment=ctx.policy.environment,
+                keys=ctx.keys,
+                now=ctx.now(),
+            )
+            store.add_connection(issued.connection)
+    if issued is None:
+        raise InvalidPairingCode()
+    return issued
 
 
 def authenticate_token(ctx: Context, token: str) -> Caller:

@@ -150,11 +150,20 @@ async def run_plan(ctx: Context, plan: Plan) -> Plan | None:
 
 
 async def work_on_next_plan(ctx: Context) -> Plan | None:
-    """Claim and run one plan; the plan taken, or None when there was none."""
+    """Claim and run one plan; None when there was none.
+
+    The plan as it ended: completed with its result or failed with its error, as a poll now
+    shows it (not as claimed, still pending). When the claim went stale meanwhile (another
+    worker took the plan over), the plan as the store holds it now.
+    """
     plan = await ctx.offload(lambda: claim_next_plan(ctx))
-    if plan is not None:
-        await run_plan(ctx, plan)
-    return plan
+    if plan is None:
+        return None
+    ended = await run_plan(ctx, plan)
+    if ended is not None:
+        return ended
+    now_stored = await ctx.offload(lambda: ctx.store.get_plan(plan.id))
+    return plan if now_stored is None else now_stored
 
 
 def renew_plan_lease(ctx: Context, plan: Plan) -> bool:
