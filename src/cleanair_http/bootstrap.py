@@ -29,7 +29,7 @@ from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload
 from cleanair_core.policy import Policy
-from cleanair_core.ports import Sources, Store
+from cleanair_core.ports import Sources, Store, UpstreamHealth
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
@@ -322,15 +322,18 @@ def build_sources(
     networks = street_networks(settings, store)
     background: AirQualitySource
     grid: BackgroundGrid
+    upstreams: tuple[UpstreamHealth, ...] = ()
     if settings.air_quality_source == "open-meteo":
         open_meteo = OpenMeteoSource(
             _http_client(),
             settings.open_meteo_url,
-            timeout=settings.open_meteo_timeout,
+            deadline=settings.open_meteo_timeout,
+            breaker_cooldown=settings.open_meteo_breaker_seconds,
             metrics=metrics,
         )
         deployment.opened("the Open-Meteo client", open_meteo.aclose)
         background = grid = open_meteo
+        upstreams = (open_meteo,)
     else:
         background = grid = EmbeddedModel(gazetteer)
     # Street level over whichever background: inside a loaded network, the traffic of the
@@ -358,7 +361,12 @@ def build_sources(
     else:
         wifi = LocalWifiGeolocator(store, keys, store_calls_for(settings))
     return Sources(
-        air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
+        air,
+        wifi,
+        CountryIpLocator(gazetteer),
+        gazetteer,
+        networks=LoadedNetworks(networks),
+        upstreams=upstreams,
     )
 
 

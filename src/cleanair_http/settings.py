@@ -407,11 +407,19 @@ class Settings:
     open_meteo_timeout: float = _setting(
         "CLEANAIR_OPEN_METEO_TIMEOUT",
         _seconds,
-        10.0,
+        5.0,
         bounds=_TIMEOUT,
-        help="seconds per upstream request, {bounds}; timeouts, network errors, 429 and 5xx "
-        "are retried twice (0.5 s, 1 s backoff), so an outage answers 503 after at most about "
-        "3 × timeout + 1.5 s",  # noqa: RUF001 (the README's multiplication sign)
+        help="seconds ({bounds}) one upstream call may take, its retries included (timeouts, "
+        "network errors, 429 and 5xx are retried twice, 0.5 s then 1 s apart, while time is "
+        "left): an upstream that never answers costs a request this long, then 503",
+    )
+    open_meteo_breaker_seconds: float = _setting(
+        "CLEANAIR_OPEN_METEO_BREAKER_SECONDS",
+        _seconds,
+        30.0,
+        bounds=Bounds(1, 3600, "seconds"),
+        help="after 3 failed upstream calls in a row, Open-Meteo calls answer 503 at once "
+        "(with `Retry-After`) for this long ({bounds}); then one call tries the upstream again",
     )
     wifi_geolocator: str = _setting(
         "CLEANAIR_WIFI_GEOLOCATOR",
