@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 from litestar import Litestar
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, ControllerRouterHandler, Middleware
@@ -131,6 +132,7 @@ def create_app(
         state=State(
             {"core": core, "settings": settings, "plan_worker": worker, "metrics": metrics}
         ),
+        cors_config=cors_config(settings),
         lifespan=[upkeep, plan_worker, background_work],
         on_shutdown=list(on_shutdown),
         logging_config=None,
@@ -138,6 +140,21 @@ def create_app(
     )
     finish_document(app)
     return app
+
+
+def cors_config(settings: Settings) -> CORSConfig | None:
+    """Cross-origin calls from the configured origins only (none by default). Tokens travel
+    in `Authorization`, never in cookies, so credentials stay off; `Retry-After` is exposed
+    because a browser app cannot honour a 429 or 503 it cannot read."""
+    if not settings.cors_allow_origins:
+        return None
+    return CORSConfig(
+        allow_origins=list(settings.cors_allow_origins),
+        allow_methods=["GET", "POST"],
+        allow_headers=["Authorization", "Content-Type"],
+        expose_headers=["Retry-After"],
+        max_age=600,
+    )
 
 
 def with_access_log(app: Litestar) -> ASGIApp:

@@ -222,6 +222,30 @@ def _url(raw: str) -> str:
     return url
 
 
+def _origins(raw: str) -> tuple[str, ...]:
+    """Browser origins, exactly as a browser sends them: `scheme://host[:port]`, no path."""
+    origins = []
+    for part in raw.split(","):
+        origin = part.strip()
+        if not origin:
+            continue
+        scheme, sep, host = origin.partition("://")
+        if (
+            scheme not in ("http", "https")
+            or not sep
+            or not host
+            or any(c in host for c in "/?#*@ ")
+            or origin != origin.lower()
+        ):
+            # Echoing the entry is safe: it is the operator's own configuration, not a secret.
+            raise ValueError(
+                f"{origin!r} is not an origin: write each as scheme://host[:port] in lower "
+                "case, with no path and no wildcard"
+            )
+        origins.append(origin)
+    return tuple(origins)
+
+
 def _box(raw: str) -> Box:
     parts = raw.split(",")
     try:
@@ -378,6 +402,14 @@ class Settings:
         _networks,
         (),
         help="addresses/networks whose `X-Forwarded-For` is believed",
+    )
+    cors_allow_origins: tuple[str, ...] = _setting(
+        "CLEANAIR_CORS_ALLOW_ORIGINS",
+        _origins,
+        (),
+        help="comma-separated origins (`https://app.example`) whose browser apps may call the "
+        "API: preflights are answered, `Authorization` is allowed and `Retry-After` readable; "
+        "empty allows none ([docs/deployment.md](docs/deployment.md#browser-apps-cors))",
     )
     log_level: str = _setting(
         "CLEANAIR_LOG_LEVEL",
