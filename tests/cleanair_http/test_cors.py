@@ -77,5 +77,5 @@ def test_by_default_no_origin_is_allowed(core: CleanAir, client: Client) -> None
     "raw", ["*", "app.example", "https://app.example/", "https://app.example/path", "ftp://x"]
 )
 def test_what_is_not_an_origin_is_refused(raw: str) -> None:
-    with pytest.raises(SettingsError, match="CLEANAIR_CORS_ALLOW_ORIGINS: .* is not an origin"):
+    with pytest.raises(SettingsError, match=r"CLEANAIR_CORS_ALLOW_ORIGINS: .* is not an origin"):
         Settings.from_env({"CLEANAIR_CORS_ALLOW_ORIGINS": raw})
