@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
 
+import attrs
+
 from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope, format_scopes
 from cleanair_core.air.fusion_evaluation import PollutantEvaluation, rmse_ratios
@@ -31,6 +33,7 @@ from cleanair_core.air.wifi_location import (
 from cleanair_core.errors import OperatorError, StoreUnavailable
 from cleanair_core.routes.network import validate_network_name
 from cleanair_core.service import CleanAir
+from cleanair_core.use_cases.credits import PoolReport
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_http.terminal import escape_nonprintable
@@ -62,6 +65,13 @@ def _port(raw: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError("must be between 0 and 65535")
     return value
+
+
+def _whole_number(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number") from None
 
 
 def _observed_pollutant(raw: str) -> Pollutant:
@@ -202,6 +212,22 @@ def _parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION"
     )
     clients.add_parser("add", help="recognise a client label").add_argument("label")
+
+    credits = sub.add_parser("credits", help="see or adjust a user's credit pool (support)")
+    credits_sub = credits.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = credits_sub.add_parser(
+        "show", help="a user's quota this month (as GET /v1/quota says it), grants, usage"
+    )
+    show.add_argument("user")
+    show.add_argument("--json", action="store_true", help="print it as one JSON object")
+    grant = credits_sub.add_parser(
+        "grant",
+        help="add N credits to a user's pool for this month only, recorded in the ledger "
+        "with the reason; the daily burst cap still applies",
+    )
+    grant.add_argument("user")
+    grant.add_argument("credits", type=_whole_number, metavar="N")
+    grant.add_argument("--reason", required=True, help="why (kept in the ledger)")
 
     usage = sub.add_parser("usage", help="this month's credits by attribution label")
     usage.add_argument("user")
@@ -530,6 +556,36 @@ def _print_usage(usage: dict[str, int], as_json: bool) -> None:
             print(f"{escape_nonprintable(label)}\t{credits}")
 
 
+def _print_pool(report: PoolReport, as_json: bool) -> None:
+    quota = report.quota
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "quota": attrs.asdict(quota),
+                    "grants": [
+                        {"credits": g.amount, "at": _when(g.at), "reason": g.reason}
+                        for g in report.grants
+                    ],
+                    "usage": report.by_label,
+                },
+                sort_keys=True,
+            )
+        )
+        return
+    granted = sum(g.amount for g in report.grants)
+    print(f"month\tused {quota.used}\tlimit {quota.limit}\tremaining {quota.remaining}")
+    print(
+        f"day\tused {quota.daily_used}\tlimit {quota.daily_limit}"
+        f"\tremaining {quota.daily_remaining}"
+    )
+    print(f"granted this month\t{granted}")
+    for g in report.grants:
+        print(f"grant\t{g.amount}\t{_when(g.at)}\t{escape_nonprintable(g.reason or '')}")
+    for label, used in sorted(report.by_label.items()):
+        print(f"usage\t{escape_nonprintable(label)}\t{used}")
+
+
 def _connection_id(raw: str) -> uuid.UUID:
     try:
         return uuid.UUID(raw)
@@ -596,6 +652,14 @@ def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR
         case "clients", "add":
             core.add_client_label(args.label)
             print(f"recognised client label {escape_nonprintable(args.label)}")
+        case "credits", "show":
+            _print_pool(core.pool_report(args.user), args.json)
+        case "credits", "grant":
+            report = core.grant_credits(args.user, args.credits, args.reason)
+            print(
+                f"granted {args.credits} credits to {escape_nonprintable(args.user)} for this "
+                f"month: limit {report.quota.limit}, remaining {report.quota.remaining}"
+            )
         case "usage", _:
             _print_usage(core.usage_by_label(args.user), args.json)
         case "wifi", "import":

@@ -321,3 +321,10 @@ def m008_station_observations(db: Database) -> None:
         )"""
     )
     db.execute("INSERT INTO observations_version (id, version) VALUES (1, 0)")
+
+
+@_migration
+def m009_credit_grants(db: Database) -> None:
+    # An operator's grant is a ledger entry with its reason (NULL for every other entry);
+    # it counts in the pool's grant window of credit_windows ("g" + month), never as usage.
+    db.execute("ALTER TABLE ledger ADD COLUMN reason TEXT")

@@ -37,6 +37,8 @@ NEEDING_A_DATABASE = [
     ["partners", "revoke", "acme", "00000000-0000-4000-8000-000000000001"],
     ["partners", "usage", "acme"],
     ["usage", "alice"],
+    ["credits", "show", "alice"],
+    ["credits", "grant", "alice", "5", "--reason", "x"],
     ["network", "list"],
     ["network", "delete", "helsinki"],
     ["stations", "list"],

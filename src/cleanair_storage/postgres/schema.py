@@ -182,4 +182,12 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "INSERT INTO observations_version (id, version) VALUES (true, 0)",
         ),
     ),
+    (
+        4,
+        "ledger: operators' credit grants",
+        (
+            # As SQLite's m009_credit_grants (which says why).
+            "ALTER TABLE ledger ADD COLUMN reason TEXT",
+        ),
+    ),
 )
