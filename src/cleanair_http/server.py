@@ -198,7 +198,7 @@ def _serve(
         settings,
         on_shutdown=[deployment.aclose],
         plan_wakeups=deployment.plan_wakeups,
-        background=deployment.background,
+        background=[*deployment.background, *deployment.watchers],
     )
     stop_metrics = None
     if announce:  # alone, so the metrics port (if any) is this process's own

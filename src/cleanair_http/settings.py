@@ -553,6 +553,14 @@ class Settings:
         help="station observations are pruned this long ({bounds}) after their hour ends, by "
         "every API process once an hour and by `cleanair stations prune`; 0 keeps them for ever",
     )
+    network_check_seconds: float = _setting(
+        "CLEANAIR_NETWORK_CHECK_SECONDS",
+        _seconds,
+        5.0,
+        bounds=Bounds(1, 3600, "seconds"),
+        help="seconds ({bounds}) between each process's look at the stored street networks: "
+        "one imported or deleted with the CLI is loaded (in a thread) without a restart",
+    )
     default_network: bool = _setting(
         "CLEANAIR_DEFAULT_NETWORK",
         _flag,
