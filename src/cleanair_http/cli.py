@@ -261,8 +261,9 @@ def _when(value: object) -> str:
     return "-" if value is None else value.isoformat(timespec="seconds")  # type: ignore[attr-defined]
 
 
-def _import_wifi(core: CleanAir, path: Path) -> None:
-    """Stream `path` into the store in batches; progress and skipped rows go to stderr."""
+def _import_wifi(core: CleanAir, path: Path) -> int:
+    """Stream `path` into the store in batches; progress and skipped rows go to stderr. Exit
+    status 1 when no row was valid: a wrong file, or a wrong column, is not a success."""
     report = ImportReport()
 
     def progress(done: ImportReport) -> None:
@@ -299,6 +300,10 @@ def _import_wifi(core: CleanAir, path: Path) -> None:
             f"cleanair: ... and {report.skipped - len(report.first_errors)} more skipped rows",
             file=sys.stderr,
         )
+    if report.imported == 0:
+        print(f"cleanair: no valid row in {escape_nonprintable(path)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 class _Progress:
@@ -663,7 +668,7 @@ def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR
         case "usage", _:
             _print_usage(core.usage_by_label(args.user), args.json)
         case "wifi", "import":
-            _import_wifi(core, args.file)
+            return _import_wifi(core, args.file)
         case "stations", "import":
             return _import_stations(core, args.files, args.locations)
         case "stations", "evaluate":
