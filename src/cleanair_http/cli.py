@@ -752,11 +752,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        _check_database(settings, _command(args))
         if args.command == "serve":
             from cleanair_http.server import serve
 
-            return serve(settings, args.host, args.port, args.workers)
+            # Checked (and the database's folder made) once the port is bound: a busy port
+            # fails before anything is created.
+            return serve(
+                settings,
+                args.host,
+                args.port,
+                args.workers,
+                prepare=lambda: _check_database(settings, "serve"),
+            )
+        _check_database(settings, _command(args))
         if args.command == "worker":
             from cleanair_http.worker import work
 
