@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import attrs
 
@@ -40,8 +40,51 @@ from cleanair_http.terminal import escape_nonprintable
 from cleanair_storage.errors import SchemaTooNew
 
 
+class _Help(argparse.HelpFormatter):
+    """Every option's help ends with its default (a flag's is `off`); an option whose
+    default is None says in its own words what happens without it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or action.required
+            or "default" in text
+            or default is None
+            or default is argparse.SUPPRESS
+        ):
+            return text
+        shown = (
+            {False: "off", True: "on"}.get(default, default)
+            if isinstance(default, bool)
+            else default
+        )
+        # argparse %-formats help: a default holding % must come out as itself.
+        return f"{text} (default: {str(shown).replace('%', '%%')})".lstrip()
+
+
+class _Version(argparse.Action):
+    """`--version`: looked up only when asked, so other commands start no slower."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import version
+
+        print(f"cleanair {version('cleanair')}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse echoes unrecognised arguments verbatim in its usage errors."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         super().error(escape_nonprintable(message))
@@ -101,8 +144,14 @@ def _add_partner_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="issue a partner token: printed once, on stdout; the connection id on stderr",
     )
     issue.add_argument("partner")
-    issue.add_argument("--name", required=True)
-    issue.add_argument("--scope", action="append", required=True, choices=[s.value for s in Scope])
+    issue.add_argument("--name", required=True, help="the connection's name")
+    issue.add_argument(
+        "--scope",
+        action="append",
+        required=True,
+        choices=[s.value for s in Scope],
+        help="a scope the token carries (repeat for more)",
+    )
     partners.add_parser(
         "deactivate", help="deactivate a partner; its tokens stop working at once"
     ).add_argument("partner")
@@ -135,7 +184,7 @@ def _add_station_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--locations",
         type=Path,
         help="a CSV file with the header location_id,location,lat,lon[,station_type,area_type]: "
-        "the stations' names and types",
+        "the stations' names and types (default: none; names from the observation files)",
     )
     stations_sub.add_parser(
         "list", help="every station: id, name, place, types, observations and their span"
@@ -168,10 +217,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Operate cleanair: serve the API and manage users, partners and pairing.",
         epilog="Settings come from CLEANAIR_* environment variables (see README).",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="start the HTTP API")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=_port, default=8000, help="0-65535 (0: any free port)")
     serve.add_argument(
         "--workers",
@@ -192,7 +242,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     add = users.add_parser("add", help="add a user (premium unless --no-premium)")
     add.add_argument("user")
-    add.add_argument("--premium", action=argparse.BooleanOptionalAction, default=True)
+    add.add_argument(
+        "--premium",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the user's premium plan (pairing needs it)",
+    )
     users.add_parser("list", help="every user: name, premium, created")
     premium = users.add_parser("set-premium", help="turn a user's premium plan on or off")
     premium.add_argument("user")
