@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
 
@@ -122,10 +123,23 @@ class CreditsExhausted(TooManyRequests):
 
 
 # 503 -----------------------------------------------------------------------------------------
+#: Seconds a client is asked to wait after a 503 whose cause gives no better guess: long
+#: enough not to hammer a struggling dependency, short enough to notice its recovery.
+RETRY_AFTER_UNAVAILABLE = 5
+
+
 class SourceUnavailable(CleanAirError):
-    """An upstream data source or dependent service did not answer usefully."""
+    """An upstream data source or dependent service did not answer usefully; `retry_after`
+    is whole seconds until trying again makes sense (how long a circuit breaker stays open,
+    or `RETRY_AFTER_UNAVAILABLE`)."""
 
     detail = "A dependent service is unavailable"
+
+    def __init__(
+        self, detail: str | None = None, *, retry_after: float = RETRY_AFTER_UNAVAILABLE
+    ) -> None:
+        super().__init__(detail)
+        self.retry_after = max(1, math.ceil(retry_after))
 
 
 class StoreUnavailable(SourceUnavailable):

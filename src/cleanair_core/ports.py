@@ -11,8 +11,9 @@ Storage (`cleanair_storage` ships in-memory, SQLite and PostgreSQL adapters):
     whose `transaction()` is the unit of work.
 The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
     AirQualitySource, WifiGeolocator, IpLocator, PlaceNamer (air); StreetNetworks and its
-    Router (routes). TrafficIncrements and BackgroundGrid (air) are what `StreetLevelAir`
-    downscales any background source to street level with.
+    Router (routes), UpstreamHealth (a remote source's breaker). TrafficIncrements and
+    BackgroundGrid (air) are what `StreetLevelAir` downscales any background source to
+    street level with.
 Time and work: Clock, and Offload (where CPU-heavy planning runs).
 Monitoring: Metrics (credits charged and refunded, plans finished, upstream requests; the
     default `NO_METRICS` drops them, `cleanair_http` ships a Prometheus adapter).
@@ -37,7 +38,7 @@ from cleanair_core.clock import Clock
 from cleanair_core.credits.attribution import ClientLabelStore
 from cleanair_core.credits.ledger import CreditLedger
 from cleanair_core.credits.rate_limits import RateLimitStore
-from cleanair_core.metrics import Metrics
+from cleanair_core.metrics import Metrics, Upstream
 from cleanair_core.offload import Offload
 from cleanair_core.routes.network import Router, StreetNetworks, StreetNetworkStore
 from cleanair_core.routes.plans import PlanBook, PlanStore
@@ -65,6 +66,7 @@ __all__ = [
     "StreetNetworkStore",
     "StreetNetworks",
     "TrafficIncrements",
+    "UpstreamHealth",
     "WifiGeolocator",
 ]
 
@@ -102,6 +104,18 @@ class Store(
         """Release the store's connections and files; the store is unusable afterwards."""
 
 
+class UpstreamHealth(Protocol):
+    """What a remote source's circuit breaker says of its upstream, for the readiness probe."""
+
+    @property
+    def upstream(self) -> Upstream: ...
+
+    def state(self) -> str:
+        """`closed` (answering), `open` (calls fail at once) or `half-open` (one trial
+        call decides)."""
+        ...
+
+
 @attrs.frozen
 class Sources:
     """Where air quality, Wi-Fi and IP locations, place names and street networks come from.
@@ -116,3 +130,5 @@ class Sources:
     places: PlaceNamer | None = None
     #: The street networks route plans run on; None rejects every plan.
     networks: StreetNetworks | None = None
+    #: The remote sources whose upstream state the readiness probe reports.
+    upstreams: tuple[UpstreamHealth, ...] = ()

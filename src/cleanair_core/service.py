@@ -47,6 +47,7 @@ from cleanair_core.routes.network import NetworkSummary, PlanActivityType, Stree
 from cleanair_core.routes.plans import Plan
 from cleanair_core.use_cases import access, air, credits, health, routes
 from cleanair_core.use_cases.context import Context
+from cleanair_core.use_cases.credits import PoolReport
 from cleanair_core.use_cases.health import Readiness
 
 E = TypeVar("E", bound=StrEnum)
@@ -190,6 +191,15 @@ class CleanAir:
     def usage_by_label(self, user_name: str) -> dict[str, int]:
         """This month's net credits per attribution label for a user."""
         return credits.usage_by_label(self.context, user_name)
+
+    def pool_report(self, user_name: str) -> PoolReport:
+        """A user's quota this month, its grants and its usage per label (support)."""
+        return credits.pool_report(self.context, user_name)
+
+    def grant_credits(self, user_name: str, amount: int, reason: str) -> PoolReport:
+        """Add `amount` credits to a user's pool for this month only, with `reason` in the
+        ledger; the daily burst cap still applies (`cleanair_core.credits.ledger`)."""
+        return credits.grant_credits(self.context, user_name, amount, reason)
 
     def partner_usage_by_label(self, partner_name: str) -> dict[str, int]:
         """This month's net credits per attribution label for a partner's credit pool."""

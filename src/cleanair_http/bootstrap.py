@@ -14,6 +14,7 @@ import logging
 import math
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -29,10 +30,11 @@ from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload
 from cleanair_core.policy import Policy
-from cleanair_core.ports import Sources, Store
+from cleanair_core.ports import Sources, Store, UpstreamHealth
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
+from cleanair_http.network_reload import NetworkReloader
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.settings import (
     SECONDS_PER_DAY,
@@ -137,7 +139,10 @@ def street_networks(settings: Settings, store: Store) -> list[StreetNetwork]:
     if not networks and settings.default_network:
         from cleanair_sources.osm_import import import_network
 
-        network = import_network(DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME)
+        # Whole seconds: every store keeps them exactly, so the reloader's first look at the
+        # stored summaries finds what this process loaded (`network_reload`).
+        now = datetime.now(UTC).replace(microsecond=0)
+        network = import_network(DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME, clock_now=now)
         store.save_network(network)  # several processes starting at once store the same data
         networks = [network]
     return networks
@@ -169,6 +174,9 @@ class Deployment:
         self.observation_source: str | None = None
         #: What the serving process runs for its lifetime (`create_app(background=...)`).
         self.background: list[Background] = []
+        #: What every process with sources runs for its lifetime, each serving process and
+        #: `cleanair worker` alike: the street networks' reloader.
+        self.watchers: list[Background] = []
 
     def in_use(self) -> dict[str, object]:
         """The log fields saying what this deployment works with: the database (without a
@@ -322,24 +330,46 @@ def build_sources(
     networks = street_networks(settings, store)
     background: AirQualitySource
     grid: BackgroundGrid
+    upstreams: tuple[UpstreamHealth, ...] = ()
     if settings.air_quality_source == "open-meteo":
         open_meteo = OpenMeteoSource(
             _http_client(),
             settings.open_meteo_url,
-            timeout=settings.open_meteo_timeout,
+            deadline=settings.open_meteo_timeout,
+            breaker_cooldown=settings.open_meteo_breaker_seconds,
             metrics=metrics,
         )
         deployment.opened("the Open-Meteo client", open_meteo.aclose)
         background = grid = open_meteo
+        upstreams = (open_meteo,)
     else:
         background = grid = EmbeddedModel(gazetteer)
     # Street level over whichever background: inside a loaded network, the traffic of the
-    # roads near a point; elsewhere the background alone.
-    street_level = (
-        street_level_air(background, grid, NetworkIncrements(networks), in_thread)
-        if networks
-        else background
+    # roads near a point; elsewhere the background alone. Wrapped even with no network, so
+    # that one imported later gets its street level too.
+    street_level = street_level_air(background, grid, NetworkIncrements(networks), in_thread)
+    loaded = LoadedNetworks(networks)
+
+    def reloaded(now_loaded: Sequence[StreetNetwork]) -> None:
+        deployment.network_names = tuple(network.name for network in now_loaded)
+
+    reloader = NetworkReloader(
+        store,
+        loaded.replace,
+        NetworkIncrements,
+        street_level,
+        in_thread,
+        started_with=networks,
+        interval=settings.network_check_seconds,
+        on_reload=reloaded,
     )
+
+    async def watch_networks() -> None:
+        import anyio
+
+        await reloader.run(anyio.sleep)
+
+    deployment.watchers.append(watch_networks)
     # Fused with the stored station observations: with none, exactly the street level.
     air = fused_air(
         street_level, store, store_calls=store_calls_for(settings), clock=clock, metrics=metrics
@@ -358,7 +388,12 @@ def build_sources(
     else:
         wifi = LocalWifiGeolocator(store, keys, store_calls_for(settings))
     return Sources(
-        air, wifi, CountryIpLocator(gazetteer), gazetteer, networks=LoadedNetworks(networks)
+        air,
+        wifi,
+        CountryIpLocator(gazetteer),
+        gazetteer,
+        networks=loaded,
+        upstreams=upstreams,
     )
 
 

@@ -11,7 +11,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
+
+import attrs
 
 from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope, format_scopes
@@ -31,14 +33,58 @@ from cleanair_core.air.wifi_location import (
 from cleanair_core.errors import OperatorError, StoreUnavailable
 from cleanair_core.routes.network import validate_network_name
 from cleanair_core.service import CleanAir
+from cleanair_core.use_cases.credits import PoolReport
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_http.terminal import escape_nonprintable
 from cleanair_storage.errors import SchemaTooNew
 
 
+class _Help(argparse.HelpFormatter):
+    """Every option's help ends with its default (a flag's is `off`); an option whose
+    default is None says in its own words what happens without it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or action.required
+            or "default" in text
+            or default is None
+            or default is argparse.SUPPRESS
+        ):
+            return text
+        shown = (
+            {False: "off", True: "on"}.get(default, default)
+            if isinstance(default, bool)
+            else default
+        )
+        # argparse %-formats help: a default holding % must come out as itself.
+        return f"{text} (default: {str(shown).replace('%', '%%')})".lstrip()
+
+
+class _Version(argparse.Action):
+    """`--version`: looked up only when asked, so other commands start no slower."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import version
+
+        print(f"cleanair {version('cleanair')}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse echoes unrecognised arguments verbatim in its usage errors."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         super().error(escape_nonprintable(message))
@@ -62,6 +108,13 @@ def _port(raw: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError("must be between 0 and 65535")
     return value
+
+
+def _whole_number(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number") from None
 
 
 def _observed_pollutant(raw: str) -> Pollutant:
@@ -91,8 +144,14 @@ def _add_partner_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="issue a partner token: printed once, on stdout; the connection id on stderr",
     )
     issue.add_argument("partner")
-    issue.add_argument("--name", required=True)
-    issue.add_argument("--scope", action="append", required=True, choices=[s.value for s in Scope])
+    issue.add_argument("--name", required=True, help="the connection's name")
+    issue.add_argument(
+        "--scope",
+        action="append",
+        required=True,
+        choices=[s.value for s in Scope],
+        help="a scope the token carries (repeat for more)",
+    )
     partners.add_parser(
         "deactivate", help="deactivate a partner; its tokens stop working at once"
     ).add_argument("partner")
@@ -125,7 +184,7 @@ def _add_station_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--locations",
         type=Path,
         help="a CSV file with the header location_id,location,lat,lon[,station_type,area_type]: "
-        "the stations' names and types",
+        "the stations' names and types (default: none; names from the observation files)",
     )
     stations_sub.add_parser(
         "list", help="every station: id, name, place, types, observations and their span"
@@ -158,10 +217,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Operate cleanair: serve the API and manage users, partners and pairing.",
         epilog="Settings come from CLEANAIR_* environment variables (see README).",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="start the HTTP API")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=_port, default=8000, help="0-65535 (0: any free port)")
     serve.add_argument(
         "--workers",
@@ -182,7 +242,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     add = users.add_parser("add", help="add a user (premium unless --no-premium)")
     add.add_argument("user")
-    add.add_argument("--premium", action=argparse.BooleanOptionalAction, default=True)
+    add.add_argument(
+        "--premium",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the user's premium plan (pairing needs it)",
+    )
     users.add_parser("list", help="every user: name, premium, created")
     premium = users.add_parser("set-premium", help="turn a user's premium plan on or off")
     premium.add_argument("user")
@@ -202,6 +267,22 @@ def _parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION"
     )
     clients.add_parser("add", help="recognise a client label").add_argument("label")
+
+    credits = sub.add_parser("credits", help="see or adjust a user's credit pool (support)")
+    credits_sub = credits.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = credits_sub.add_parser(
+        "show", help="a user's quota this month (as GET /v1/quota says it), grants, usage"
+    )
+    show.add_argument("user")
+    show.add_argument("--json", action="store_true", help="print it as one JSON object")
+    grant = credits_sub.add_parser(
+        "grant",
+        help="add N credits to a user's pool for this month only, recorded in the ledger "
+        "with the reason; the daily burst cap still applies",
+    )
+    grant.add_argument("user")
+    grant.add_argument("credits", type=_whole_number, metavar="N")
+    grant.add_argument("--reason", required=True, help="why (kept in the ledger)")
 
     usage = sub.add_parser("usage", help="this month's credits by attribution label")
     usage.add_argument("user")
@@ -235,8 +316,9 @@ def _when(value: object) -> str:
     return "-" if value is None else value.isoformat(timespec="seconds")  # type: ignore[attr-defined]
 
 
-def _import_wifi(core: CleanAir, path: Path) -> None:
-    """Stream `path` into the store in batches; progress and skipped rows go to stderr."""
+def _import_wifi(core: CleanAir, path: Path) -> int:
+    """Stream `path` into the store in batches; progress and skipped rows go to stderr. Exit
+    status 1 when no row was valid: a wrong file, or a wrong column, is not a success."""
     report = ImportReport()
 
     def progress(done: ImportReport) -> None:
@@ -273,6 +355,10 @@ def _import_wifi(core: CleanAir, path: Path) -> None:
             f"cleanair: ... and {report.skipped - len(report.first_errors)} more skipped rows",
             file=sys.stderr,
         )
+    if report.imported == 0:
+        print(f"cleanair: no valid row in {escape_nonprintable(path)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 class _Progress:
@@ -530,6 +616,36 @@ def _print_usage(usage: dict[str, int], as_json: bool) -> None:
             print(f"{escape_nonprintable(label)}\t{credits}")
 
 
+def _print_pool(report: PoolReport, as_json: bool) -> None:
+    quota = report.quota
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "quota": attrs.asdict(quota),
+                    "grants": [
+                        {"credits": g.amount, "at": _when(g.at), "reason": g.reason}
+                        for g in report.grants
+                    ],
+                    "usage": report.by_label,
+                },
+                sort_keys=True,
+            )
+        )
+        return
+    granted = sum(g.amount for g in report.grants)
+    print(f"month\tused {quota.used}\tlimit {quota.limit}\tremaining {quota.remaining}")
+    print(
+        f"day\tused {quota.daily_used}\tlimit {quota.daily_limit}"
+        f"\tremaining {quota.daily_remaining}"
+    )
+    print(f"granted this month\t{granted}")
+    for g in report.grants:
+        print(f"grant\t{g.amount}\t{_when(g.at)}\t{escape_nonprintable(g.reason or '')}")
+    for label, used in sorted(report.by_label.items()):
+        print(f"usage\t{escape_nonprintable(label)}\t{used}")
+
+
 def _connection_id(raw: str) -> uuid.UUID:
     try:
         return uuid.UUID(raw)
@@ -596,10 +712,18 @@ def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR
         case "clients", "add":
             core.add_client_label(args.label)
             print(f"recognised client label {escape_nonprintable(args.label)}")
+        case "credits", "show":
+            _print_pool(core.pool_report(args.user), args.json)
+        case "credits", "grant":
+            report = core.grant_credits(args.user, args.credits, args.reason)
+            print(
+                f"granted {args.credits} credits to {escape_nonprintable(args.user)} for this "
+                f"month: limit {report.quota.limit}, remaining {report.quota.remaining}"
+            )
         case "usage", _:
             _print_usage(core.usage_by_label(args.user), args.json)
         case "wifi", "import":
-            _import_wifi(core, args.file)
+            return _import_wifi(core, args.file)
         case "stations", "import":
             return _import_stations(core, args.files, args.locations)
         case "stations", "evaluate":
@@ -683,11 +807,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        _check_database(settings, _command(args))
         if args.command == "serve":
             from cleanair_http.server import serve
 
-            return serve(settings, args.host, args.port, args.workers)
+            # Checked (and the database's folder made) once the port is bound: a busy port
+            # fails before anything is created.
+            return serve(
+                settings,
+                args.host,
+                args.port,
+                args.workers,
+                prepare=lambda: _check_database(settings, "serve"),
+            )
+        _check_database(settings, _command(args))
         if args.command == "worker":
             from cleanair_http.worker import work
 

@@ -65,6 +65,9 @@ def core_error(request: Request[Any, Any, Any], exc: CleanAirError) -> Response[
         metrics = getattr(request.app.state, "metrics", None)
         if metrics is not None:  # every 429 of the API passes here, whoever raised it
             metrics.too_many_requests(exc.limit)
+    if isinstance(exc, SourceUnavailable):
+        # A client (or a proxy) that waits this long finds an open breaker half-open.
+        headers["Retry-After"] = str(exc.retry_after)
     if isinstance(exc, NotAuthenticated):
         headers["WWW-Authenticate"] = 'Bearer realm="cleanair"'
     return _error(status, exc.detail, headers)

@@ -156,6 +156,12 @@ RETRY_AFTER = OpenAPIHeader(
     required=True,
     schema=Schema(type=OpenAPIType.INTEGER, minimum=0),
 )
+RETRY_AFTER_UNAVAILABLE = OpenAPIHeader(
+    description="Seconds until trying again makes sense: while an upstream's circuit breaker "
+    "is open, until it lets a call through; otherwise a few seconds",
+    required=True,
+    schema=Schema(type=OpenAPIType.INTEGER, minimum=1),
+)
 
 #: Example bodies, by the name of the request's schema (its struct).
 REQUEST_EXAMPLES: dict[str, dict[str, Example]] = {
@@ -231,7 +237,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Example]] = {
 
 def finish_document(app: Litestar) -> None:
     """What Litestar cannot be told where the endpoints are declared: the 400s it documents
-    for every body (ours answer 422) go, every 429 declares Retry-After, each request body
+    for every body (ours answer 422) go, every 429 and 503 declares Retry-After, each request body
     gets examples, each enumeration the contract's description."""
     schema = app.openapi_schema
     for path_item in (schema.paths or {}).values():
@@ -258,6 +264,11 @@ def _finish_operation(operation: Operation) -> None:
             del operation.responses[status]  # type: ignore[union-attr]
         elif status == "429":
             response.headers = {**(response.headers or {}), "Retry-After": RETRY_AFTER}
+        elif status == "503":
+            response.headers = {
+                **(response.headers or {}),
+                "Retry-After": RETRY_AFTER_UNAVAILABLE,
+            }
     body = operation.request_body
     if not isinstance(body, RequestBody):
         return

@@ -64,7 +64,13 @@ class Connection(msgspec.Struct):
 
 class Quota(msgspec.Struct):
     used: Annotated[int, msgspec.Meta(description="Credits used this month (UTC)")]
-    limit: Annotated[int, msgspec.Meta(description="The monthly pool's size, in credits")]
+    limit: Annotated[
+        int,
+        msgspec.Meta(
+            description="This month's pool size, in credits: the monthly pool plus any "
+            "credits support granted for this month"
+        ),
+    ]
     remaining: Annotated[int, msgspec.Meta(description="Credits remaining this month")]
     daily_used: Annotated[int, msgspec.Meta(description="Credits used today (UTC)")]
     daily_limit: Annotated[int, msgspec.Meta(description="The daily burst cap, in credits")]

@@ -41,21 +41,35 @@ from cleanair_http.terminal import cannot_listen, escape_nonprintable
 log = logging.getLogger("cleanair")
 
 
-def serve(settings: Settings, host: str, port: int, workers: int = 1) -> int:
-    """Serve the API on `host:port` in `workers` processes; the exit status."""
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    workers: int = 1,
+    *,
+    prepare: Callable[[], None] | None = None,
+) -> int:
+    """Serve the API on `host:port` in `workers` processes; the exit status. `prepare` runs
+    once the port is bound, before anything is opened (the CLI's database check, which may
+    create the database's folder): a port in use fails first, having made nothing."""
     configure_logging(settings.log_level, settings.access_log)
     if settings.metrics_port == port:
         return cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
-    if workers == 1:
-        # Bound here, not by uvicorn: a port in use is then one line and exit 1, where
-        # uvicorn logs it among its start-up lines and exits 3 ("try again" in our codes).
-        try:
-            listening = listening_socket(host, port)
-        except OSError as exc:
-            return cannot_listen(host, port, exc)
-        return _serve(settings, host, port, listening, announce=True, polls_observations=True)
-    with _shared_metrics(settings):
-        return _serve_processes(settings, host, port, workers)
+    # Bound here, not by uvicorn: a port in use is then one line and exit 1, where uvicorn
+    # logs it among its start-up lines and exits 3 ("try again" in our codes).
+    try:
+        listening = listening_socket(host, port)
+    except OSError as exc:  # in use, or not an address of this machine
+        return cannot_listen(host, port, exc)
+    try:
+        if prepare is not None:
+            prepare()
+        if workers == 1:
+            return _serve(settings, host, port, listening, announce=True, polls_observations=True)
+        with _shared_metrics(settings):
+            return _serve_processes(settings, host, listening, workers)
+    finally:
+        listening.close()
 
 
 @contextlib.contextmanager
@@ -87,16 +101,13 @@ def _metrics_port(settings: Settings) -> Callable[[], None] | None:
     return serve_metrics(settings.metrics_host, settings.metrics_port)
 
 
-def _serve_processes(settings: Settings, host: str, port: int, workers: int) -> int:
-    """`serve` with `workers` > 1: the socket bound here, shared by forked processes."""
+def _serve_processes(settings: Settings, host: str, listening: socket.socket, workers: int) -> int:
+    """`serve` with `workers` > 1: `listening` shared by forked processes."""
     # Open (and close) the deployment here first: a bad database or key is then one clear
     # error from this command, not N from its processes. Nothing stays open across the fork.
     open_deployment(settings, with_sources=False).close()
-    try:
-        listening = listening_socket(host, port)
-    except OSError as exc:  # in use, or not an address of this machine: as one process says
-        return cannot_listen(host, port, exc)
-    _banner(settings, host, listening.getsockname()[1], workers=workers)
+    port = listening.getsockname()[1]
+    _banner(settings, host, port, workers=workers)
     children: list[int] = []
     for index in range(workers):
         pid = os.fork()
@@ -198,7 +209,7 @@ def _serve(
         settings,
         on_shutdown=[deployment.aclose],
         plan_wakeups=deployment.plan_wakeups,
-        background=deployment.background,
+        background=[*deployment.background, *deployment.watchers],
     )
     stop_metrics = None
     if announce:  # alone, so the metrics port (if any) is this process's own

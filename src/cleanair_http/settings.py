@@ -222,6 +222,30 @@ def _url(raw: str) -> str:
     return url
 
 
+def _origins(raw: str) -> tuple[str, ...]:
+    """Browser origins, exactly as a browser sends them: `scheme://host[:port]`, no path."""
+    origins = []
+    for part in raw.split(","):
+        origin = part.strip()
+        if not origin:
+            continue
+        scheme, sep, host = origin.partition("://")
+        if (
+            scheme not in ("http", "https")
+            or not sep
+            or not host
+            or any(c in host for c in "/?#*@ ")
+            or origin != origin.lower()
+        ):
+            # Echoing the entry is safe: it is the operator's own configuration, not a secret.
+            raise ValueError(
+                f"{origin!r} is not an origin: write each as scheme://host[:port] in lower "
+                "case, with no path and no wildcard"
+            )
+        origins.append(origin)
+    return tuple(origins)
+
+
 def _box(raw: str) -> Box:
     parts = raw.split(",")
     try:
@@ -379,6 +403,14 @@ class Settings:
         (),
         help="addresses/networks whose `X-Forwarded-For` is believed",
     )
+    cors_allow_origins: tuple[str, ...] = _setting(
+        "CLEANAIR_CORS_ALLOW_ORIGINS",
+        _origins,
+        (),
+        help="comma-separated origins (`https://app.example`) whose browser apps may call the "
+        "API: preflights are answered, `Authorization` is allowed and `Retry-After` readable; "
+        "empty allows none ([docs/deployment.md](docs/deployment.md#browser-apps-cors))",
+    )
     log_level: str = _setting(
         "CLEANAIR_LOG_LEVEL",
         _log_level,
@@ -407,11 +439,19 @@ class Settings:
     open_meteo_timeout: float = _setting(
         "CLEANAIR_OPEN_METEO_TIMEOUT",
         _seconds,
-        10.0,
+        5.0,
         bounds=_TIMEOUT,
-        help="seconds per upstream request, {bounds}; timeouts, network errors, 429 and 5xx "
-        "are retried twice (0.5 s, 1 s backoff), so an outage answers 503 after at most about "
-        "3 × timeout + 1.5 s",  # noqa: RUF001 (the README's multiplication sign)
+        help="seconds ({bounds}) one upstream call may take, its retries included (timeouts, "
+        "network errors, 429 and 5xx are retried twice, 0.5 s then 1 s apart, while time is "
+        "left): an upstream that never answers costs a request this long, then 503",
+    )
+    open_meteo_breaker_seconds: float = _setting(
+        "CLEANAIR_OPEN_METEO_BREAKER_SECONDS",
+        _seconds,
+        30.0,
+        bounds=Bounds(1, 3600, "seconds"),
+        help="after 3 failed upstream calls in a row, Open-Meteo calls answer 503 at once "
+        "(with `Retry-After`) for this long ({bounds}); then one call tries the upstream again",
     )
     wifi_geolocator: str = _setting(
         "CLEANAIR_WIFI_GEOLOCATOR",
@@ -512,6 +552,14 @@ class Settings:
         bounds=Bounds(0, 36_500, "days"),
         help="station observations are pruned this long ({bounds}) after their hour ends, by "
         "every API process once an hour and by `cleanair stations prune`; 0 keeps them for ever",
+    )
+    network_check_seconds: float = _setting(
+        "CLEANAIR_NETWORK_CHECK_SECONDS",
+        _seconds,
+        5.0,
+        bounds=Bounds(1, 3600, "seconds"),
+        help="seconds ({bounds}) between each process's look at the stored street networks: "
+        "one imported or deleted with the CLI is loaded (in a thread) without a restart",
     )
     default_network: bool = _setting(
         "CLEANAIR_DEFAULT_NETWORK",

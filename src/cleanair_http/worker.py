@@ -56,13 +56,17 @@ def _work(settings: Settings, concurrency: int) -> int:
         )
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             log.info("plan worker started", extra={"runners": concurrency, **deployment.in_use()})
-            async with worker.running():
-                async for received in signals:
-                    log.info("plan worker stopping", extra={"signal": received.name})
-                    # Plans in progress are handed back now, without waiting for a path
-                    # search still running in its thread.
-                    await worker.stop()
-                    break
+            async with anyio.create_task_group() as watching:
+                for watch in deployment.watchers:  # networks imported meanwhile
+                    watching.start_soon(watch)
+                async with worker.running():
+                    async for received in signals:
+                        log.info("plan worker stopping", extra={"signal": received.name})
+                        # Plans in progress are handed back now, without waiting for a path
+                        # search still running in its thread.
+                        await worker.stop()
+                        break
+                watching.cancel_scope.cancel()
         await deployment.aclose()
 
     try:

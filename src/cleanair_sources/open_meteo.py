@@ -42,6 +42,16 @@ request) with comma-separated `latitude`/`longitude` lists, `timeformat=unixtime
 `timezone=GMT`, and `start_date`/`end_date` covering the UTC dates of the hours needed. Every
 hour of the fetched dates is cached per cell until `cache_ttl` seconds after the fetch (on the
 injected monotonic clock); an hour absent from the answer is cached as unknown (all None).
+
+Deadline and circuit breaker
+----------------------------
+One upstream call (all its attempts and the backoffs between them) has `deadline` seconds
+(on the event loop's clock, the request's own timeouts included): an upstream that accepts
+connections and never answers costs a request that long, not attempts x timeout plus backoff.
+A backoff that would end past the deadline is not waited. Failed calls feed a
+`CircuitBreaker`: after `breaker_failures` in a row, every call fails at once (503 with
+`Retry-After`) for `breaker_cooldown` seconds, then one trial call decides whether it closes.
+
 Coordinates are personal data: nothing here logs them or a request URL above DEBUG. Note that
 httpx itself logs every request URL at INFO on the "httpx" logger; whoever configures logging
 should raise that logger to WARNING.
@@ -67,6 +77,7 @@ from cleanair_core.air.street_level import GridCell as StreetGridCell
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.metrics import NO_METRICS, Metrics, Upstream
+from cleanair_sources.circuit_breaker import BreakerState, CircuitBreaker
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -100,6 +111,8 @@ _EUROPE_STEP = 10
 _GLOBAL_STEP = 40
 
 _log = logging.getLogger("cleanair.sources.open_meteo")
+#: How logs name this upstream.
+LABEL = "Open-Meteo air quality"
 
 _Values = tuple[float | None, ...]  # one entry per HOURLY_VARIABLES, in that order
 _Key = tuple["GridCell", int]  # (cell, UTC hour as unix seconds)
@@ -170,6 +183,14 @@ class _Malformed(Exception):
     """The body was not the documented Open-Meteo answer; carries no data (it could leak)."""
 
 
+class _Unavailable(SourceUnavailable):
+    """A failed call, with its `cause` for the breaker's log: a fixed phrase, never data."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__()
+        self.cause = cause
+
+
 class OpenMeteoSource:
     """Hourly CAMS concentrations from Open-Meteo's air-quality API, cached per grid cell."""
 
@@ -180,7 +201,7 @@ class OpenMeteoSource:
         client: httpx.AsyncClient,
         base_url: str = DEFAULT_BASE_URL,
         *,
-        timeout: float = 10.0,
+        deadline: float = 5.0,
         retries: int = 2,
         backoff: float = 0.5,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -189,9 +210,13 @@ class OpenMeteoSource:
         cache_size: int = 200_000,
         max_locations_per_request: int = 100,
         metrics: Metrics = NO_METRICS,
+        breaker_failures: int = 3,
+        breaker_cooldown: float = 30.0,
     ) -> None:
         """`metrics` hears of every HTTP request: its time (on `monotonic`) and whether it
-        failed."""
+        failed. `deadline` bounds each upstream call, retries included (module docstring)."""
+        if deadline <= 0:
+            raise ValueError("deadline must be > 0")
         if retries < 0:
             raise ValueError("retries must be >= 0")
         if cache_size < 0:
@@ -200,7 +225,7 @@ class OpenMeteoSource:
             raise ValueError("max_locations_per_request must be >= 1")
         self._client = client
         self._url = base_url.rstrip("/") + PATH
-        self._timeout = httpx.Timeout(timeout)
+        self._deadline = deadline
         self._retries = retries
         self._backoff = backoff
         self._sleep = sleep
@@ -211,6 +236,21 @@ class OpenMeteoSource:
         self._metrics = metrics
         # (cell, hour) -> (expires at, values); least recently used first.
         self._cache: OrderedDict[_Key, tuple[float, _Values]] = OrderedDict()
+        self.breaker = CircuitBreaker(
+            Upstream.OPEN_METEO,
+            LABEL,
+            failures=breaker_failures,
+            cooldown=breaker_cooldown,
+            monotonic=monotonic,
+        )
+
+    @property
+    def upstream(self) -> Upstream:
+        return Upstream.OPEN_METEO
+
+    def state(self) -> BreakerState:
+        """The breaker's state, for the readiness probe."""
+        return self.breaker.state
 
     def cell_of(self, lat: float, lon: float) -> StreetGridCell:
         """The area of the CAMS cell a point's value comes from (see `snap`): the street-level
@@ -282,14 +322,15 @@ class OpenMeteoSource:
             "end_date": last.isoformat(),
             "domains": "auto",
         }
-        payload, seconds = await self._get(params)
-        try:
-            answers = _parse(payload, len(cells))
-        except _Malformed as exc:
-            _log.warning("Open-Meteo air quality: unexpected response shape (%s)", exc)
-            self._metrics.upstream_request(Upstream.OPEN_METEO, seconds, failed=True)
-            raise SourceUnavailable from None
-        self._metrics.upstream_request(Upstream.OPEN_METEO, seconds, failed=False)
+        with self.breaker.call():
+            payload, seconds = await self._get(params)
+            try:
+                answers = _parse(payload, len(cells))
+            except _Malformed as exc:
+                _warn("unexpected response shape (%s)", "malformed answer", exc)
+                self._metrics.upstream_request(Upstream.OPEN_METEO, seconds, failed=True)
+                raise _Unavailable("malformed answer") from None
+            self._metrics.upstream_request(Upstream.OPEN_METEO, seconds, failed=False)
 
         range_start = int(datetime(first.year, first.month, first.day, tzinfo=UTC).timestamp())
         range_end = range_start + ((last - first).days + 1) * DAY
@@ -300,56 +341,81 @@ class OpenMeteoSource:
         return fetched
 
     async def _get(self, params: dict[str, str]) -> tuple[Any, float]:
-        """The JSON answer and the seconds its request took. Every failed attempt is told
-        to the metrics here; the caller tells of the answered one once it has read it."""
+        """The JSON answer and the seconds its request took, within the deadline. Every
+        failed attempt is told to the metrics here; the caller tells of the answered one
+        once it has read it."""
         attempts = 1 + self._retries
+        loop = asyncio.get_running_loop()
+        # The loop's clock, not the injected one: the deadline cancels real waits.
+        ends = loop.time() + self._deadline
+        cause = "no attempt"
+        made = 0
         for attempt in range(1, attempts + 1):
             if attempt > 1:
-                await self._sleep(self._backoff * 2 ** (attempt - 2))
+                delay = self._backoff * 2 ** (attempt - 2)
+                if loop.time() + delay >= ends:
+                    break
+                await self._sleep(delay)
+            left = ends - loop.time()
+            if left <= 0:
+                break
             started = self._monotonic()
+            made = attempt
             try:
-                response = await self._client.get(self._url, params=params, timeout=self._timeout)
-            except httpx.TransportError as exc:  # includes every httpx.TimeoutException
+                async with asyncio.timeout(left):
+                    response = await self._client.get(
+                        self._url, params=params, timeout=httpx.Timeout(left)
+                    )
+            except (TimeoutError, httpx.TransportError) as exc:  # every httpx timeout too
                 self._failed(started)
-                _log.warning(
-                    "Open-Meteo air quality: %s (attempt %d of %d)",
-                    type(exc).__name__,
-                    attempt,
-                    attempts,
-                )
+                cause = "deadline passed" if isinstance(exc, TimeoutError) else type(exc).__name__
+                _warn("%s (attempt %d of %d)", cause, cause, attempt, attempts)
                 continue
             except httpx.HTTPError as exc:
                 self._failed(started)
-                _log.warning("Open-Meteo air quality: %s, not retried", type(exc).__name__)
-                raise SourceUnavailable from None
+                cause = type(exc).__name__
+                _warn("%s, not retried", cause, cause)
+                raise _Unavailable(cause) from None
 
             status = response.status_code
             if status != 200:
                 self._failed(started)
+                cause = f"HTTP {status}"
             if status == 429 or status >= 500:
-                _log.warning(
-                    "Open-Meteo air quality: HTTP %d (attempt %d of %d)", status, attempt, attempts
-                )
+                _warn("HTTP %d (attempt %d of %d)", cause, status, attempt, attempts)
                 continue
             if status != 200:
                 # The reason may quote the request's coordinates, so only DEBUG sees it.
-                _log.warning("Open-Meteo air quality: HTTP %d, not retried", status)
+                _warn("HTTP %d, not retried", cause, status)
                 _log.debug("Open-Meteo air quality error body: %s", response.text[:500])
-                raise SourceUnavailable
+                raise _Unavailable(cause)
             try:
                 return response.json(), self._monotonic() - started
             except ValueError:
                 self._failed(started)
-                _log.warning("Open-Meteo air quality: response is not JSON")
-                raise SourceUnavailable from None
+                _warn("response is not JSON", "not JSON")
+                raise _Unavailable("not JSON") from None
 
-        _log.warning("Open-Meteo air quality: giving up after %d attempts", attempts)
-        raise SourceUnavailable
+        _warn(
+            "giving up after %d attempts within the %g s deadline (%s)",
+            cause,
+            made,
+            self._deadline,
+            cause,
+        )
+        raise _Unavailable(cause)
 
     def _failed(self, started: float) -> None:
         self._metrics.upstream_request(
             Upstream.OPEN_METEO, self._monotonic() - started, failed=True
         )
+
+
+def _warn(message: str, cause: str, *args: object) -> None:
+    """A warning naming the upstream and the cause, in the text and as fields."""
+    _log.warning(
+        f"{LABEL}: {message}", *args, extra={"upstream": Upstream.OPEN_METEO.value, "cause": cause}
+    )
 
 
 # Parsing ----------------------------------------------------------------------------------

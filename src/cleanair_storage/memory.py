@@ -37,12 +37,15 @@ from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import (
+    GRANT_CONNECTION,
+    GRANT_LABEL,
     CreditLimits,
     Debit,
     LedgerEntry,
     Usage,
     check_fits,
     day_key,
+    grant_window,
     month_key,
     window_keys,
     windows_at,
@@ -229,7 +232,7 @@ class MemoryStore:
             if entry_id in self._refunded:
                 return None
             original = next((e for e in self._entries if e.id == entry_id), None)
-            if original is None or original.reverses is not None:
+            if original is None or original.reverses is not None or original.is_grant:
                 return None
             self._refunded.add(entry_id)
             self._holds.pop(entry_id, None)
@@ -284,19 +287,38 @@ class MemoryStore:
             self._windows[(pool, key)] += amount
         return entry
 
+    def grant(self, pool: str, amount: int, reason: str, at: datetime) -> LedgerEntry:
+        with self._lock:
+            month = month_key(at)
+            entry = LedgerEntry(
+                len(self._entries) + 1,
+                pool,
+                GRANT_CONNECTION,
+                GRANT_LABEL,
+                amount,
+                at,
+                month,
+                day_key(at),
+                reason=reason,
+            )
+            self._entries.append(entry)
+            self._windows[(pool, grant_window(month))] += amount
+            return entry
+
     def usage(self, pool: str, at: datetime) -> Usage:
         month_window, day_window = windows_at(at)
         with self._lock:
             return Usage(
                 month=self._windows.get((pool, month_window), 0),
                 day=self._windows.get((pool, day_window), 0),
+                granted=self._windows.get((pool, grant_window(month_key(at))), 0),
             )
 
     def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
         totals: defaultdict[str, int] = defaultdict(int)
         with self._lock:
             for entry in self._entries:
-                if entry.pool == pool and entry.month == month:
+                if entry.pool == pool and entry.month == month and not entry.is_grant:
                     totals[entry.label] += entry.amount
         return dict(totals)
 

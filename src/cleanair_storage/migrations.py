@@ -330,3 +330,10 @@ def m009_street_names(db: Database) -> None:
     # NULL and load without names until imported again.
     db.execute("ALTER TABLE street_networks ADD COLUMN edge_name BLOB")
     db.execute("ALTER TABLE street_networks ADD COLUMN street_names BLOB")
+
+
+@_migration
+def m010_credit_grants(db: Database) -> None:
+    # An operator's grant is a ledger entry with its reason (NULL for every other entry);
+    # it counts in the pool's grant window of credit_windows ("g" + month), never as usage.
+    db.execute("ALTER TABLE ledger ADD COLUMN reason TEXT")

@@ -112,6 +112,8 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         self.directory = Path(tempfile.mkdtemp(prefix="cleanair-ledger-"))
         self.durable = self.open_durable(self.directory)
         self.model: dict[int, ModelEntry] = {}
+        #: Operators' grants: (pool, credits, when).
+        self.grants: list[tuple[str, int, datetime]] = []
 
     def teardown(self) -> None:
         self.memory.close()
@@ -125,6 +127,9 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         month = sum(e.amount for e in live if month_of(e.at) == month_of(at))
         day = sum(e.amount for e in live if day_of(e.at) == day_of(at))
         return month, day
+
+    def model_granted(self, pool: str, at: datetime) -> int:
+        return sum(n for p, n, when in self.grants if p == pool and month_of(when) == month_of(at))
 
     # -- rules ------------------------------------------------------------------------------
 
@@ -153,7 +158,7 @@ class CreditLedgerMachine(RuleBasedStateMachine):
                 outcomes.append(exc)
         from_memory, from_durable = outcomes
 
-        if month_used + amount > MONTHLY:
+        if month_used + amount > MONTHLY + self.model_granted(pool, now):
             expected_retry: int | None = whole_seconds_until(now, next_month_start(now))
         elif day_used + amount > DAILY:
             expected_retry = whole_seconds_until(now, next_day_start(now))
@@ -172,11 +177,26 @@ class CreditLedgerMachine(RuleBasedStateMachine):
             assert (entry.pool, entry.amount, entry.label, entry.at) == (pool, amount, label, now)
             assert entry.reverses is None
             usage = (self.memory if entry is from_memory else self.durable).usage(pool, now)
-            assert usage.month <= MONTHLY
+            assert usage.month <= MONTHLY + usage.granted
             assert usage.day <= DAILY
         key = len(self.model)
         self.model[key] = ModelEntry(pool, amount, now, label, hold_until=hold_until)
         return Granted(key, from_memory.id, from_durable.id)
+
+    @rule(pool=st.sampled_from(POOLS), amount=st.integers(min_value=1, max_value=40))
+    def grant(self, pool: str, amount: int) -> None:
+        now = self.clock.now()
+        for store in (self.memory, self.durable):
+            entry = store.grant(pool, amount, "support ticket", now)
+            assert (entry.amount, entry.reason, entry.at, entry.is_grant) == (
+                amount,
+                "support ticket",
+                now,
+                True,
+            )
+            # A grant is never reversed.
+            assert store.refund(entry.id, now) is None
+        self.grants.append((pool, amount, now))
 
     @rule(granted=granted)
     def confirm(self, granted: Granted) -> None:
@@ -271,8 +291,12 @@ class CreditLedgerMachine(RuleBasedStateMachine):
             for pool in POOLS:
                 entries = store.entries(pool)
                 by_id = {e.id: e for e in entries}
-                month = day = 0
+                month = day = granted = 0
                 for entry in entries:
+                    if entry.is_grant:
+                        if month_of(entry.at) == month_of(now):
+                            granted += entry.amount
+                        continue
                     counted_at = window_instant(entry, by_id)
                     assert entry.month == f"{counted_at.year:04d}-{counted_at.month:02d}"
                     assert entry.day == counted_at.date().isoformat()
@@ -281,9 +305,10 @@ class CreditLedgerMachine(RuleBasedStateMachine):
                         if day_of(counted_at) == day_of(now):
                             day += entry.amount
                 usage = store.usage(pool, now)
-                assert (usage.month, usage.day) == (month, day)
+                assert (usage.month, usage.day, usage.granted) == (month, day, granted)
                 assert (usage.month, usage.day) == self.model_usage(pool, now)
-                assert 0 <= usage.day <= usage.month <= MONTHLY
+                assert usage.granted == self.model_granted(pool, now)
+                assert 0 <= usage.day <= usage.month <= MONTHLY + usage.granted
                 assert usage.day <= DAILY
 
     @invariant()
@@ -291,8 +316,8 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         for pool in POOLS:
             memory = self.memory.entries(pool)
             sqlite = self.durable.entries(pool)
-            assert [(e.amount, e.at, e.label, e.month, e.day) for e in memory] == [
-                (e.amount, e.at, e.label, e.month, e.day) for e in sqlite
+            assert [(e.amount, e.at, e.label, e.month, e.day, e.reason) for e in memory] == [
+                (e.amount, e.at, e.label, e.month, e.day, e.reason) for e in sqlite
             ]
             for month in {e.month for e in memory}:
                 assert self.memory.usage_by_label(pool, month) == self.durable.usage_by_label(

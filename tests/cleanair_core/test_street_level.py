@@ -175,3 +175,30 @@ def test_street_level_air_downscales_inside_networks_and_leaves_the_rest_alone()
 def test_street_level_air_answers_an_empty_batch() -> None:
     base = ConstantBackground()
     assert asyncio.run(StreetLevelAir(base, base, EastwardTraffic()).concentrations([])) == []
+
+
+class NoTraffic:
+    """Networks that cover nothing: the background everywhere."""
+
+    def at(self, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
+        return np.full((lats.size, 4), np.nan)
+
+    def cell_mean(self, cell: GridCell) -> np.ndarray | None:
+        return None
+
+
+def test_replaced_increments_are_used_with_their_own_cell_means() -> None:
+    base, before, after = ConstantBackground(), EastwardTraffic(), EastwardTraffic()
+    air = StreetLevelAir(base, base, NoTraffic())
+    sample = Sample(Point(60.05, 24.05), datetime(2026, 11, 24, 7, tzinfo=UTC))
+    (plain,) = asyncio.run(air.concentrations([sample]))
+    assert plain == background()
+
+    air.replace_increments(before)  # a network imported here
+    (downscaled,) = asyncio.run(air.concentrations([sample]))
+    assert downscaled != background()
+    air.replace_increments(after)  # and imported again
+    asyncio.run(air.concentrations([sample]))
+
+    # The cell's mean is computed again from the new increments, not kept from the old.
+    assert (len(before.cells), len(after.cells)) == (1, 1)

@@ -14,6 +14,7 @@ from cleanair_core import CleanAir, ManualClock, Policy
 from cleanair_core.access.scopes import Scope as ApiScope
 from cleanair_core.air.score import clean_air_score
 from cleanair_core.credits.ledger import Billable, CreditLimits
+from cleanair_core.errors import RETRY_AFTER_UNAVAILABLE, SourceUnavailable
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_http.settings import Settings
@@ -209,7 +210,17 @@ def test_an_unavailable_source_is_503_and_free(
     response = client.post(SCORE, json={"lat": 1, "lon": 2}, headers=bearer(token))
     assert response.status_code == 503
     assert response.json()["detail"]
+    assert response.headers["Retry-After"] == str(RETRY_AFTER_UNAVAILABLE)
     assert used(client, token) == 0
+
+
+def test_a_503_says_when_an_open_breaker_lets_calls_through_again(
+    client: Client, token: str, source: FakeSource
+) -> None:
+    source.fail = True
+    source.error = SourceUnavailable(retry_after=16.2)  # what an open breaker raises
+    response = client.post(SCORE, json={"lat": 1, "lon": 2}, headers=bearer(token))
+    assert (response.status_code, response.headers["Retry-After"]) == (503, "17")
 
 
 def test_exhausted_credits_are_429_with_retry_after(

@@ -12,8 +12,10 @@ import pytest
 
 from cleanair_core.access.accounts import User
 from cleanair_core.air.fused_air import FusedAir
+from cleanair_core.air.quality_source import Sample
 from cleanair_core.air.street_level import StreetLevelAir
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
+from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_http.bootstrap import Deployment, build_sources, open_deployment
 from cleanair_http.settings import Settings, SettingsError
@@ -67,7 +69,14 @@ def test_without_a_street_network_the_background_source_applies_alone() -> None:
     settings = Settings.from_env({"CLEANAIR_DEFAULT_NETWORK": "false"})
     sources = build_sources(settings, MemoryStore(), TokenKeys(generate_key()), Deployment())
     assert isinstance(sources.air_quality, FusedAir)
-    assert isinstance(sources.air_quality.unfused, EmbeddedModel)
+    # Street level all the same, so that a network imported later gets it (network_reload).
+    street_level = sources.air_quality.unfused
+    assert isinstance(street_level, StreetLevelAir)
+    assert isinstance(street_level.background, EmbeddedModel)
+    samples = [Sample(Point(60.17, 24.94), datetime(2026, 5, 20, 8, tzinfo=UTC))]
+    assert asyncio.run(street_level.concentrations(samples)) == asyncio.run(
+        street_level.background.concentrations(samples)
+    )
 
 
 def test_a_deployment_closes_what_it_opened_last_first_and_once(

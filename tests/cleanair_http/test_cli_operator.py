@@ -37,6 +37,8 @@ NEEDING_A_DATABASE = [
     ["partners", "revoke", "acme", "00000000-0000-4000-8000-000000000001"],
     ["partners", "usage", "acme"],
     ["usage", "alice"],
+    ["credits", "show", "alice"],
+    ["credits", "grant", "alice", "5", "--reason", "x"],
     ["network", "list"],
     ["network", "delete", "helsinki"],
     ["stations", "list"],
@@ -183,17 +185,21 @@ def test_an_unreadable_key_file(
     assert "Traceback" not in done.stderr
 
 
-def test_serve_on_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_on_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path, workers: str) -> None:
+    database = tmp_path / "var" / "x.db"
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = installed(["serve", "--port", str(port)], CLEANAIR_DATABASE=str(tmp_path / "x.db"))
+        done = installed(
+            ["serve", "--port", str(port), "--workers", workers],
+            CLEANAIR_DATABASE=str(database),
+        )
     assert done.returncode == 1
-    assert done.stderr.endswith(
-        f"cleanair: cannot listen on 127.0.0.1:{port}: Address already in use\n"
-    )
-    assert "Traceback" not in done.stderr
+    assert done.stderr == f"cleanair: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    # It failed before making anything: no database, no key file, not even their folder.
+    assert not database.parent.exists()
 
 
 # -- bad arguments: usage and exit 2 ----------------------------------------------------------

@@ -20,8 +20,9 @@ from support.sqlite_files import migrated_by_a_newer_release
 
 #: Every command: each opens the database first, and must stop there.
 COMMANDS = [
-    ["serve"],
-    ["serve", "--workers", "2"],
+    # Any free port: `serve` binds it before it opens the database.
+    ["serve", "--port", "0"],
+    ["serve", "--port", "0", "--workers", "2"],
     ["worker"],
     ["users", "add", "alice"],
     ["users", "list"],

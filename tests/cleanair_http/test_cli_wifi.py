@@ -108,12 +108,24 @@ def test_many_bad_rows_list_the_first_few(
     database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     csv = write(tmp_path, "bssid,lat,lon\n" + f"{A},95,0\n" * 30)
-    assert cli.main(["wifi", "import", str(csv)]) == 0
+    # No valid row at all: a failure, with the reasons.
+    assert cli.main(["wifi", "import", str(csv)]) == 1
     out, err = capsys.readouterr()
     assert out == "imported 0 access points, skipped 30 rows\n"
     assert err.count("invalid coordinates") == 10
     assert "... and 20 more skipped rows" in err
+    assert err.endswith(f"cleanair: no valid row in {csv}\n")
     assert A not in err
+
+
+def test_a_file_with_only_a_header_imports_nothing_and_fails(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = write(tmp_path, "bssid,lat,lon\n")
+    assert cli.main(["wifi", "import", str(csv)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "imported 0 access points, skipped 0 rows\n"
+    assert err == f"cleanair: no valid row in {csv}\n"
 
 
 def test_a_missing_file_is_an_operational_error(

@@ -13,6 +13,7 @@ from litestar.testing import TestClient
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air.pollutants import Concentrations
 from cleanair_core.air.quality_source import Sample
+from cleanair_core.errors import RETRY_AFTER_UNAVAILABLE
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_storage.sqlite import SqliteStore
@@ -92,6 +93,7 @@ def test_a_locked_database_answers_503_on_every_endpoint(
             assert response.json() == {
                 "detail": "The service's database is unavailable; try again shortly"
             }
+            assert response.headers["Retry-After"] == str(RETRY_AFTER_UNAVAILABLE)
 
         other_writer.execute("ROLLBACK")
         assert used(client, token) == 0

@@ -76,6 +76,14 @@ def test_every_429_declares_retry_after(document: Document) -> None:
         assert header["description"], (path, method)
 
 
+def test_every_503_declares_retry_after(document: Document) -> None:
+    for path, method, operation in _operations(document):
+        unavailable = operation["responses"]["503"]  # every endpoint reaches the database
+        header = unavailable["headers"]["Retry-After"]
+        assert header["required"] is True, (path, method)
+        assert header["schema"] == {"type": "integer", "minimum": 1}, (path, method)
+
+
 def test_every_field_and_enum_has_a_description(document: Document) -> None:
     components = document["components"]["schemas"]
     assert len(components) >= 24

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -34,6 +35,7 @@ from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
+from cleanair_sources.circuit_breaker import BreakerState
 from cleanair_sources.open_meteo import (
     DEFAULT_BASE_URL,
     HOURLY_VARIABLES,
@@ -41,6 +43,7 @@ from cleanair_sources.open_meteo import (
     OpenMeteoSource,
     snap,
 )
+from support.fake_open_meteo import FakeOpenMeteo as FakeUpstream
 
 RECORDED = Path(__file__).parent / "recorded"
 DAY = datetime(2026, 5, 20, tzinfo=UTC)  # the date the recorded files cover
@@ -512,7 +515,7 @@ def test_timeouts_every_time_give_up_after_one_plus_retries_attempts(
 
 
 def test_backoff_doubles_from_the_configured_base(harness: MakeHarness) -> None:
-    h = harness(json_response({}, 503), retries=3, backoff=2.0)
+    h = harness(json_response({}, 503), retries=3, backoff=2.0, deadline=60.0)
 
     with pytest.raises(SourceUnavailable):
         h.ask(Sample(BERLIN, at(10)))
@@ -520,17 +523,116 @@ def test_backoff_doubles_from_the_configured_base(harness: MakeHarness) -> None:
     assert h.sleep.delays == [2.0, 4.0, 8.0]
 
 
-def test_the_configured_timeout_reaches_the_request(harness: MakeHarness) -> None:
-    h = harness(synthesized, timeout=3.0)
+def test_the_deadline_bounds_the_request_timeouts(harness: MakeHarness) -> None:
+    h = harness(synthesized, deadline=3.0)
 
     h.ask(Sample(BERLIN, at(10)))
 
-    assert h.api.requests[0].extensions["timeout"] == {
-        "connect": 3.0,
-        "read": 3.0,
-        "write": 3.0,
-        "pool": 3.0,
-    }
+    timeouts = h.api.requests[0].extensions["timeout"]
+    assert set(timeouts) == {"connect", "read", "write", "pool"}
+    assert all(2.5 < seconds <= 3.0 for seconds in timeouts.values())
+
+
+def test_a_backoff_that_would_end_past_the_deadline_is_not_waited(harness: MakeHarness) -> None:
+    h = harness(json_response({}, 503), retries=2, backoff=0.5, deadline=1.0)
+
+    with pytest.raises(SourceUnavailable):
+        h.ask(Sample(BERLIN, at(10)))
+
+    # 0.5 s fits in 1 s; the next backoff (1 s) would end past it: two attempts, not three.
+    assert (len(h.api.requests), h.sleep.delays) == (2, [0.5])
+
+
+def test_an_upstream_that_accepts_and_never_answers_costs_one_deadline() -> None:
+    async def ask() -> float:
+        with FakeUpstream().running() as upstream:
+            upstream.hold()
+            source = OpenMeteoSource(httpx.AsyncClient(), upstream.url, deadline=0.5)
+            started = time.monotonic()
+            try:
+                with pytest.raises(SourceUnavailable):
+                    await source.concentrations([Sample(BERLIN, at(10))])
+                return time.monotonic() - started
+            finally:
+                await source.aclose()
+
+    elapsed = asyncio.run(ask())
+
+    # Not 3 x timeout plus backoff: the attempts and the backoff together get 0.5 s.
+    assert 0.45 < elapsed < 2.0
+
+
+def test_failures_are_logged_naming_the_upstream_and_the_cause(
+    harness: MakeHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    h = harness(json_response({}, 502), retries=0)
+
+    with pytest.raises(SourceUnavailable):
+        h.ask(Sample(BERLIN, at(10)))
+
+    records = [r for r in caplog.records if r.name == "cleanair.sources.open_meteo"]
+    assert records
+    for record in records:
+        assert record.getMessage().startswith("Open-Meteo air quality: ")
+        assert (record.__dict__["upstream"], record.__dict__["cause"]) == ("open_meteo", "HTTP 502")
+
+
+# Circuit breaker -----------------------------------------------------------------------------
+def test_failed_calls_open_the_breaker_then_calls_fail_at_once(harness: MakeHarness) -> None:
+    h = harness(httpx.ConnectError("refused"), retries=0, breaker_failures=3, breaker_cooldown=30)
+    for _ in range(3):
+        with pytest.raises(SourceUnavailable):
+            h.ask(Sample(BERLIN, at(10)))
+    assert (len(h.api.requests), h.source.state()) == (3, BreakerState.OPEN)
+
+    h.clock.now += 10
+    with pytest.raises(SourceUnavailable) as refused:
+        h.ask(Sample(BERLIN, at(10)))
+
+    assert len(h.api.requests) == 3  # the upstream was not asked
+    assert refused.value.retry_after == 20
+
+
+def test_a_half_open_trial_that_fails_opens_the_breaker_again(harness: MakeHarness) -> None:
+    h = harness(httpx.ConnectError("refused"), retries=0, breaker_failures=1, breaker_cooldown=30)
+    with pytest.raises(SourceUnavailable):
+        h.ask(Sample(BERLIN, at(10)))
+    h.clock.now += 30
+    assert h.source.state() == BreakerState.HALF_OPEN
+
+    with pytest.raises(SourceUnavailable):
+        h.ask(Sample(BERLIN, at(10)))
+
+    assert (len(h.api.requests), h.source.state()) == (2, BreakerState.OPEN)
+
+
+def test_a_half_open_trial_that_succeeds_closes_the_breaker(harness: MakeHarness) -> None:
+    h = harness(
+        httpx.ConnectError("refused"),
+        synthesized,
+        retries=0,
+        breaker_failures=1,
+        breaker_cooldown=30,
+    )
+    with pytest.raises(SourceUnavailable):
+        h.ask(Sample(BERLIN, at(10)))
+    h.clock.now += 30
+
+    h.ask(Sample(BERLIN, at(10)))
+
+    assert h.source.state() == BreakerState.CLOSED
+    h.ask(Sample(PARIS, at(10)))  # and calls go through again
+    assert len(h.api.requests) == 3
+
+
+def test_a_success_between_failures_keeps_the_breaker_closed(harness: MakeHarness) -> None:
+    down = httpx.ConnectError("refused")
+    h = harness(down, down, synthesized, down, down, retries=0, breaker_failures=3)
+    for point in (BERLIN, PARIS, NEW_YORK, BERLIN, PARIS):
+        with contextlib.suppress(SourceUnavailable):
+            h.ask(Sample(point, at(10)))
+    assert h.source.state() == BreakerState.CLOSED
 
 
 def test_an_open_meteo_400_is_not_retried(harness: MakeHarness) -> None:
@@ -677,7 +779,14 @@ def test_it_is_an_hourly_source() -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"retries": -1}, {"cache_size": -1}, {"max_locations_per_request": 0}],
+    [
+        {"retries": -1},
+        {"cache_size": -1},
+        {"max_locations_per_request": 0},
+        {"deadline": 0},
+        {"breaker_failures": 0},
+        {"breaker_cooldown": 0},
+    ],
 )
 def test_nonsense_options_are_refused(options: dict[str, Any]) -> None:
     client = httpx.AsyncClient(transport=httpx.MockTransport(synthesized))

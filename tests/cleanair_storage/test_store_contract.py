@@ -14,7 +14,7 @@ from cleanair_core.access.pairing import PairingCode
 from cleanair_core.access.scopes import Scope
 from cleanair_core.clock import ManualClock
 from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
-from cleanair_core.errors import CreditsExhausted, DuplicateEntry, RateLimited
+from cleanair_core.errors import CreditsExhausted, DuplicateEntry, Limit, RateLimited
 from cleanair_core.ports import Store
 
 # Microseconds on purpose: timestamps must survive the round trip through each adapter.
@@ -406,6 +406,53 @@ def test_refund_restores_the_original_windows(store: Store) -> None:
     assert store.usage(POOL, debited_at) == Usage(month=0, day=0)
     assert store.usage(POOL, refunded_at) == Usage(month=0, day=0)
     assert store.entries(POOL) == [original, refund]
+
+
+def test_a_grant_raises_this_months_pool_and_is_in_the_ledger(store: Store) -> None:
+    limits = CreditLimits(monthly=12, daily=10)
+    debit(store, 10, datetime(2026, 3, 9, 12, tzinfo=UTC), limits=limits)
+    with pytest.raises(CreditsExhausted):
+        debit(store, 5, limits=limits)
+
+    grant = store.grant(POOL, 20, "outage on 9 March", T0)
+
+    assert (grant.amount, grant.reason, grant.at, grant.month) == (
+        20,
+        "outage on 9 March",
+        T0,
+        "2026-03",
+    )
+    assert store.usage(POOL, T0) == Usage(month=10, day=0, granted=20)
+    entry = debit(store, 5, limits=limits)  # 15 of 32: fits now
+    assert store.entries(POOL)[-2:] == [grant, entry]
+    assert store.usage(POOL, T0) == Usage(month=15, day=5, granted=20)
+    # Not usage: attribution and other pools do not see it, nor does the next month.
+    assert store.usage_by_label(POOL, "2026-03") == {"score": 15}
+    assert store.usage(OTHER_POOL, T0).granted == 0
+    assert store.usage(POOL, datetime(2026, 4, 1, tzinfo=UTC)) == Usage(month=0, day=0)
+    assert store.refund(grant.id, T0) is None  # a grant is never reversed
+
+
+def test_a_grant_does_not_raise_the_daily_burst_cap(store: Store) -> None:
+    limits = CreditLimits(monthly=12, daily=10)
+    store.grant(POOL, 100, "goodwill", T0)
+    debit(store, 10, limits=limits)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 1, limits=limits)
+    assert raised.value.limit == Limit.DAILY_BURST
+    # An amount over the plain pool, within the pool with the grant, on a fresh day.
+    debit(store, 10, T0 + timedelta(days=1), limits=limits)
+    assert store.usage(POOL, T0 + timedelta(days=1)) == Usage(month=20, day=10, granted=100)
+
+
+def test_a_first_debit_over_the_plain_pool_fits_a_granted_one(store: Store) -> None:
+    limits = CreditLimits(monthly=0, daily=30)
+    store.grant(POOL, 25, "trial", T0)
+    debit(store, 25, limits=limits)  # the window's first debit: no counter row yet
+    assert store.usage(POOL, T0) == Usage(month=25, day=25, granted=25)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 1, limits=limits)
+    assert raised.value.limit == Limit.MONTHLY_POOL
 
 
 def test_refund_only_once(store: Store) -> None:

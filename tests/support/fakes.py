@@ -39,11 +39,13 @@ class FakeSource:
         self.update_interval = update_interval
         self.by_sample = by_sample
         self.samples: list[Sample] = []
+        #: What a failing source raises (a fresh `SourceUnavailable()` when None).
+        self.error: SourceUnavailable | None = None
 
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
         self.samples.extend(samples)
         if self.fail:
-            raise SourceUnavailable()
+            raise self.error or SourceUnavailable()
         if self.by_sample is not None:
             return [self.by_sample(i, sample) for i, sample in enumerate(samples)]
         return [dict(self.air) for _ in samples]

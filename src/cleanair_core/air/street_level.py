@@ -260,9 +260,18 @@ class StreetLevelAir:
         self.background = background
         self.update_interval = background.update_interval
         self._grid = grid
-        self._increments = increments
         self._offload = offload
-        self._cell_means: dict[GridCell, FloatArray | None] = {}
+        # The increments and the cell means computed from them, swapped together as one
+        # value (`replace_increments`): a computation reads both from one snapshot, so it
+        # never mixes networks, nor stores a mean of the old ones among the new ones'.
+        self._current: tuple[TrafficIncrements, dict[GridCell, FloatArray | None]] = (
+            increments,
+            {},
+        )
+
+    def replace_increments(self, increments: TrafficIncrements) -> None:
+        """Downscale with `increments` from now on: the street networks were reloaded."""
+        self._current = (increments, {})
 
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
         """The background's answer for each sample, downscaled where a network covers it."""
@@ -276,12 +285,13 @@ class StreetLevelAir:
     ) -> list[Concentrations]:
         import numpy as np
 
+        current = self._current
         lats = np.fromiter((s.point.lat for s in samples), dtype=np.float64, count=len(samples))
         lons = np.fromiter((s.point.lon for s in samples), dtype=np.float64, count=len(samples))
-        local = self._increments.at(lats, lons)
+        local = current[0].at(lats, lons)
         for index in np.flatnonzero(~np.isnan(local[:, 0])).tolist():
             sample = samples[index]
-            mean = self._cell_mean(sample.point.lat, sample.point.lon)
+            mean = self._cell_mean(current, sample.point.lat, sample.point.lon)
             if mean is None:
                 continue
             answers[index] = downscale(
@@ -292,30 +302,32 @@ class StreetLevelAir:
             )
         return answers
 
-    def _cell_means_of(self, lats: FloatArray, lons: FloatArray) -> FloatArray:
+    def _cell_means_of(self, current: _Current, lats: FloatArray, lons: FloatArray) -> FloatArray:
         """Each point's cell mean (a row per point; NaN where the networks miss its cell)."""
         import numpy as np
 
         means = np.full((lats.size, len(STREET_POLLUTANTS)), np.nan)
         for row, (lat, lon) in enumerate(zip(lats.tolist(), lons.tolist(), strict=True)):
-            mean = self._cell_mean(lat, lon)
+            mean = self._cell_mean(current, lat, lon)
             if mean is not None:
                 means[row] = mean
         return means
 
-    def _cell_mean(self, lat: float, lon: float) -> FloatArray | None:
+    def _cell_mean(self, current: _Current, lat: float, lon: float) -> FloatArray | None:
+        increments, cell_means = current
         cell = self._grid.cell_of(lat, lon)
         try:
-            return self._cell_means[cell]
+            return cell_means[cell]
         except KeyError:
-            mean = self._increments.cell_mean(cell)
-            if len(self._cell_means) >= _CELL_MEANS_KEPT:
-                self._cell_means.clear()  # bounded: a few cells cover any city
-            self._cell_means[cell] = mean
+            mean = increments.cell_mean(cell)
+            if len(cell_means) >= _CELL_MEANS_KEPT:
+                cell_means.clear()  # bounded: a few cells cover any city
+            cell_means[cell] = mean
             return mean
 
 
 _CELL_MEANS_KEPT = 4096
+_Current = tuple[TrafficIncrements, dict[GridCell, "FloatArray | None"]]
 
 
 class GriddedStreetLevelAir(StreetLevelAir):
@@ -340,11 +352,12 @@ class GriddedStreetLevelAir(StreetLevelAir):
         lat = np.asarray(lats, dtype=np.float64).reshape(-1)
         lon = np.asarray(lons, dtype=np.float64).reshape(-1)
         air = self._gridded.air_at_hour(lat, lon, hour)
-        local = self._increments.at(lat, lon)
+        current = self._current
+        local = current[0].at(lat, lon)
         inside = np.flatnonzero(~np.isnan(local[:, 0]))
         if inside.size == 0:
             return air
-        means = self._cell_means_of(lat[inside], lon[inside])
+        means = self._cell_means_of(current, lat[inside], lon[inside])
         covered = inside[~np.isnan(means[:, 0])]
         means = means[~np.isnan(means[:, 0])]
         air[covered] = downscale_rows(

@@ -2,6 +2,12 @@
 
 A call must fit within what remains of both. Check and debit are one atomic step in the
 ledger adapter; the decision itself is the pure function `check_fits` below.
+
+Grants: a support operator may add credits to one pool for the current month
+(`CreditLedger.grant`), an append-only ledger entry with its reason. The month's pool is the
+policy's plus that month's grants; the daily burst cap is not raised, so granted credits are
+spent at no more than the cap a day like any others (a grant to a pool that ran dry on the
+28th gives at most the cap per day until the month ends, then lapses).
 """
 
 from __future__ import annotations
@@ -61,6 +67,19 @@ def day_key(at: datetime) -> str:
     return at.astimezone(UTC).date().isoformat()
 
 
+def grant_window(month: str) -> str:
+    """The key of a pool's granted credits for `month` among its window counters."""
+    return "g" + month
+
+
+#: The attribution label and connection of a grant's ledger entry: no connection drew it.
+GRANT_LABEL = "grant"
+GRANT_CONNECTION = "operator"
+#: The most one grant may add (a typo's ceiling) and a reason's length.
+MAX_GRANT = 1_000_000
+MAX_GRANT_REASON = 200
+
+
 def window_keys(month: str, day: str) -> tuple[str, str]:
     """The keys of a pool's two usage windows (its month's and its day's) in a store's
     window counters: one namespace, so a month and a day never collide."""
@@ -90,10 +109,11 @@ def seconds_until(at: datetime, reset: datetime) -> int:
 
 @attrs.frozen
 class Usage:
-    """Credits used in the windows containing some instant."""
+    """Credits used in the windows containing some instant, and those granted for its month."""
 
     month: int
     day: int
+    granted: int = 0
 
 
 @attrs.frozen
@@ -107,10 +127,11 @@ class Quota:
 
 
 def quota_of(usage: Usage, limits: CreditLimits) -> Quota:
+    monthly = limits.monthly + usage.granted
     return Quota(
         used=usage.month,
-        limit=limits.monthly,
-        remaining=max(0, limits.monthly - usage.month),
+        limit=monthly,
+        remaining=max(0, monthly - usage.month),
         daily_used=usage.day,
         daily_limit=limits.daily,
         daily_remaining=max(0, limits.daily - usage.day),
@@ -124,7 +145,7 @@ def check_fits(usage: Usage, amount: int, limits: CreditLimits, at: datetime) ->
     """
     if amount < 1:
         raise ValueError("a debit is at least one credit")
-    month_blocks = usage.month + amount > limits.monthly
+    month_blocks = usage.month + amount > limits.monthly + usage.granted
     day_blocks = usage.day + amount > limits.daily
     # The month always resets no earlier than the day, so when it blocks it is the answer.
     if month_blocks:
@@ -144,7 +165,9 @@ class LedgerEntry:
     """One append-only ledger row. A refund is a negative entry that `reverses` a debit.
 
     `month` and `day` are the window keys the entry counts in: a refund counts in the
-    windows of the debit it reverses, so it restores exactly what was taken.
+    windows of the debit it reverses, so it restores exactly what was taken. A grant (its
+    `reason` set) counts in its month's `grant_window` only, never as usage, and is never
+    reversed.
     """
 
     id: int
@@ -156,6 +179,12 @@ class LedgerEntry:
     month: str
     day: str
     reverses: int | None = None
+    #: Why an operator granted these credits; None for every other entry.
+    reason: str | None = None
+
+    @property
+    def is_grant(self) -> bool:
+        return self.reason is not None
 
 
 @attrs.frozen
@@ -199,11 +228,17 @@ class CreditLedger(Protocol):
         with failing (with `plan_error`) the pending route plan it paid for, if any; the
         number refunded."""
 
+    def grant(self, pool: str, amount: int, reason: str, at: datetime) -> LedgerEntry:
+        """Append a grant of `amount` credits to `pool` for the month of `at`, with `reason`;
+        `grant_window` counts it, in the same transaction."""
+
     def usage(self, pool: str, at: datetime) -> Usage:
-        """Credits used in the month and the day that contain `at`."""
+        """Credits used in the month and the day that contain `at`, and granted for the
+        month."""
 
     def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
-        """Net credits per attribution label in `month` (labels netting to 0 included)."""
+        """Net credits per attribution label in `month` (labels netting to 0 included);
+        grants are not usage and are left out."""
 
     def entries(self, pool: str) -> list[LedgerEntry]:
         """Every entry of `pool`, in order."""

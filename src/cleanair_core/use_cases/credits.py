@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import attrs
+
 from cleanair_core.access.accounts import Owner, OwnerKind
 from cleanair_core.access.connections import Caller
 from cleanair_core.credits import rate_limits
 from cleanair_core.credits.attribution import attribution_label, validate_client_label
 from cleanair_core.credits.charging import Charge
-from cleanair_core.credits.ledger import Billable, Debit, Quota, cost_of, month_key, quota_of
+from cleanair_core.credits.ledger import (
+    MAX_GRANT,
+    MAX_GRANT_REASON,
+    Billable,
+    Debit,
+    LedgerEntry,
+    Quota,
+    cost_of,
+    month_key,
+    quota_of,
+)
 from cleanair_core.credits.rate_limits import RateLimit
 from cleanair_core.errors import OperatorError
 from cleanair_core.routes.plans import UNDELIVERED_PLAN_ERROR
@@ -34,6 +46,48 @@ def partner_usage_by_label(ctx: Context, partner_name: str) -> dict[str, int]:
         raise OperatorError(f"no partner {partner_name}")
     pool = Owner(OwnerKind.PARTNER, partner_name).key
     return ctx.store.usage_by_label(pool, month_key(ctx.now()))
+
+
+@attrs.frozen
+class PoolReport:
+    """What a support operator sees of a user's pool: the quota the user's apps see, this
+    month's grants (with their reasons) and usage per attribution label."""
+
+    quota: Quota
+    grants: tuple[LedgerEntry, ...]
+    by_label: dict[str, int]
+
+
+def _user_pool(ctx: Context, user_name: str) -> str:
+    if ctx.store.get_user(user_name) is None:
+        raise OperatorError(f"no user {user_name}")
+    return Owner(OwnerKind.USER, user_name).key
+
+
+def pool_report(ctx: Context, user_name: str) -> PoolReport:
+    pool = _user_pool(ctx, user_name)
+    now = ctx.now()
+    month = month_key(now)
+    grants = tuple(e for e in ctx.store.entries(pool) if e.is_grant and e.month == month)
+    return PoolReport(
+        quota_of(ctx.store.usage(pool, now), ctx.policy.credits),
+        grants,
+        ctx.store.usage_by_label(pool, month),
+    )
+
+
+def grant_credits(ctx: Context, user_name: str, amount: int, reason: str) -> PoolReport:
+    """Add `amount` credits to a user's pool for this month only, recorded with `reason`."""
+    if not 1 <= amount <= MAX_GRANT:
+        raise OperatorError(f"a grant is 1 to {MAX_GRANT:,} credits")
+    reason = " ".join(reason.split())
+    if not reason or len(reason) > MAX_GRANT_REASON or not reason.isprintable():
+        raise OperatorError(
+            f"a grant needs a reason: printable text of at most {MAX_GRANT_REASON} characters"
+        )
+    pool = _user_pool(ctx, user_name)
+    ctx.store.grant(pool, amount, reason, ctx.now())
+    return pool_report(ctx, user_name)
 
 
 def enforce_rate_limit(ctx: Context, caller: Caller, rule: RateLimit | None = None) -> None:

@@ -3,6 +3,12 @@
 Ready means the database answers with the schema this release migrates to, and the data the
 use cases need in memory is loaded: the place data (names, IP countries, the embedded model)
 and at least one street network (without one every route plan fails).
+
+A remote upstream's state (its circuit breaker: `closed`, `open`, `half-open`) is reported
+but never makes the process unready: an outage of Open-Meteo strikes every process alike, so
+taking them out of the load balancer would turn the air-quality endpoints' fast 503s into
+connection errors for every endpoint (quota, pairing, plans already computed), and bring
+nothing back sooner; the breaker already answers those calls at once.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ class Readiness:
     from the database or a request), safe to show an unauthenticated caller."""
 
     reasons: tuple[str, ...] = ()
+    #: Each remote upstream's breaker state, by upstream name: information, not a reason.
+    upstreams: tuple[tuple[str, str], ...] = ()
 
     @property
     def ready(self) -> bool:
@@ -46,4 +54,5 @@ async def readiness(ctx: Context) -> Readiness:
         reasons.append(NO_PLACE_DATA)
     if sources is None or sources.networks is None or not sources.networks.names:
         reasons.append(NO_STREET_NETWORK)
-    return Readiness(tuple(reasons))
+    upstreams = () if sources is None else sources.upstreams
+    return Readiness(tuple(reasons), tuple((str(u.upstream), str(u.state())) for u in upstreams))

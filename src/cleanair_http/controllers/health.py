@@ -30,6 +30,9 @@ class Health(msgspec.Struct, omit_defaults=True):
     status: str
     #: Why the process is not ready (fixed sentences, never data).
     reasons: list[str] = msgspec.field(default_factory=list)
+    #: Each remote upstream's circuit breaker (`closed`, `open`, `half-open`); shown, never a
+    #: reason not to be ready (`cleanair_core.use_cases.health` says why).
+    upstreams: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 @get(LIVE_PATH, include_in_schema=False, exclude_from_auth=True)
@@ -42,8 +45,10 @@ async def live() -> Health:
 @get(READY_PATH, include_in_schema=False, exclude_from_auth=True)
 async def ready(request: Request[Any, Any, Any]) -> Response[Health]:
     """200 when the database answers with the current schema and the place data and a street
-    network are loaded; 503 with the reasons otherwise."""
+    network are loaded; 503 with the reasons otherwise. Either way, each remote upstream's
+    breaker state."""
     readiness = await core_of(request).readiness()
+    upstreams = dict(readiness.upstreams)
     if readiness.ready:
-        return Response(Health("ok"))
-    return Response(Health("unavailable", list(readiness.reasons)), status_code=503)
+        return Response(Health("ok", upstreams=upstreams))
+    return Response(Health("unavailable", list(readiness.reasons), upstreams), status_code=503)

@@ -17,12 +17,15 @@ import psycopg
 import psycopg.errors
 
 from cleanair_core.credits.ledger import (
+    GRANT_CONNECTION,
+    GRANT_LABEL,
     CreditLimits,
     Debit,
     LedgerEntry,
     Usage,
     check_fits,
     day_key,
+    grant_window,
     month_key,
     window_keys,
     windows_at,
@@ -40,7 +43,9 @@ _DEBIT = (
     ' ON CONFLICT (pool, "window") DO UPDATE'
     " SET used = credit_windows.used + EXCLUDED.used"
     " WHERE credit_windows.used + EXCLUDED.used <= CASE"
-    ' WHEN credit_windows."window" = %(mw)s THEN %(monthly)s ELSE %(daily)s END'
+    ' WHEN credit_windows."window" = %(mw)s THEN %(monthly)s + COALESCE((SELECT g.used'
+    ' FROM credit_windows g WHERE g.pool = %(pool)s AND g."window" = %(gw)s), 0)'
+    " ELSE %(daily)s END"
     ' RETURNING "window"),'
     " entry AS ("
     " INSERT INTO ledger (pool, connection_id, label, amount, at, month, day)"
@@ -61,12 +66,14 @@ class PostgresLedger(PostgresDatabase):
     @staticmethod
     def _usage(conn: Connection, pool: str, at: datetime) -> Usage:
         month, day = windows_at(at)
+        granted = grant_window(month_key(at))
         rows = conn.execute(
-            'SELECT "window", used FROM credit_windows WHERE pool = %s AND "window" IN (%s, %s)',
-            (pool, month, day),
+            'SELECT "window", used FROM credit_windows '
+            'WHERE pool = %s AND "window" IN (%s, %s, %s)',
+            (pool, month, day, granted),
         ).fetchall()
         used: dict[str, int] = {str(window): int(count) for window, count in rows}
-        return Usage(month=used.get(month, 0), day=used.get(day, 0))
+        return Usage(month=used.get(month, 0), day=used.get(day, 0), granted=used.get(granted, 0))
 
     @staticmethod
     def _append(
@@ -102,11 +109,11 @@ class PostgresLedger(PostgresDatabase):
         # A window's first debit inserts its row unconditionally: so first, does the amount
         # fit an empty pool at all? When it does not, the pool's real usage says which window
         # blocks (a month already spent answers before a day the amount alone exceeds).
+        # (Unless the month's grants make room for it: then the real usage lets it through.)
         try:
             check_fits(Usage(0, 0), debit.amount, limits, debit.at)
         except CreditsExhausted:
             check_fits(cls._usage(conn, debit.pool, debit.at), debit.amount, limits, debit.at)
-            raise
         month_window, day_window = windows_at(debit.at)
         # The atomic conditional: each window's counter is added to only where it stays
         # within its limit. ON CONFLICT locks the counter row and re-checks the condition
@@ -121,6 +128,7 @@ class PostgresLedger(PostgresDatabase):
             "pool": debit.pool,
             "mw": month_window,
             "dw": day_window,
+            "gw": grant_window(month_key(debit.at)),
             "amount": debit.amount,
             "monthly": limits.monthly,
             "daily": limits.daily,
@@ -173,7 +181,7 @@ class PostgresLedger(PostgresDatabase):
     def _refund(cls, conn: Connection, entry_id: int, at: datetime) -> LedgerEntry | None:
         original = conn.execute(
             "SELECT pool, connection_id, label, amount, month, day FROM ledger "
-            "WHERE id = %s AND reverses IS NULL FOR UPDATE",
+            "WHERE id = %s AND reverses IS NULL AND reason IS NULL FOR UPDATE",
             (entry_id,),
         ).fetchone()
         if original is None:
@@ -229,6 +237,25 @@ class PostgresLedger(PostgresDatabase):
                 )
             return len(ended)
 
+    def grant(self, pool: str, amount: int, reason: str, at: datetime) -> LedgerEntry:
+        month, day = month_key(at), day_key(at)
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, reason) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (pool, GRANT_CONNECTION, GRANT_LABEL, amount, at, month, day, reason),
+            ).fetchone()
+            assert row is not None
+            conn.execute(
+                'INSERT INTO credit_windows (pool, "window", used) VALUES (%s, %s, %s) '
+                'ON CONFLICT (pool, "window") DO UPDATE SET '
+                "used = credit_windows.used + EXCLUDED.used",
+                (pool, grant_window(month), amount),
+            )
+        return LedgerEntry(
+            int(row[0]), pool, GRANT_CONNECTION, GRANT_LABEL, amount, at, month, day, reason=reason
+        )
+
     def usage(self, pool: str, at: datetime) -> Usage:
         with self._statement() as conn:
             return self._usage(conn, pool, at)
@@ -237,7 +264,7 @@ class PostgresLedger(PostgresDatabase):
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT label, sum(amount) FROM ledger WHERE pool = %s AND month = %s "
-                "GROUP BY label",
+                "AND reason IS NULL GROUP BY label",
                 (pool, month),
             ).fetchall()
         return {str(label): int(total) for label, total in rows}
@@ -245,7 +272,7 @@ class PostgresLedger(PostgresDatabase):
     def entries(self, pool: str) -> list[LedgerEntry]:
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT id, pool, connection_id, label, amount, at, month, day, reverses "
+                "SELECT id, pool, connection_id, label, amount, at, month, day, reverses, reason "
                 "FROM ledger WHERE pool = %s ORDER BY id",
                 (pool,),
             ).fetchall()
@@ -260,6 +287,7 @@ class PostgresLedger(PostgresDatabase):
                 r[6],
                 r[7],
                 None if r[8] is None else int(r[8]),
+                r[9],
             )
             for r in rows
         ]

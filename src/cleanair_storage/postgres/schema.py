@@ -191,4 +191,12 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "ALTER TABLE street_networks ADD COLUMN street_names BYTEA",
         ),
     ),
+    (
+        5,
+        "ledger: operators' credit grants",
+        (
+            # As SQLite's m010_credit_grants (which says why).
+            "ALTER TABLE ledger ADD COLUMN reason TEXT",
+        ),
+    ),
 )

@@ -7,12 +7,15 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from cleanair_core.credits.ledger import (
+    GRANT_CONNECTION,
+    GRANT_LABEL,
     CreditLimits,
     Debit,
     LedgerEntry,
     Usage,
     check_fits,
     day_key,
+    grant_window,
     month_key,
     window_keys,
     windows_at,
@@ -33,13 +36,14 @@ class SqliteLedger(SqliteDatabase):
     @staticmethod
     def _usage(conn: sqlite3.Connection, pool: str, at: datetime) -> Usage:
         month, day = windows_at(at)
+        granted = grant_window(month_key(at))
         used = dict(
             conn.execute(
-                "SELECT window, used FROM credit_windows WHERE pool = ? AND window IN (?, ?)",
-                (pool, month, day),
+                "SELECT window, used FROM credit_windows WHERE pool = ? AND window IN (?, ?, ?)",
+                (pool, month, day, granted),
             ).fetchall()
         )
-        return Usage(month=used.get(month, 0), day=used.get(day, 0))
+        return Usage(month=used.get(month, 0), day=used.get(day, 0), granted=used.get(granted, 0))
 
     @staticmethod
     def _append(
@@ -93,7 +97,7 @@ class SqliteLedger(SqliteDatabase):
         transaction."""
         original = conn.execute(
             "SELECT pool, connection_id, label, amount, month, day FROM ledger "
-            "WHERE id = ? AND reverses IS NULL "
+            "WHERE id = ? AND reverses IS NULL AND reason IS NULL "
             "AND NOT EXISTS (SELECT 1 FROM ledger r WHERE r.reverses = ledger.id)",
             (entry_id,),
         ).fetchone()
@@ -148,6 +152,23 @@ class SqliteLedger(SqliteDatabase):
                 )
             return len(ended)
 
+    def grant(self, pool: str, amount: int, reason: str, at: datetime) -> LedgerEntry:
+        month, day = month_key(at), day_key(at)
+        with self._write() as conn:
+            row = conn.execute(
+                "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (pool, GRANT_CONNECTION, GRANT_LABEL, amount, timestamp(at), month, day, reason),
+            ).fetchone()
+            conn.execute(
+                "INSERT INTO credit_windows (pool, window, used) VALUES (?, ?, ?) "
+                "ON CONFLICT (pool, window) DO UPDATE SET used = used + excluded.used",
+                (pool, grant_window(month), amount),
+            )
+        return LedgerEntry(
+            row[0], pool, GRANT_CONNECTION, GRANT_LABEL, amount, at, month, day, reason=reason
+        )
+
     def usage(self, pool: str, at: datetime) -> Usage:
         return self._usage(self._read(), pool, at)
 
@@ -155,7 +176,8 @@ class SqliteLedger(SqliteDatabase):
         rows = (
             self._read()
             .execute(
-                "SELECT label, SUM(amount) FROM ledger WHERE pool = ? AND month = ? GROUP BY label",
+                "SELECT label, SUM(amount) FROM ledger "
+                "WHERE pool = ? AND month = ? AND reason IS NULL GROUP BY label",
                 (pool, month),
             )
             .fetchall()
@@ -166,13 +188,13 @@ class SqliteLedger(SqliteDatabase):
         rows = (
             self._read()
             .execute(
-                "SELECT id, pool, connection_id, label, amount, at, month, day, reverses "
+                "SELECT id, pool, connection_id, label, amount, at, month, day, reverses, reason "
                 "FROM ledger WHERE pool = ? ORDER BY id",
                 (pool,),
             )
             .fetchall()
         )
         return [
-            LedgerEntry(r[0], r[1], r[2], r[3], r[4], instant_or_none(r[5]), r[6], r[7], r[8])  # type: ignore[arg-type]
+            LedgerEntry(r[0], r[1], r[2], r[3], r[4], instant_or_none(r[5]), r[6], r[7], r[8], r[9])  # type: ignore[arg-type]
             for r in rows
         ]

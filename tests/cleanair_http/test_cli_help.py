@@ -1,0 +1,52 @@
+"""`cleanair --version`, and every option's help saying its default."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from importlib.metadata import version
+
+import pytest
+
+from cleanair_http import cli
+
+
+def parsers(
+    parser: argparse.ArgumentParser, path: str = "cleanair"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from parsers(child, f"{path} {name}")
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"cleanair {version('cleanair')}\n"
+
+
+def test_every_option_says_its_default() -> None:
+    checked = 0
+    for path, parser in parsers(cli._parser()):
+        shown = " ".join(parser.format_help().split())  # the wrapping undone
+        for action in parser._actions:
+            if not action.option_strings or action.default is argparse.SUPPRESS:
+                continue  # positionals, --help, --version
+            assert action.help, f"{path} {action.option_strings[0]} has no help"
+            if action.required:
+                continue  # no default to show
+            checked += 1
+            text = " ".join(parser._get_formatter()._expand_help(action).split())
+            assert "default" in text, f"{path} {action.option_strings[0]}: {text}"
+            assert text in shown
+    assert checked >= 15
+
+
+def test_a_flag_shows_off_and_a_value_shows_itself() -> None:
+    help_of = {path: p.format_help() for path, p in parsers(cli._parser())}
+    assert "(default: 8000)" in help_of["cleanair serve"]
+    assert "(default: 127.0.0.1)" in help_of["cleanair serve"]
+    assert "(default: off)" in " ".join(help_of["cleanair usage"].split())
