@@ -22,6 +22,8 @@
 14. Operator CLI start-up: whole `cleanair` processes against `python -c pass` (`bench/cli.py`).
 15. Fusion against real stations: the shipped Beijing 2016 stations imported with the CLI,
    each station left out in turn (`bench/fusion.py`).
+16. Start-up: `cleanair serve` to its first /livez and first score, installed and with no
+   bytecode, and CLI commands from a fresh install, first and second run (`bench/startup.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -55,6 +57,7 @@ from bench import (
     planning,
     postgres,
     quality,
+    startup,
     street_lattice,
     workers,
 )
@@ -523,6 +526,7 @@ async def main() -> None:
     await served_matrix()
     cli.main()
     await fusion.main()
+    startup.main()
 
 
 if __name__ == "__main__":

@@ -29,9 +29,9 @@ from cleanair_core.air.street_level import (
 )
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
 from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
+from cleanair_sources import street_increments
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
-from cleanair_sources import street_increments
 from cleanair_sources.osm_import import HELSINKI_EXTRACT, import_network
 from cleanair_sources.street_increments import CELL_M, NetworkIncrements
 
@@ -639,5 +639,6 @@ def test_fft_sizes_are_smooth_and_least() -> None:
 
     for n in range(1, 400):
         size = street_increments._smooth_size(n)
-        assert size >= n and smooth(size)
+        assert size >= n
+        assert smooth(size)
         assert not any(smooth(m) for m in range(n, size))
