@@ -62,14 +62,16 @@ CLI_COMMANDS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def _env(folder: Path, **extra: str) -> dict[str, str]:
+def _env(folder: Path) -> dict[str, str]:
+    """This environment without cleanair settings or bytecode switches, on `folder`'s
+    database: the shipped defaults, the bytecode as installed."""
     env = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith("CLEANAIR_")
         and name not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
     }
-    return {**env, "CLEANAIR_DATABASE": str(folder / "cleanair.db"), **extra}
+    return {**env, "CLEANAIR_DATABASE": str(folder / "cleanair.db")}
 
 
 def _free_port() -> int:
