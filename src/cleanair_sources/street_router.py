@@ -15,19 +15,20 @@ every node reaches every other: OpenStreetMap extracts hold small islands (a cou
 station's inner walkways cut off at the extract's border), and one-way streets cut off by the
 extract's border lead in but not out (or out but not in); a start or end snapped onto either
 would have no route.
+
+SciPy is imported where a search or a snap first needs it, not with the module: it takes half
+a second, and a server loads its networks (building the routers) while it starts.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components, dijkstra
-from scipy.spatial import cKDTree
 
 from cleanair_core.geo import EARTH_RADIUS_M, Point
 from cleanair_core.routes.network import (
@@ -39,6 +40,9 @@ from cleanair_core.routes.network import (
     Snap,
     StreetNetwork,
 )
+
+if TYPE_CHECKING:
+    from scipy.spatial import cKDTree
 
 #: Points are laid along every usable edge at most this far apart for snapping.
 SNAP_SPACING_M = 10.0
@@ -124,6 +128,9 @@ class ScipyRouter(Router):
         """Per node: is it in the largest strongly connected piece of the mode's network."""
         arcs = self._arcs[activity]
         n = self.network.node_count
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         ones = np.ones(len(arcs.pairs_from))
         graph = csr_matrix((ones, (arcs.pairs_from, arcs.pairs_to)), shape=(n, n))
         _, labels = connected_components(graph, directed=True, connection="strong")
@@ -150,6 +157,8 @@ class ScipyRouter(Router):
         offsets = np.arange(len(owner)) - np.repeat(np.cumsum(steps + 1) - (steps + 1), steps + 1)
         t = (offsets / np.repeat(steps, steps + 1))[:, None]
         points = a[owner] + t * (b[owner] - a[owner])
+        from scipy.spatial import cKDTree
+
         return _Snapper(cKDTree(points), usable[owner].astype(np.int64))
 
     def path(
@@ -194,6 +203,9 @@ class ScipyRouter(Router):
         cheapest = np.minimum.reduceat(arc_costs, arcs.starts)
         finite = np.isfinite(cheapest)
         n = self.network.node_count
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import dijkstra
+
         graph = csr_matrix(
             (cheapest[finite], (arcs.pairs_from[finite], arcs.pairs_to[finite])), shape=(n, n)
         )

@@ -197,3 +197,27 @@ def test_the_embedded_source_is_named_as_the_setting_says(tmp_path: Path) -> Non
         }
     finally:
         deployment.close()
+
+
+def test_the_default_network_is_imported_on_the_first_start_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored the first time: later starts read it back instead of parsing the extract."""
+    from cleanair_sources import osm_import
+
+    imports: list[str] = []
+    real = osm_import.import_network
+
+    def counted(*args: object, **kwargs: object) -> object:
+        imports.append(str(args[1]))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(osm_import, "import_network", counted)
+    settings = Settings.from_env(
+        {"CLEANAIR_DATABASE": str(tmp_path / "cleanair.db"), "CLEANAIR_DEFAULT_NETWORK": "true"}
+    )
+    for _ in range(2):
+        deployment = open_deployment(settings)
+        assert deployment.network_names == ("helsinki",)
+        deployment.close()
+    assert imports == ["helsinki"]

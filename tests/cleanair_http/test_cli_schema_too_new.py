@@ -18,9 +18,10 @@ from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.migrations import latest_version
 from support.sqlite_files import migrated_by_a_newer_release
 
-#: Every command: each opens the database first, and must stop there.
+#: Every command: each opens the database first, and must stop there. `serve` on any free
+#: port: its default, 8000, is where the developer's own `make run` listens, and a busy port
+#: would end it (exit 1) before the database was ever opened.
 COMMANDS = [
-    # Any free port: `serve` binds it before it opens the database.
     ["serve", "--port", "0"],
     ["serve", "--port", "0", "--workers", "2"],
     ["worker"],

@@ -91,3 +91,19 @@ def test_help_imports_no_heavy_library(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_the_server_starts_without_scipy() -> None:
+    """SciPy took seconds of every `cleanair serve` start (`make bench` measures the
+    start-up): the street-level fields are convolved with NumPy's FFT, and the router imports
+    SciPy at its first search."""
+    probe = (
+        "import sys\nimport cleanair_http.server, cleanair_http.app, cleanair_http.bootstrap\n"
+        "import cleanair_sources.street_increments, cleanair_sources.street_router\n"
+        "import cleanair_sources.embedded_model, cleanair_sources.gazetteer\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

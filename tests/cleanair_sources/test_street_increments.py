@@ -29,6 +29,7 @@ from cleanair_core.air.street_level import (
 )
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
 from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
+from cleanair_sources import street_increments
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.osm_import import HELSINKI_EXTRACT, import_network
@@ -615,3 +616,29 @@ def test_a_large_batch_is_downscaled_on_the_offload_a_score_right_here() -> None
     assert offloaded == [1]
     asyncio.run(air.concentrations(many[:1]))
     assert offloaded == [1]
+
+
+@pytest.mark.parametrize(("shape", "size"), [((37, 53), 7), ((120, 91), 41), ((5, 6), 11)])
+def test_the_fft_convolution_is_scipys_same_mode(shape: tuple[int, int], size: int) -> None:
+    """NumPy's FFT in place of `scipy.signal.fftconvolve` (seconds of import at every
+    start): the same field, to round-off."""
+    from scipy.signal import fftconvolve
+
+    rng = np.random.default_rng(7)
+    image, kernel = rng.random(shape), rng.random((size, size))
+    expected = fftconvolve(image, kernel, mode="same")
+    assert np.allclose(street_increments._convolve_same(image, kernel), expected, atol=1e-10)
+
+
+def test_fft_sizes_are_smooth_and_least() -> None:
+    def smooth(n: int) -> bool:
+        for factor in (2, 3, 5):
+            while n % factor == 0:
+                n //= factor
+        return n == 1
+
+    for n in range(1, 400):
+        size = street_increments._smooth_size(n)
+        assert size >= n
+        assert smooth(size)
+        assert not any(smooth(m) for m in range(n, size))

@@ -25,7 +25,15 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
-from support.servers import CLI, free_port, server_env, spawn, stop, wait_until_serving
+from support.servers import (
+    CLI,
+    STARTUP_S,
+    free_port,
+    server_env,
+    spawn,
+    stop,
+    wait_until_serving,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -144,7 +152,7 @@ def test_a_plan_worker_serves_its_plan_metrics_on_the_metrics_port(tmp_path: Pat
     log = tmp_path / "worker.log"
     worker = spawn(env, log, "worker", "--concurrency", "1", session=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STARTUP_S
         while True:  # until the worker has failed the plan and says so on its port
             with contextlib.suppress(httpx.TransportError):
                 if failed_plans(url) == 1:

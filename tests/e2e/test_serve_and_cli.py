@@ -16,7 +16,7 @@ import pytest
 from cleanair_core import Billable
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
-from support.servers import cli, running_server, server_env, spawn
+from support.servers import STARTUP_S, cli, running_server, server_env, spawn
 
 pytestmark = pytest.mark.e2e
 
@@ -203,7 +203,7 @@ def test_serve_on_port_0_announces_the_port_it_was_given(tmp_path: Path, workers
     log = tmp_path / "server.log"
     process = spawn(env, log, "serve", "--port", "0", "--workers", workers, session=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTUP_S
         while not (found := re.search(r"API on http://127\.0\.0\.1:(\d+) ", log.read_text())):
             assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()

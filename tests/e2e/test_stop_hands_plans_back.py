@@ -26,7 +26,16 @@ import httpx
 import pytest
 
 from support.fake_open_meteo import FakeOpenMeteo
-from support.servers import Server, pair, plan_row, running_server, server_env, stop, worker_process
+from support.servers import (
+    STARTUP_S,
+    Server,
+    pair,
+    plan_row,
+    running_server,
+    server_env,
+    stop,
+    worker_process,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -122,7 +131,7 @@ def test_a_plan_caught_by_sigterm_completes_within_seconds_of_the_restart(
                 else stack.enter_context(worker_process(env, tmp_path / "worker.log"))
             )
             request_id = submit(api, headers)
-            wait_for_claim(database, request_id, within=30)
+            wait_for_claim(database, request_id, within=STARTUP_S)  # a worker may be starting
             planner.send_signal(signal.SIGTERM)
             # Handed back at once: no lease, the attempt not counted; the process may still
             # be waiting for the score request.
@@ -134,7 +143,9 @@ def test_a_plan_caught_by_sigterm_completes_within_seconds_of_the_restart(
             with running_server(api_env, tmp_path / "restarted.log", *args) as restarted:
                 wait_for_status(database, request_id, "completed", RESTARTED_AND_DONE_S)
                 # The other serving process may still be opening its deployment.
-                restarted.wait_for_log("API process started", 2 if "--workers" in args else 1)
+                restarted.wait_for_log(
+                    "API process started", 2 if "--workers" in args else 1, timeout=STARTUP_S
+                )
         else:
             with worker_process(env, tmp_path / "restarted.log"):
                 wait_for_status(database, request_id, "completed", RESTARTED_AND_DONE_S)

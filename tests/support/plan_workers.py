@@ -28,7 +28,7 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.wakeups import CHANNEL
-from support.servers import CLI, stop
+from support.servers import CLI, STARTUP_S, stop
 
 #: What a worker's LISTENing connection last ran, as `pg_stat_activity` shows it.
 LISTENING = f"LISTEN {CHANNEL}"
@@ -77,7 +77,7 @@ def listeners(conn: psycopg.Connection[tuple[object, ...]]) -> int:
 
 
 def wait_until_listening(
-    url: str, count: int, processes: list[subprocess.Popen[str]], timeout: float = 60.0
+    url: str, count: int, processes: list[subprocess.Popen[str]], timeout: float = STARTUP_S
 ) -> None:
     """Until `count` workers listen for plans (each started: its network loaded, its first
     look for plans made alongside); bounded, and failing at once if a worker exits."""

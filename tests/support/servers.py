@@ -20,6 +20,16 @@ import httpx
 
 CLI = str(Path(sys.executable).parent / "cleanair")
 
+#: Ports a developer's own servers listen on while they run the tests: `make run` (`cleanair
+#: serve`'s default, 8000) and the usual alternative (8080). No test may use them: the
+#: session holds them busy (tests/conftest.py); take `free_port()` or `--port 0`.
+DEVELOPER_PORTS = (8000, 8080)
+
+#: Seconds a started process (`serve`, `worker`) has to be up and answering, for every test:
+#: start-up took over 30 s on a busy 2-core machine running the suite. Bounded, so a process
+#: that never comes up still fails the test, with its log.
+STARTUP_S = 120.0
+
 
 def plan_row(database: str, request_id: str) -> tuple[str, int, float | None]:
     """A stored plan's status, attempts and lease end in a SQLite database: what no API
@@ -36,7 +46,7 @@ def plan_row(database: str, request_id: str) -> tuple[str, int, float | None]:
 
 
 def wait_until_serving(
-    command: subprocess.Popen[str], log: Path, processes: int, *urls: str, within: float = 60
+    command: subprocess.Popen[str], log: Path, processes: int, *urls: str, within: float = STARTUP_S
 ) -> set[int]:
     """Poll, bounded, until `command` (`serve --workers N`) has its `processes` children and
     every one of `urls` answers; its children."""
@@ -154,7 +164,7 @@ def running_server(env: Mapping[str, str], log: Path, *args: str) -> Iterator[Se
     process = spawn(env, log, "serve", "--port", str(port), *args)
     server = Server(process, port, log)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTUP_S
         while True:  # wait for the process to listen; bounded
             try:
                 httpx.get(f"{server.base}/schema/openapi.json", timeout=1)
