@@ -130,5 +130,8 @@ class Sources:
     places: PlaceNamer | None = None
     #: The street networks route plans run on; None rejects every plan.
     networks: StreetNetworks | None = None
+    #: What the air comes from before any station corrects it, as provenance names it:
+    #: `embedded-model` or `cams`.
+    background: str = "embedded-model"
     #: The remote sources whose upstream state the readiness probe reports.
     upstreams: tuple[UpstreamHealth, ...] = ()

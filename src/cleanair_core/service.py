@@ -17,6 +17,7 @@ from cleanair_core.access.accounts import Partner, User
 from cleanair_core.access.connections import Authorized, Caller, Connection, IssuedConnection
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType
+from cleanair_core.air.conditions import Conditions
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.forecast import Forecast
 from cleanair_core.air.fusion_evaluation import PollutantEvaluation
@@ -326,6 +327,21 @@ class CleanAir:
         """The Clean Air Score at a point or a Wi-Fi scan's place (1 credit; proof for
         `Scope.AQ_READ`). See `cleanair_core.use_cases.air.score`."""
         return await air.score(self.context, proof, point=point, wifi=wifi, client=client)
+
+    async def conditions(
+        self,
+        proof: Authorized,
+        *,
+        point: Point | None = None,
+        wifi: Sequence[WifiAccessPoint] = (),
+        client: str | None = None,
+        indexes: Sequence[str] | None = None,
+    ) -> Conditions:
+        """A point's conditions now: score, concentrations, official indexes, provenance
+        (`use_cases.air.conditions`; 1 credit)."""
+        return await air.conditions(
+            self.context, proof, point=point, wifi=wifi, client=client, indexes=indexes
+        )
 
     async def forecast(
         self,

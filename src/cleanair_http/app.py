@@ -22,6 +22,7 @@ from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
+from cleanair_http.controllers.extension import ROUTE_HANDLERS as EXTENSION
 from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
 from cleanair_http.controllers.home import home_page
 from cleanair_http.controllers.quota import read_quota
@@ -115,6 +116,7 @@ def create_app(
             enrich_route,
             submit_plan,
             poll_plan,
+            *EXTENSION,
             live,
             ready,
             home_page,

@@ -394,6 +394,7 @@ def build_sources(
         gazetteer,
         networks=loaded,
         upstreams=upstreams,
+        background="cams" if settings.air_quality_source == "open-meteo" else "embedded-model",
     )
 
 

@@ -26,6 +26,7 @@ from litestar.params import FromPath
 from litestar.response import File
 from swagger_ui_bundle import swagger_ui_path
 
+from cleanair_http.extension_schemas import EXTENSION_VERSION
 from cleanair_http.schemas import ErrorResponse
 
 BEARER = "BearerAuth"
@@ -128,7 +129,11 @@ def openapi_config() -> OpenAPIConfig:
     return OpenAPIConfig(
         title="cleanair",
         version="1.0.0",
-        description="Air-quality scoring, forecasts, route enrichment and cleaner route plans.",
+        description="Air-quality scoring, forecasts, route enrichment and cleaner route plans. "
+        "The API contract's endpoints are under /v1 (version 1.0.0, frozen); the service's "
+        f"extension is under /ext/v1 (version {EXTENSION_VERSION}, its operations tagged "
+        f"`extension v{EXTENSION_VERSION}`), with the same bearer auth, scopes, credit pool, "
+        "rate limits and error envelope.",
         components=Components(
             security_schemes={BEARER: SecurityScheme(type="http", scheme="bearer")}
         ),
@@ -184,6 +189,16 @@ REQUEST_EXAMPLES: dict[str, dict[str, Example]] = {
                     {"mac": "02:1a:2b:3c:4d:5f", "rssi": -63},
                 ]
             },
+        ),
+    },
+    "ConditionsRequest": {
+        "place": Example(
+            summary="A point's conditions with the place's own index",
+            value={"lat": 60.1699, "lon": 24.9384},
+        ),
+        "indexes": Example(
+            summary="Two indexes asked for by code",
+            value={"lat": 51.5072, "lon": -0.1276, "indexes": ["uk_daqi", "eu_eaqi_2024"]},
         ),
     },
     "ForecastRequest": {

@@ -11,6 +11,7 @@ import uuid
 
 from cleanair_core.access.connections import IssuedConnection
 from cleanair_core.access.scopes import format_scopes
+from cleanair_core.air.conditions import Conditions
 from cleanair_core.air.forecast import Forecast
 from cleanair_core.air.point_score import PointScore
 from cleanair_core.air.score import BandedScore
@@ -18,6 +19,7 @@ from cleanair_core.credits.ledger import Quota
 from cleanair_core.routes.enrichment import EnrichedRoute, RouteSummary
 from cleanair_core.routes.plans import Plan
 from cleanair_core.routes.results import PlannedRoute, PlanResult
+from cleanair_http import extension_schemas as ext
 from cleanair_http import schemas
 
 #: Decimal places of a dose in a response: six keep ratios between routes exact to well under
@@ -48,6 +50,51 @@ def quota(pool: Quota) -> schemas.Quota:
 
 def score(result: PointScore) -> schemas.ScoreResponse:
     return schemas.ScoreResponse(score=result.score, ttl=result.ttl)
+
+
+def conditions(result: Conditions) -> ext.ConditionsResponse:
+    indexes = [
+        ext.OfficialIndex(
+            code=index.code,  # type: ignore[arg-type]  # one of the registry's codes
+            name=index.name,
+            value=index.value,
+            category=index.category,
+            colour=index.colour,
+            dominant_pollutant=index.dominant_pollutant.value,
+            concentrations={
+                pollutant.value: ext.IndexConcentration(
+                    round(used.concentration, 2),
+                    used.averaging.value,
+                )
+                for pollutant, used in index.concentrations.items()
+            },
+            health=ext.HealthAdvice(index.health.general, index.health.sensitive),
+        )
+        for index in result.indexes
+    ]
+    first = indexes[0] if indexes else None
+    provenance = result.provenance
+    return ext.ConditionsResponse(
+        clean_air_score=result.clean_air_score,
+        pollutants={
+            pollutant.value: ext.Concentration(round(value, 2), "ug/m3")
+            for pollutant, value in result.pollutants.items()
+            if value is not None
+        },
+        indexes=indexes,
+        health=None
+        if first is None
+        else ext.IndexHealth(first.code, first.health.general, first.health.sensitive),
+        provenance=ext.Provenance(
+            source=provenance.source,
+            data_time=provenance.data_time,
+            age_seconds=provenance.age_seconds,
+            stations=[
+                ext.StationUsed(s.id, s.name, round(s.distance_m, 1), s.last_hour_end)
+                for s in provenance.stations
+            ],
+        ),
+    )
 
 
 def forecast(result: Forecast) -> schemas.ForecastResponse:

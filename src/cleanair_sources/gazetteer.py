@@ -284,6 +284,12 @@ class Gazetteer:
                 best, found = key, city
         return found
 
+    def country_of(self, point: Point) -> str | None:
+        """The ISO 3166-1 alpha-2 code of the nearest place's country within 100 km (the
+        official index of a point follows it); None far from every place."""
+        city = self.nearest(point)
+        return city.country_code.upper() if city is not None else None
+
     def most_relevant(self, point: Point, max_distance_m: float = NAME_RADIUS_M) -> City | None:
         """The place with the highest population / max(distance, 2 km)³ within reach.
 

@@ -220,6 +220,7 @@ def test_endpoint_labels() -> None:
         "forecast",
         "route_enrichment",
         "route_plan",
+        "conditions",
     ]
 
 

@@ -138,7 +138,7 @@ def test_probes_are_free_and_not_rate_limited(tmp_path: Path, sources: Sources) 
 def test_probes_are_not_in_the_openapi_document(client: Client) -> None:
     paths = client.get("/schema/openapi.json").json()["paths"]
     assert {"/livez", "/readyz"} & set(paths) == set()
-    assert all(path.startswith("/v1/") for path in paths)
+    assert all(path.startswith(("/v1/", "/ext/v1/")) for path in paths)
 
 
 def test_probes_are_logged_at_debug_not_info(

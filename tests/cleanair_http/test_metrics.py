@@ -179,7 +179,7 @@ def test_metrics_are_not_in_the_openapi_document(
     client = serve_app(make_core(Sources(FakeSource(), None, FakeIp(), FakeNamer())))
     paths = client.get("/schema/openapi.json").json()["paths"]
     assert "/metrics" not in paths
-    assert all(path.startswith("/v1/") for path in paths)
+    assert all(path.startswith(("/v1/", "/ext/v1/")) for path in paths)
 
 
 def test_scrapes_are_logged_at_debug_only(

@@ -38,8 +38,9 @@ def test_the_readme_walkthrough_calls_every_endpoint(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert '"token":"ca_tst_' in out  # the pairing answer, shown once
-    # quota, score by coordinates, score by Wi-Fi, forecast, route enrichment
-    assert out.count(" -> 200") == 5, out
+    # quota, score by coordinates, conditions, score by Wi-Fi, forecast, route enrichment
+    assert out.count(" -> 200") == 6, out
+    assert '"indexes":[{"code":"eu_eaqi_2024"' in out
     assert out.count(" -> 422") == 1, out  # the forecast by address, from loopback
     assert '"location":"Helsinki' in out
     last = out.strip().splitlines()[-1]

@@ -76,3 +76,6 @@ class FakeIp:
 class FakeNamer:
     def name_of(self, point: Point) -> str:
         return "Helsinki, Finland"
+
+    def country_of(self, point: Point) -> str | None:
+        return "FI"

@@ -19,6 +19,8 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+import attrs
+
 from cleanair_core.air.fusion import (
     FUSION_PARAMETERS,
     HOUR,
@@ -35,6 +37,7 @@ from cleanair_core.air.observations import ObservationStore, Station
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.clock import Clock, SystemClock
+from cleanair_core.geo import Point
 from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload, inline
 
@@ -50,6 +53,22 @@ log = logging.getLogger("cleanair.fusion")
 #: and hours whose latest observations are kept: both are dropped oldest first.
 _FIELDS_KEPT = 256
 _HOURS_KEPT = 256
+
+
+#: Stations reported as correcting a point: within this distance, at most this many.
+NEAR_M = 50_000.0
+NEAR_KEPT = 10
+
+
+@attrs.frozen
+class StationUsed:
+    """A station whose observation corrects the air at a point: how far it is (metres) and
+    the end of the hour of its value used."""
+
+    id: str
+    name: str
+    distance_m: float
+    last_hour_end: datetime
 
 
 class _Fields:
@@ -132,6 +151,33 @@ class FusedAir:
                 for pollutant, hour in latest.items()
                 if (field := self._state.fields.get((pollutant, hour.hour_end))) is not None
             }
+
+    def stations_near(
+        self, point: Point, at: datetime, *, within_m: float = NEAR_M, limit: int = NEAR_KEPT
+    ) -> list[StationUsed]:
+        """The stations whose observations correct a sample at `point` and `at` (as last
+        computed: ask `concentrations` first), nearest first, within `within_m`, at most
+        `limit`; each with the end of the hour of its value used."""
+        import numpy as np
+
+        from cleanair_core.air.fusion import station_distances
+
+        with self._lock:
+            stations = dict(self._state.stations or {})
+        found: dict[str, StationUsed] = {}
+        for field in self.stations_used(at).values():
+            distances = station_distances(
+                np.array([point.lat]), np.array([point.lon]), field.lats, field.lons
+            )[0]
+            for station_id, distance in zip(field.stations, distances.tolist(), strict=True):
+                known = found.get(station_id)
+                if distance > within_m or station_id not in stations:
+                    continue
+                if known is None or known.last_hour_end < field.hour_end:
+                    found[station_id] = StationUsed(
+                        station_id, stations[station_id].name, distance, field.hour_end
+                    )
+        return sorted(found.values(), key=lambda s: (s.distance_m, s.id))[:limit]
 
     # -- shared by the async and the array paths
     def _fresh(self) -> _Fields | None:

@@ -22,6 +22,10 @@ class PlaceNamer(Protocol):
 
     def name_of(self, point: Point) -> str: ...
 
+    def country_of(self, point: Point) -> str | None:
+        """The ISO 3166-1 alpha-2 code of the country a point is in, or None (at sea, say)."""
+        ...
+
 
 class IpLocator(Protocol):
     """An approximate place for a client address, or None (private, loopback, unknown)."""

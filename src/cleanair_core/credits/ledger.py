@@ -30,14 +30,17 @@ class Billable(StrEnum):
     FORECAST = "forecast"
     ROUTE_ENRICHMENT = "route_enrichment"
     ROUTE_PLAN = "route_plan"
+    #: The extension API (/ext/v1): a point's conditions cost what its score costs.
+    CONDITIONS = "conditions"
 
 
-#: Contract section 8. Route enrichment is per waypoint.
+#: Contract section 8 (and the extension's). Route enrichment is per waypoint.
 COSTS: dict[Billable, int] = {
     Billable.SCORE: 1,
     Billable.FORECAST: 2,
     Billable.ROUTE_ENRICHMENT: 1,
     Billable.ROUTE_PLAN: 25,
+    Billable.CONDITIONS: 1,
 }
 
 

@@ -10,10 +10,12 @@ from cleanair_core.access.connections import Authorized
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air import fusion_evaluation, wifi_location
 from cleanair_core.air.activities import ActivityType
+from cleanair_core.air.conditions import Conditions, conditions_at
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.forecast import Forecast, forecast_hours
 from cleanair_core.air.forecast_window import check_in_window, local_day_hours, parse_timezone
 from cleanair_core.air.fusion_evaluation import PollutantEvaluation
+from cleanair_core.air.indexes.registry import INDEX_CODES, indexes_for
 from cleanair_core.air.observations import (
     OBSERVED,
     Observation,
@@ -55,6 +57,36 @@ async def score(
     async with charge(ctx, caller, Billable.SCORE, client=client):
         located = await resolve_point(point, wifi, sources.wifi)
         return await score_at(sources.air_quality, located, ctx.now())
+
+
+async def conditions(
+    ctx: Context,
+    proof: Authorized,
+    *,
+    point: Point | None = None,
+    wifi: Sequence[WifiAccessPoint] = (),
+    client: str | None = None,
+    indexes: Sequence[str] | None = None,
+) -> Conditions:
+    """A point's conditions now (the extension API; 1 credit, the score's scope): the score,
+    the concentrations, the official indexes asked for (default: the point's country's,
+    else all) and the provenance. Located as a score is; an unknown index code is
+    Unprocessable (not charged)."""
+    caller = proof.caller_for(Scope.AQ_READ)
+    if point is None and not wifi:
+        raise Unprocessable()
+    if indexes is not None and (not indexes or any(code not in INDEX_CODES for code in indexes)):
+        raise Unprocessable()
+    sources = ctx.require_sources()
+    async with charge(ctx, caller, Billable.CONDITIONS, client=client):
+        located = await resolve_point(point, wifi, sources.wifi)
+        places = sources.places
+        # The first lookup reads the place data (half a second): never on the event loop.
+        country = None if places is None else await ctx.offload(lambda: places.country_of(located))
+        chosen = indexes_for(country, indexes)
+        return await conditions_at(
+            sources.air_quality, located, ctx.now(), chosen, sources.background
+        )
 
 
 async def forecast(

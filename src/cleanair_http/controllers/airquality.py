@@ -20,10 +20,10 @@ from cleanair_http.auth import authorization_of, core_of, requires
 from cleanair_http.client_address import client_address
 from cleanair_http.openapi import SECURITY, error_responses
 
-_AQ_READ = requires(Scope.AQ_READ)
+AQ_READ = requires(Scope.AQ_READ)
 
 
-def _point(lat: float | None, lon: float | None) -> Point | None:
+def point_of(lat: float | None, lon: float | None) -> Point | None:
     """Both coordinates or neither; one alone is a validation failure."""
     if lat is None and lon is None:
         return None
@@ -32,7 +32,7 @@ def _point(lat: float | None, lon: float | None) -> Point | None:
     return Point(lat, lon)
 
 
-def _client_label(raw: str | None) -> str | None:
+def client_label_of(raw: str | None) -> str | None:
     if raw is None:
         return None
     try:
@@ -44,7 +44,7 @@ def _client_label(raw: str | None) -> str | None:
 @post(
     "/v1/airquality/score",
     status_code=200,
-    opt=_AQ_READ,
+    opt=AQ_READ,
     security=SECURITY,
     summary="Score a point",
     tags=["air quality"],
@@ -62,8 +62,8 @@ async def score_point(
 ) -> schemas.ScoreResponse:
     """The Clean Air Score (0-100, 100 cleanest) at `lat`/`lon`, else at the Wi-Fi scan's
     location. 1 credit; `ttl` is the seconds until the data behind the answer next changes."""
-    point = _point(data.lat, data.lon)
-    client = _client_label(data.client)
+    point = point_of(data.lat, data.lon)
+    client = client_label_of(data.client)
     # The scan is only turned into core values when it will be used: coordinates win.
     scan = [WifiAccessPoint(ap.mac, ap.rssi) for ap in data.wifi or ()] if point is None else []
     result = await core_of(request).score(
@@ -75,7 +75,7 @@ async def score_point(
 @post(
     "/v1/airquality/forecast",
     status_code=200,
-    opt=_AQ_READ,
+    opt=AQ_READ,
     security=SECURITY,
     summary="Forecast a day",
     tags=["air quality"],
@@ -96,7 +96,7 @@ async def forecast_day(
 ) -> schemas.ForecastResponse:
     """Hourly Clean Air Scores and concentrations (µg/m³) for the local `date` in `timezone`.
     Without coordinates the caller's IP country gives an approximate location. 2 credits."""
-    point = _point(data.latitude, data.longitude)
+    point = point_of(data.latitude, data.longitude)
     core = core_of(request)
     address = None
     if point is None:

@@ -1,0 +1,146 @@
+"""msgspec structs of the extension API (`/ext/v1`, versioned apart from the contract's
+frozen `/v1`): what its endpoints accept and answer, with every field's units."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+from cleanair_http.schemas import MAX_SCAN, ClientLabel, Latitude, Longitude, WifiAccessPoint
+
+#: The extension API's own version (the contract's `/v1` stays 1.0.0).
+EXTENSION_VERSION = "1.0.0"
+
+IndexCode = Literal["us_epa_2024", "eu_eaqi_2024", "uk_daqi"]
+
+
+class ConditionsRequest(msgspec.Struct):
+    wifi: (
+        Annotated[
+            list[WifiAccessPoint],
+            msgspec.Meta(
+                max_length=MAX_SCAN,
+                description="A Wi-Fi scan, resolved server-side to a coarse point; used only "
+                "without lat/lon (as in the score request)",
+            ),
+        ]
+        | None
+    ) = None
+    lat: Latitude | None = None
+    lon: Longitude | None = None
+    client: ClientLabel | None = None
+    indexes: (
+        Annotated[
+            list[IndexCode],
+            msgspec.Meta(
+                min_length=1,
+                max_length=3,
+                description="Official indexes to compute; default: the official index of the "
+                "point's country where the service has it, else all",
+            ),
+        ]
+        | None
+    ) = None
+
+
+class Concentration(msgspec.Struct):
+    concentration: Annotated[float, msgspec.Meta(description="This hour's mean")]
+    units: Annotated[Literal["ug/m3"], msgspec.Meta(description="Micrograms per cubic metre")]
+
+
+class IndexConcentration(msgspec.Struct):
+    concentration: Annotated[
+        float, msgspec.Meta(description="The averaged value the index was computed from, µg/m³")
+    ]
+    averaging: Annotated[
+        Literal["1h", "8h", "24h", "nowcast"],
+        msgspec.Meta(
+            description="How it was averaged; shorter than the index's official period when "
+            "the history was (`1h` where the rules ask for `8h` or `24h`)"
+        ),
+    ]
+
+
+class HealthAdvice(msgspec.Struct):
+    general: Annotated[str, msgspec.Meta(description="The index's advice for everyone")]
+    sensitive: Annotated[
+        str, msgspec.Meta(description="Its advice for sensitive or at-risk people")
+    ]
+
+
+class OfficialIndex(msgspec.Struct):
+    code: Annotated[IndexCode, msgspec.Meta(description="The index (docs/indexes.md)")]
+    name: Annotated[str, msgspec.Meta(description="The index's name")]
+    value: Annotated[
+        int,
+        msgspec.Meta(
+            description="The index's value on its own scale: AQI 0-500, EAQI band 1-6, DAQI 1-10"
+        ),
+    ]
+    category: Annotated[str, msgspec.Meta(description="The index's name for the value's band")]
+    colour: Annotated[str, msgspec.Meta(description="The index's colour for the band, #RRGGBB")]
+    dominant_pollutant: Annotated[str, msgspec.Meta(description="The pollutant that set the value")]
+    concentrations: Annotated[
+        dict[str, IndexConcentration],
+        msgspec.Meta(description="Per pollutant (`pm25`, `pm10`, `no2`, `o3`, `so2`)"),
+    ]
+    health: Annotated[HealthAdvice, msgspec.Meta(description="The index's own advice")]
+
+
+class IndexHealth(msgspec.Struct):
+    index: Annotated[IndexCode, msgspec.Meta(description="Whose advice this is")]
+    general: Annotated[str, msgspec.Meta(description="The index's advice for everyone")]
+    sensitive: Annotated[
+        str, msgspec.Meta(description="Its advice for sensitive or at-risk people")
+    ]
+
+
+class StationUsed(msgspec.Struct):
+    id: Annotated[str, msgspec.Meta(description="The station's id (`openaq:2178`, say)")]
+    name: Annotated[str, msgspec.Meta(description="The station's name")]
+    distance_m: Annotated[float, msgspec.Meta(description="From the point, metres")]
+    last_value_time: Annotated[
+        datetime.datetime,
+        msgspec.Meta(description="The end of the hour of the station's value used (UTC)"),
+    ]
+
+
+class Provenance(msgspec.Struct):
+    source: Annotated[
+        str,
+        msgspec.Meta(
+            description="`embedded-model` or `cams` (CAMS via Open-Meteo), with `+stations` "
+            "when station observations correct the values"
+        ),
+    ]
+    data_time: Annotated[
+        datetime.datetime, msgspec.Meta(description="The start of the hour the values describe")
+    ]
+    age_seconds: Annotated[int, msgspec.Meta(description="Seconds since `data_time`")]
+    stations: Annotated[
+        list[StationUsed],
+        msgspec.Meta(description="The stations correcting the values, nearest first"),
+    ]
+
+
+class ConditionsResponse(msgspec.Struct):
+    clean_air_score: Annotated[
+        int, msgspec.Meta(ge=0, le=100, description="Clean Air Score: 100 is cleanest")
+    ]
+    pollutants: Annotated[
+        dict[str, Concentration],
+        msgspec.Meta(description="This hour's concentrations, per pollutant"),
+    ]
+    indexes: Annotated[
+        list[OfficialIndex],
+        msgspec.Meta(description="The official indexes, in the order asked for"),
+    ]
+    health: Annotated[
+        IndexHealth | None,
+        msgspec.Meta(description="The first index's advice (the official one of the place)"),
+    ]
+    provenance: Annotated[
+        Provenance, msgspec.Meta(description="Where the numbers come from, and how old")
+    ]

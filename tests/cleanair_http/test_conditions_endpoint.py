@@ -1,0 +1,176 @@
+"""POST /ext/v1/airquality/conditions: a point's score, concentrations, official indexes and
+provenance, with the contract's auth, credits and error envelope (the extension API)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cleanair_core import CleanAir, ManualClock, TokenKeys, generate_key
+from cleanair_core.air.observations import Observation, Station
+from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.geo import Point
+from cleanair_core.ports import Sources
+from cleanair_http.bootstrap import Deployment, build_sources
+from cleanair_http.settings import Settings
+from cleanair_storage.sqlite import SqliteStore
+from support.http import Client, bearer, pair
+
+PATH = "/ext/v1/airquality/conditions"
+NOW = datetime(2026, 1, 15, 12, 20, tzinfo=UTC)
+HOUR = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+HELSINKI = {"lat": 60.17, "lon": 24.94}
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(NOW)
+
+
+@pytest.fixture
+def sources(tmp_path: Path, clock: ManualClock) -> Sources:
+    """The real sources (embedded model, place data, fusion) over the test core's file."""
+    store = SqliteStore(tmp_path / "cleanair.db")
+    settings = Settings.from_env({"CLEANAIR_DEFAULT_NETWORK": "false"})
+    return build_sources(settings, store, TokenKeys(generate_key()), Deployment(), clock=clock)
+
+
+def remaining(client: Client, headers: dict[str, str]) -> int:
+    value: int = client.get("/v1/quota", headers=headers).json()["remaining"]
+    return value
+
+
+def ask(client: Client, headers: dict[str, str], **body: Any) -> Any:
+    return client.post(PATH, json=body, headers=headers)
+
+
+def test_the_places_own_index_with_its_averages_advice_and_provenance(
+    core: CleanAir, client: Client
+) -> None:
+    headers = bearer(pair(core, client))
+    before = remaining(client, headers)
+    answer = ask(client, headers, **HELSINKI)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert remaining(client, headers) == before - 1  # the score's price
+    assert 0 <= body["clean_air_score"] <= 100
+    assert set(body["pollutants"]) == {"pm25", "pm10", "no2", "o3", "so2"}
+    assert all(p["units"] == "ug/m3" for p in body["pollutants"].values())
+    [index] = body["indexes"]  # Finland: the European index only
+    assert index["code"] == "eu_eaqi_2024"
+    assert 1 <= index["value"] <= 6
+    assert index["colour"].startswith("#")
+    assert index["dominant_pollutant"] in index["concentrations"]
+    no2 = index["concentrations"]["no2"]
+    assert no2["averaging"] == "1h"
+    assert no2["concentration"] == pytest.approx(body["pollutants"]["no2"]["concentration"])
+    assert body["health"] == {"index": "eu_eaqi_2024", **index["health"]}
+    provenance = body["provenance"]
+    assert provenance["source"] == "embedded-model"
+    assert datetime.fromisoformat(provenance["data_time"]) == HOUR
+    assert provenance["age_seconds"] == 20 * 60
+    assert provenance["stations"] == []
+
+
+def test_indexes_asked_for_and_their_averaging_periods(core: CleanAir, client: Client) -> None:
+    headers = bearer(pair(core, client))
+    body = ask(client, headers, **HELSINKI, indexes=["us_epa_2024", "uk_daqi"]).json()
+    us, uk = body["indexes"]
+    assert (us["code"], uk["code"]) == ("us_epa_2024", "uk_daqi")
+    assert us["concentrations"]["pm25"]["averaging"] == "nowcast"  # 24 hours of history
+    assert us["concentrations"]["o3"]["averaging"] == "8h"
+    assert uk["concentrations"]["pm10"]["averaging"] == "24h"
+    assert 0 <= us["value"] <= 500
+    assert 1 <= uk["value"] <= 10
+    assert body["health"]["index"] == "us_epa_2024"
+
+
+@pytest.mark.parametrize(
+    ("where", "codes"),
+    [
+        ({"lat": 40.71, "lon": -74.0}, ["us_epa_2024"]),
+        ({"lat": 51.51, "lon": -0.13}, ["uk_daqi"]),
+        ({"lat": 0.0, "lon": -30.0}, ["us_epa_2024", "eu_eaqi_2024", "uk_daqi"]),  # at sea
+    ],
+)
+def test_the_default_follows_the_country(
+    core: CleanAir, client: Client, where: dict[str, float], codes: list[str]
+) -> None:
+    headers = bearer(pair(core, client))
+    body = ask(client, headers, **where).json()
+    assert [index["code"] for index in body["indexes"]] == codes
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {**HELSINKI, "indexes": ["aqi"]},
+        {**HELSINKI, "indexes": []},
+        {"lat": 60.17},
+        {},
+        {**HELSINKI, "client": "not a label!"},
+    ],
+)
+def test_bad_requests_are_422_and_free(
+    core: CleanAir, client: Client, body: dict[str, Any]
+) -> None:
+    headers = bearer(pair(core, client))
+    before = remaining(client, headers)
+    answer = client.post(PATH, json=body, headers=headers)
+    assert answer.status_code == 422
+    assert answer.json() == {"detail": "Request validation failed"}
+    assert remaining(client, headers) == before
+
+
+def test_the_contracts_auth_applies(core: CleanAir, client: Client) -> None:
+    assert client.post(PATH, json=HELSINKI).status_code == 401
+    headers = bearer(pair(core, client))
+    core.set_premium("alice", False)
+    answer = client.post(PATH, json=HELSINKI, headers=headers)
+    assert answer.status_code == 403
+    assert set(answer.json()) == {"detail"}
+
+
+def test_stations_nearby_are_the_provenance(
+    core: CleanAir, client: Client, clock: ManualClock
+) -> None:
+    headers = bearer(pair(core, client))
+    core.store.put_stations([Station("test:1", "Kallio", Point(60.187, 24.951))])
+    core.store.put_observations([Observation("test:1", Pollutant.NO2, HOUR, 90.0)])
+    clock.advance(seconds=1)
+    body = ask(client, headers, **HELSINKI).json()
+    provenance = body["provenance"]
+    assert provenance["source"] == "embedded-model+stations"
+    [station] = provenance["stations"]
+    assert (station["id"], station["name"]) == ("test:1", "Kallio")
+    assert station["distance_m"] == pytest.approx(2_030, abs=50)
+    assert datetime.fromisoformat(station["last_value_time"]) == HOUR
+    assert body["pollutants"]["no2"]["concentration"] > 60.0  # corrected towards 90
+
+
+def test_observations_beyond_reach_are_not_named(
+    core: CleanAir, client: Client, clock: ManualClock
+) -> None:
+    headers = bearer(pair(core, client))
+    core.store.put_stations([Station("test:2", "Tallinn", Point(59.44, 24.75))])
+    core.store.put_observations(
+        [Observation("test:2", Pollutant.NO2, HOUR - timedelta(hours=1), 30.0)]
+    )
+    clock.advance(seconds=1)
+    body = ask(client, headers, **HELSINKI).json()
+    assert body["provenance"]["stations"] == []  # 80 km away: it corrects, but not nearby
+    assert body["provenance"]["source"] == "embedded-model"
+
+
+def test_the_openapi_document_names_the_extension_apart(client: Client) -> None:
+    document = client.get("/schema/openapi.json").json()
+    assert document["info"]["version"] == "1.0.0"
+    operation = document["paths"][PATH]["post"]
+    assert operation["tags"] == ["extension v1.0.0"]
+    assert set(operation["responses"]) >= {"200", "401", "403", "422", "429", "503"}
+    assert "Retry-After" in operation["responses"]["429"]["headers"]
+    schemas = document["components"]["schemas"]
+    assert "µg/m³" in schemas["IndexConcentration"]["properties"]["concentration"]["description"]
