@@ -61,12 +61,16 @@ CAMS_LIKE: Concentrations = {
 
 
 class UniformCell:
-    """A CAMS-like background: one value everywhere in 0.1 degree cells."""
+    """A CAMS-like background: one value everywhere in 0.1 degree cells (as CAMS Europe via
+    Open-Meteo gives), `values` at every hour."""
 
     update_interval = 3600
 
+    def __init__(self, values: Concentrations = CAMS_LIKE) -> None:
+        self.values = values
+
     async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
-        return [dict(CAMS_LIKE) for _ in samples]
+        return [dict(self.values) for _ in samples]
 
     def cell_of(self, lat: float, lon: float) -> GridCell:
         south, west = np.floor(lat * 10) / 10, np.floor(lon * 10) / 10

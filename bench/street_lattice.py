@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from bench.quality import UniformCell
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
-from cleanair_core.air.street_level import STREET_POLLUTANTS, GridCell, StreetLevelAir
+from cleanair_core.air.street_level import STREET_POLLUTANTS, StreetLevelAir
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_sources.osm_import import HELSINKI_EXTRACT, import_network
@@ -34,19 +34,6 @@ CELL: Concentrations = {
 DAY = datetime(2026, 11, 24, tzinfo=UTC)
 
 
-class CamsCell:
-    """One value for every 0.1 degree cell, as CAMS Europe via Open-Meteo gives."""
-
-    update_interval = 3600
-
-    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
-        return [dict(CELL) for _ in samples]
-
-    def cell_of(self, lat: float, lon: float) -> GridCell:
-        south, west = math.floor(lat * 10) / 10, math.floor(lon * 10) / 10
-        return GridCell(south, west, south + 0.1, west + 0.1)
-
-
 def measure(network: StreetNetwork) -> None:
     south, west, north, east = network.bounds
     lats, lons = np.meshgrid(np.linspace(south, north, 10), np.linspace(west, east, 10))
@@ -56,7 +43,7 @@ def measure(network: StreetNetwork) -> None:
     points = [
         Point(a, o) for a, o in zip(lats.ravel().tolist(), lons.ravel().tolist(), strict=True)
     ]
-    cell = CamsCell()
+    cell = UniformCell(CELL)
     air = StreetLevelAir(cell, cell, increments)
     background = CELL[Pollutant.NO2]
     assert background is not None
