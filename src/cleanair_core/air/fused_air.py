@@ -356,27 +356,12 @@ class GriddedFusedAir(FusedAir):
     """`FusedAir` over a source that computes its values (`GriddedAir`): it answers many
     points at one time as one array too, off the event loop (a plan's node air)."""
 
-    def __init__(
-        self,
-        unfused: GriddedAir,
-        observations: ObservationStore,
-        *,
-        store_calls: Offload = inline,
-        clock: Clock | None = None,
-        recheck: timedelta = timedelta(seconds=1),
-        parameters: dict[Pollutant, FusionParameters] | None = None,
-        metrics: Metrics = NO_METRICS,
-    ) -> None:
-        super().__init__(
-            unfused,
-            observations,
-            store_calls=store_calls,
-            clock=clock,
-            recheck=recheck,
-            parameters=parameters,
-            metrics=metrics,
-        )
-        self._gridded = unfused
+    @property
+    def _gridded(self) -> GriddedAir:
+        unfused = self.unfused
+        if not isinstance(unfused, GriddedAir):  # `fused_air` never builds one so
+            raise TypeError("GriddedFusedAir needs a source that computes its values")
+        return unfused
 
     def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
         """See `GriddedAir.air_at_hour`: the unfused array, corrected (the values
@@ -427,11 +412,8 @@ def fused_air(
     """`unfused` corrected by `observations`: gridded (array answers) when `unfused`
     computes its values, else sample by sample. `metrics` hears of every hour worked out,
     fused or not."""
-    if isinstance(unfused, GriddedAir):
-        return GriddedFusedAir(
-            unfused, observations, store_calls=store_calls, clock=clock, metrics=metrics
-        )
-    return FusedAir(unfused, observations, store_calls=store_calls, clock=clock, metrics=metrics)
+    kind = GriddedFusedAir if isinstance(unfused, GriddedAir) else FusedAir
+    return kind(unfused, observations, store_calls=store_calls, clock=clock, metrics=metrics)
 
 
 def unfused_of(source: AirQualitySource) -> AirQualitySource:
