@@ -1,10 +1,11 @@
 """Street networks from OpenStreetMap files (.osm.pbf, .osm, .osm.xml), read with pyosmium.
 
-`import_network` reads the file once: osmium keeps the location of every node in memory (about
-16 bytes per node of the file) and hands each `highway`-tagged way over with the locations of
-its nodes; only those ways reach Python. It returns a `StreetNetwork` with one edge per pair of
-consecutive nodes of each kept way. The file must list nodes before ways, as OpenStreetMap
-extracts do.
+`import_network` reads the file's relations once (to assemble multipolygons), then the whole
+file once: osmium keeps the location of every node in memory (about 16 bytes per node of the
+file) and hands each `highway`-tagged way over with the locations of its nodes, and each area
+whose tags may be water or green space; only those reach Python. It returns a `StreetNetwork`
+with one edge per pair of consecutive nodes of each kept way. The file must list nodes before
+ways, as OpenStreetMap extracts do.
 
 Which ways are kept
 -------------------
@@ -246,10 +247,10 @@ _METRES_PER_DEGREE = 6_371_008.8 * math.pi / 180.0
 
 def area_kind(tags: Mapping[str, str]) -> AreaKind | None:
     """Whether an area with `tags` is water or green space (water first), or None."""
-    kinds = {AREA_KINDS.get((key, tags.get(key, ""))) for key in _AREA_KEYS} - {None}
-    if not kinds:
-        return None
-    return min(kind for kind in kinds if kind is not None)
+    kinds = [
+        kind for key in _AREA_KEYS if (kind := AREA_KINDS.get((key, tags.get(key, "")))) is not None
+    ]
+    return min(kinds, default=None)
 
 
 def classify_way(tags: Mapping[str, str]) -> tuple[RoadClass, Access] | None:
@@ -514,7 +515,7 @@ def _read_ways(path: Path, report: Progress) -> tuple[_Ways, list[_Outline]]:
 def _outlines(area: osmium.osm.Area) -> list[_Outline]:
     """The outer rings of `area` when its tags keep it (a ring with a node missing from the
     file is skipped: osmium assembles such areas only partly)."""
-    kind = area_kind({key: area.tags.get(key, "") for key in _AREA_KEYS})
+    kind = area_kind({key: area.tags.get(key) or "" for key in _AREA_KEYS})
     if kind is None:
         return []
     kept = []
@@ -567,7 +568,12 @@ def clip_ring(
         points.pop()
     # Each side: which coordinate (0 latitude, 1 longitude), its limit, and whether inside is
     # below it.
-    for axis, limit, below in ((0, south, False), (0, north, True), (1, west, False), (1, east, True)):
+    for axis, limit, below in (
+        (0, south, False),
+        (0, north, True),
+        (1, west, False),
+        (1, east, True),
+    ):
         if not points:
             break
         kept: list[tuple[float, float]] = []

@@ -40,9 +40,7 @@ def stored_areas(areas: NetworkAreas | None) -> list[bytes | None]:
     """Each of `AREA_ARRAYS` of `areas` as bytes; all None (NULL) without areas."""
     if areas is None:
         return [None] * len(AREA_ARRAYS)
-    return [
-        array_bytes(column, getattr(areas, field), kind) for column, field, kind in AREA_ARRAYS
-    ]
+    return [array_bytes(column, getattr(areas, field), kind) for column, field, kind in AREA_ARRAYS]
 
 
 def areas_of(blobs: list[bytes | None]) -> NetworkAreas | None:

@@ -2,8 +2,9 @@
 
 Edges are joined into polylines through nodes where exactly two edges of the same road class
 and street name meet (most of a street's nodes only shape its curve), which roughly halves
-the points sent; each polyline carries its street's name, when the network kept names. The water and green
-space around the streets (`StreetNetwork.areas`) come as rings, drawn under them.
+the points sent; each polyline carries its street's name, when the network kept names. The
+water and green space around the streets (`StreetNetwork.areas`) come as rings, drawn under
+them.
 Coordinates are whole multiples of `UNIT` degrees (about 1 m) counted from the network's
 south-west corner: short integers instead of long decimals, so the shipped Helsinki network
 is about a hundred kilobytes.
