@@ -1,10 +1,11 @@
 """Street networks from OpenStreetMap files (.osm.pbf, .osm, .osm.xml), read with pyosmium.
 
-`import_network` reads the file once: osmium keeps the location of every node in memory (about
-16 bytes per node of the file) and hands each `highway`-tagged way over with the locations of
-its nodes; only those ways reach Python. It returns a `StreetNetwork` with one edge per pair of
-consecutive nodes of each kept way. The file must list nodes before ways, as OpenStreetMap
-extracts do.
+`import_network` reads the file's relations once (to assemble multipolygons), then the whole
+file once: osmium keeps the location of every node in memory (about 16 bytes per node of the
+file) and hands each `highway`-tagged way over with the locations of its nodes, and each area
+whose tags may be water or green space; only those reach Python. It returns a `StreetNetwork`
+with one edge per pair of consecutive nodes of each kept way. The file must list nodes before
+ways, as OpenStreetMap extracts do.
 
 Which ways are kept
 -------------------
@@ -85,6 +86,16 @@ Edges and nodes
 - Each edge keeps its way's `name` tag (whitespace folded to single spaces; none when empty)
   as an index into the network's `street_names`, for the route explorer's map.
 
+Water and green space (for the route explorer's map only)
+----------------------------------------------------------
+Areas (closed ways, and the outer rings of multipolygon relations, as osmium assembles them)
+tagged as water (`natural=water`, `waterway=riverbank`, `landuse=reservoir|basin`) or green
+space (`leisure=park|garden`, `landuse=grass|forest|recreation_ground`, `natural=wood`) become
+the network's `areas`; the sea is not kept (OpenStreetMap draws it only as coastline, which an
+extract leaves unclosed). Each outer ring is clipped to the network's bounds and simplified
+(Douglas-Peucker, `SIMPLIFY_M` metres), and dropped when fewer than three points are left;
+inner rings (holes) are not kept. Routing never reads them.
+
 Progress
 --------
 `progress(stage, count)` is called with stage "ways" every 100,000 `highway`-tagged ways read
@@ -112,7 +123,13 @@ import osmium
 import osmium.filter
 
 from cleanair_core.geo import distances_m
-from cleanair_core.routes.network import Access, RoadClass, StreetNetwork
+from cleanair_core.routes.network import (
+    Access,
+    AreaKind,
+    NetworkAreas,
+    RoadClass,
+    StreetNetwork,
+)
 
 Progress = Callable[[str, int], None]
 
@@ -206,6 +223,34 @@ _RULE_KEYS = (
     *_CONTRAFLOW_KEYS,
     *_CONTRAFLOW_ONEWAY_KEYS,
 )
+
+
+#: The area kind of each kept (key, value) tag; any other area is skipped.
+AREA_KINDS: Mapping[tuple[str, str], AreaKind] = {
+    ("natural", "water"): AreaKind.WATER,
+    ("waterway", "riverbank"): AreaKind.WATER,
+    ("landuse", "reservoir"): AreaKind.WATER,
+    ("landuse", "basin"): AreaKind.WATER,
+    ("leisure", "park"): AreaKind.PARK,
+    ("leisure", "garden"): AreaKind.PARK,
+    ("landuse", "grass"): AreaKind.PARK,
+    ("landuse", "forest"): AreaKind.PARK,
+    ("landuse", "recreation_ground"): AreaKind.PARK,
+    ("natural", "wood"): AreaKind.PARK,
+}
+_AREA_KEYS = tuple(sorted({key for key, _ in AREA_KINDS}))
+#: How far (metres) a simplified outline may stray from the mapped one: invisible on the map,
+#: and it keeps the stored and served outlines small.
+SIMPLIFY_M = 2.0
+_METRES_PER_DEGREE = 6_371_008.8 * math.pi / 180.0
+
+
+def area_kind(tags: Mapping[str, str]) -> AreaKind | None:
+    """Whether an area with `tags` is water or green space (water first), or None."""
+    kinds = [
+        kind for key in _AREA_KEYS if (kind := AREA_KINDS.get((key, tags.get(key, "")))) is not None
+    ]
+    return min(kinds, default=None)
 
 
 def classify_way(tags: Mapping[str, str]) -> tuple[RoadClass, Access] | None:
@@ -346,10 +391,11 @@ def import_network(
         raise ValueError(f"no OpenStreetMap file at {path}")
     report: Progress = progress if progress is not None else _no_progress
     try:
-        ways = _read_ways(path, report)
+        ways, outlines = _read_ways(path, report)
     except RuntimeError as exc:  # how osmium reports unreadable files and parse errors
         raise ValueError(f"cannot read the OpenStreetMap file {path}: {exc}") from exc
     network = _build(name, path, ways, clock_now)
+    network = attrs.evolve(network, areas=_areas_within(outlines, network.bounds))
     report("nodes", network.node_count)
     report("edges", network.edge_count)
     if not np.any(network.edge_access != Access.NONE):
@@ -385,9 +431,19 @@ def street_name(tags_name: str | None) -> str | None:
     return folded or None
 
 
-def _read_ways(path: Path, report: Progress) -> _Ways:
-    """Read the file once: osmium keeps every node's location and hands each highway-tagged
-    way over with its nodes' locations; only ways reach Python."""
+@attrs.frozen
+class _Outline:
+    """One outer ring of a kept area, in degrees (unclosed)."""
+
+    kind: AreaKind
+    lat: npt.NDArray[np.float64]
+    lon: npt.NDArray[np.float64]
+
+
+def _read_ways(path: Path, report: Progress) -> tuple[_Ways, list[_Outline]]:
+    """Read the file once (and its relations once before): osmium keeps every node's location,
+    assembles areas, and hands each highway-tagged way over with its nodes' locations, and
+    each area with a kept tag; only those reach Python."""
     refs = array("q")
     xs = array("i")
     ys = array("i")
@@ -397,22 +453,30 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
     traffic = array("d")
     way_names = array("i")
     names: dict[str, int] = {}
+    outlines: list[_Outline] = []
     seen = 0
     processor = (
-        osmium.FileProcessor(str(path), osmium.osm.NODE | osmium.osm.WAY)
+        osmium.FileProcessor(str(path), osmium.osm.NODE | osmium.osm.WAY | osmium.osm.RELATION)
         .with_locations()
-        .with_filter(osmium.filter.EntityFilter(osmium.osm.WAY))
-        .with_filter(osmium.filter.KeyFilter("highway"))
+        # Only multipolygons that may be kept are assembled from relations.
+        .with_areas(osmium.filter.KeyFilter(*_AREA_KEYS))
+        .with_filter(osmium.filter.EntityFilter(osmium.osm.WAY | osmium.osm.AREA))
+        .with_filter(osmium.filter.KeyFilter("highway", *_AREA_KEYS))
     )
     for way in processor:
+        if isinstance(way, osmium.osm.Area):
+            outlines += _outlines(way)
+            continue
         if not isinstance(way, osmium.osm.Way):
+            continue
+        way_tags = way.tags
+        highway = way_tags.get("highway")
+        if highway is None:
             continue
         seen += 1
         if seen % PROGRESS_EVERY == 0:
             report("ways", seen)
-        way_tags = way.tags
-        highway = way_tags.get("highway")
-        if highway is None or highway not in ROAD_CLASSES:
+        if highway not in ROAD_CLASSES:
             continue
         tags = {"highway": highway}
         for key in _RULE_KEYS:
@@ -434,7 +498,7 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
         named = street_name(way_tags.get("name"))
         way_names.append(-1 if named is None else names.setdefault(named, len(names)))
     report("ways", seen)
-    return _Ways(
+    ways = _Ways(
         refs=np.array(refs, dtype=np.int64),
         x=np.array(xs, dtype=np.int32),
         y=np.array(ys, dtype=np.int32),
@@ -445,6 +509,127 @@ def _read_ways(path: Path, report: Progress) -> _Ways:
         name=np.array(way_names, dtype=np.int32),
         names=tuple(names),
     )
+    return ways, outlines
+
+
+def _outlines(area: osmium.osm.Area) -> list[_Outline]:
+    """The outer rings of `area` when its tags keep it (a ring with a node missing from the
+    file is skipped: osmium assembles such areas only partly)."""
+    kind = area_kind({key: area.tags.get(key) or "" for key in _AREA_KEYS})
+    if kind is None:
+        return []
+    kept = []
+    for ring in area.outer_rings():
+        locations = [node.location for node in ring]
+        if not all(location.valid() for location in locations):
+            continue
+        kept.append(
+            _Outline(
+                kind,
+                np.array([location.lat for location in locations], dtype=np.float64),
+                np.array([location.lon for location in locations], dtype=np.float64),
+            )
+        )
+    return kept
+
+
+def _areas_within(
+    outlines: list[_Outline], bounds: tuple[float, float, float, float]
+) -> NetworkAreas:
+    """Each outline clipped to `bounds` and simplified; outlines with nothing left dropped."""
+    south, west, north, east = bounds
+    rings: list[tuple[AreaKind, list[float], list[float]]] = []
+    for outline in outlines:
+        if (
+            outline.lat.max() < south
+            or outline.lat.min() > north
+            or outline.lon.max() < west
+            or outline.lon.min() > east
+        ):
+            continue
+        lat, lon = clip_ring(outline.lat.tolist(), outline.lon.tolist(), bounds)
+        if len(lat) < 3:
+            continue
+        lat, lon = simplify_ring(lat, lon, SIMPLIFY_M)
+        if len(lat) >= 3:
+            rings.append((outline.kind, lat, lon))
+    return NetworkAreas.of(rings)
+
+
+def clip_ring(
+    lat: list[float], lon: list[float], bounds: tuple[float, float, float, float]
+) -> tuple[list[float], list[float]]:
+    """The part of the ring (closed or not) inside `bounds` (Sutherland-Hodgman, one side of
+    the box at a time), unclosed; a ring reaching out and back in keeps a seam along the
+    border, which a filled shape does not show."""
+    south, west, north, east = bounds
+    points = list(zip(lat, lon, strict=True))
+    if len(points) > 1 and points[0] == points[-1]:
+        points.pop()
+    # Each side: which coordinate (0 latitude, 1 longitude), its limit, and whether inside is
+    # below it.
+    for axis, limit, below in (
+        (0, south, False),
+        (0, north, True),
+        (1, west, False),
+        (1, east, True),
+    ):
+        if not points:
+            break
+        kept: list[tuple[float, float]] = []
+        previous = points[-1]
+        for point in points:
+            inside = (point[axis] <= limit) if below else (point[axis] >= limit)
+            was_inside = (previous[axis] <= limit) if below else (previous[axis] >= limit)
+            if inside != was_inside:
+                share = (limit - previous[axis]) / (point[axis] - previous[axis])
+                crossing = (
+                    previous[0] + share * (point[0] - previous[0]),
+                    previous[1] + share * (point[1] - previous[1]),
+                )
+                kept.append((limit, crossing[1]) if axis == 0 else (crossing[0], limit))
+            if inside:
+                kept.append(point)
+            previous = point
+        points = kept
+    return [point[0] for point in points], [point[1] for point in points]
+
+
+def simplify_ring(
+    lat: list[float], lon: list[float], tolerance_m: float
+) -> tuple[list[float], list[float]]:
+    """The unclosed ring with every point dropped that lies within `tolerance_m` of the
+    simplified outline (Douglas-Peucker, on a local flat projection: fine at a city's size)."""
+    count = len(lat)
+    if count < 4:
+        return lat, lon
+    y = np.array(lat, dtype=np.float64) * _METRES_PER_DEGREE
+    x = np.array(lon, dtype=np.float64) * _METRES_PER_DEGREE * math.cos(math.radians(lat[0]))
+    # The ring closed by its first point, so the last side is simplified too.
+    y = np.append(y, y[0])
+    x = np.append(x, x[0])
+    keep = np.zeros(count + 1, dtype=bool)
+    keep[0] = keep[-1] = True
+    stack = [(0, count)]
+    while stack:
+        first, last = stack.pop()
+        if last - first < 2:
+            continue
+        dx, dy = x[last] - x[first], y[last] - y[first]
+        px, py = x[first + 1 : last] - x[first], y[first + 1 : last] - y[first]
+        span = dx * dx + dy * dy
+        if span == 0.0:  # the closing side: from the first point back to itself
+            distance = np.hypot(px, py)
+        else:
+            share = np.clip((px * dx + py * dy) / span, 0.0, 1.0)
+            distance = np.hypot(px - share * dx, py - share * dy)
+        farthest = int(np.argmax(distance))
+        if distance[farthest] > tolerance_m:
+            middle = first + 1 + farthest
+            keep[middle] = True
+            stack += [(first, middle), (middle, last)]
+    kept = np.flatnonzero(keep[:-1]).tolist()
+    return [lat[i] for i in kept], [lon[i] for i in kept]
 
 
 def _build(name: str, path: Path, ways: _Ways, clock_now: datetime | None) -> StreetNetwork:

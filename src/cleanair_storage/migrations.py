@@ -337,3 +337,12 @@ def m010_credit_grants(db: Database) -> None:
     # An operator's grant is a ledger entry with its reason (NULL for every other entry);
     # it counts in the pool's grant window of credit_windows ("g" + month), never as usage.
     db.execute("ALTER TABLE ledger ADD COLUMN reason TEXT")
+
+
+@_migration
+def m011_network_areas(db: Database) -> None:
+    # The water and green-space outlines around a network (StreetNetwork.areas: per ring its
+    # kind and end, per point its latitude and longitude), for the route explorer's map.
+    # Networks stored before have NULL and load without them until imported again.
+    for column in ("area_kind", "area_ring_end", "area_lat", "area_lon"):
+        db.execute(f"ALTER TABLE street_networks ADD COLUMN {column} BLOB")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from cleanair_core.routes.network import StreetNetwork
+    from cleanair_core.routes.network import NetworkAreas, StreetNetwork
 
 #: Each StreetNetwork array and its element type (a NumPy dtype name); stored as raw
 #: little-endian bytes, so a database file reads the same on any machine.
@@ -24,6 +24,37 @@ NETWORK_ARRAYS: tuple[tuple[str, str], ...] = (
     ("edge_traffic", "float64"),
     ("edge_name", "int32"),
 )
+
+
+#: The columns of a network's `areas` (`NetworkAreas`), each of its arrays and element type;
+#: all NULL for a network without them.
+AREA_ARRAYS: tuple[tuple[str, str, str], ...] = (
+    ("area_kind", "kind", "uint8"),
+    ("area_ring_end", "ring_end", "int32"),
+    ("area_lat", "lat", "float64"),
+    ("area_lon", "lon", "float64"),
+)
+
+
+def stored_areas(areas: NetworkAreas | None) -> list[bytes | None]:
+    """Each of `AREA_ARRAYS` of `areas` as bytes; all None (NULL) without areas."""
+    if areas is None:
+        return [None] * len(AREA_ARRAYS)
+    return [array_bytes(column, getattr(areas, field), kind) for column, field, kind in AREA_ARRAYS]
+
+
+def areas_of(blobs: list[bytes | None]) -> NetworkAreas | None:
+    """The areas `stored_areas` stored; None when NULL (stored before areas were kept)."""
+    from cleanair_core.routes.network import NetworkAreas
+
+    if any(blob is None for blob in blobs):
+        return None
+    arrays = {
+        field: array_of(blob, kind)
+        for (_, field, kind), blob in zip(AREA_ARRAYS, blobs, strict=True)
+        if blob is not None
+    }
+    return NetworkAreas(**arrays)
 
 
 def stored_arrays(network: StreetNetwork) -> list[bytes | None]:

@@ -460,3 +460,39 @@ def test_the_shipped_network_is_shown_first(visit: Visit, explorer: Explorer) ->
     expect(page.locator("#network-choice")).to_be_visible()
     expect(page.locator("#network")).to_have_value("helsinki")
     expect(page.locator("#network-info")).to_contain_text("helsinki: ")
+
+
+def test_water_and_parks_are_drawn_under_the_streets_with_a_legend(visit: Visit) -> None:
+    page = visit.page
+    water = page.locator("#map path.area.water")
+    parks = page.locator("#map path.area.parks")
+    expect(water).to_have_count(1)
+    expect(parks).to_have_count(1)
+    # One path per kind holds every ring of it, each a closed figure.
+    networks = page.evaluate("() => fetch('/explore/networks').then((r) => r.json())")
+    (helsinki,) = networks["networks"]
+    for locator, rings in ((water, helsinki["water"]), (parks, helsinki["parks"])):
+        assert rings
+        drawn = locator.get_attribute("d") or ""
+        assert drawn.count("Z") == len(rings)
+        box = locator.bounding_box()
+        assert box is not None
+        assert box["width"] > 0
+        assert box["height"] > 0
+    # Under the streets: drawn before the first street, and filled, not outlined.
+    order = page.evaluate(
+        """() => [...document.querySelectorAll('#network-layer > path')]
+                 .map((p) => p.classList.contains('area') ? 'area' : 'road')"""
+    )
+    assert order.index("road") > order.index("area")
+    assert "area" not in order[order.index("road") :]
+    fills = page.evaluate(
+        """() => ['water', 'parks'].map((kind) =>
+             getComputedStyle(document.querySelector(`#map path.area.${kind}`)).fill)"""
+    )
+    assert fills == ["rgb(174, 207, 234)", "rgb(220, 239, 214)"]
+    expect(page.locator("#map-legend")).to_be_visible()
+    expect(page.locator("#map-legend")).to_have_text(re.compile(r"Water\s+Parks, green space"))
+    if SCREENSHOT_DIR:
+        Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOT_DIR) / "areas.png"))

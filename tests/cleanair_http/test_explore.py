@@ -20,10 +20,16 @@ from litestar.testing import TestClient
 import cleanair_http.controllers.explore as explore
 from cleanair_core import CleanAir
 from cleanair_core.ports import Sources
-from cleanair_core.routes.network import RoadClass, StreetNetwork
+from cleanair_core.routes.network import AreaKind, NetworkAreas, RoadClass, StreetNetwork
 from cleanair_http.app import create_app
 from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
-from cleanair_http.explore.geometry import ROAD_CLASSES, UNIT, encode_geometry, polylines
+from cleanair_http.explore.geometry import (
+    ROAD_CLASSES,
+    UNIT,
+    encode_geometry,
+    network_geometry,
+    polylines,
+)
 from cleanair_sources.osm_import import import_network
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.sqlite import SqliteStore
@@ -126,6 +132,30 @@ def test_the_page_revalidates_with_its_etag(client: Client) -> None:
     assert again.content == b""
     other = client.get("/explore/assets/explore.js", headers={"If-None-Match": '"other"'})
     assert other.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/explore/networks", "/explore/assets/explore.js", "/explore"])
+def test_the_etag_is_weak_and_the_same_gzipped_or_plain(
+    client: Client, networks: LoadedNetworks, path: str
+) -> None:
+    """The app gzips answers of 1 KiB or more: one tag for both bodies must be weak, or a
+    cache keeping both encodings could answer a range or a revalidation with the wrong one."""
+    networks.replace([grid(12, 12, name="big")])  # over 1 KiB, so gzipped
+    plain = client.get(path, headers={"Accept-Encoding": "identity"})
+    gzipped = client.get(path, headers={"Accept-Encoding": "gzip"})
+    assert "content-encoding" not in plain.headers
+    assert gzipped.headers["content-encoding"] == "gzip"
+    assert plain.content == gzipped.content  # the client undid the gzip
+    etag = plain.headers["etag"]
+    assert re.fullmatch(r'W/"[0-9a-f]{32}"', etag), etag
+    assert gzipped.headers["etag"] == etag
+    # If-None-Match compares weakly: the tag with or without W/, alone or in a list.
+    strong_form = etag.removeprefix("W/")
+    for sent in (etag, strong_form, f'"other", {etag}', "*"):
+        again = client.get(path, headers={"If-None-Match": sent, "Accept-Encoding": "gzip"})
+        assert (again.status_code, again.content) == (304, b""), sent
+        assert again.headers["etag"] == etag
+    assert client.get(path, headers={"If-None-Match": 'W/"other"'}).status_code == 200
 
 
 def test_the_explorer_is_not_in_the_openapi_document(client: Client) -> None:
@@ -346,3 +376,78 @@ def test_the_page_says_the_planners_detour_limit() -> None:
 
     script = (ASSETS / "explore.js").read_text()
     assert f"const MAX_DETOUR_PCT = {round(MAX_DETOUR * 100)};" in script
+
+
+#: A pond and a park around the test grid, the park's ring reaching one step past the grid's
+#: south-west corner.
+def grid_with_areas() -> StreetNetwork:
+    south, west, north, east = NETWORK.bounds
+    mid_lat, mid_lon = (south + north) / 2, (west + east) / 2
+    return attrs.evolve(
+        NETWORK,
+        areas=NetworkAreas.of(
+            [
+                (
+                    AreaKind.WATER,
+                    [mid_lat, mid_lat, mid_lat + 0.0002],
+                    [mid_lon, mid_lon + 0.0003, mid_lon + 0.0003],
+                ),
+                (
+                    AreaKind.PARK,
+                    [south, south, north, north, north + 0.4 * UNIT],
+                    [west, mid_lon, mid_lon, west, west],
+                ),
+            ]
+        ),
+    )
+
+
+def test_the_geometry_carries_water_and_parks_as_rings(
+    client: Client, networks: LoadedNetworks
+) -> None:
+    networks.replace([grid_with_areas()])
+    (network,) = client.get("/explore/networks").json()["networks"]
+    south, west, north, east = NETWORK.bounds
+    lat = round((north - south) / UNIT)
+    mid = round(((west + east) / 2 - west) / UNIT)
+    half = round(((north - south) / 2) / UNIT)
+    # Flat [lat, lon, ...] rings of whole steps from the origin, unclosed; a point that rounds
+    # onto its neighbour's step is sent once.
+    assert network["water"] == [[half, mid, half, mid + 30, half + 20, mid + 30]]
+    assert network["parks"] == [[0, 0, 0, mid, lat, mid, lat, 0]]
+    # Keys in a fixed order, the areas last: what the page reads.
+    assert list(network) == [
+        "name",
+        "bounds",
+        "origin",
+        "unit",
+        "roads",
+        "names",
+        "road_names",
+        "water",
+        "parks",
+    ]
+
+
+def test_a_network_stored_without_areas_has_no_water_or_parks(client: Client) -> None:
+    assert NETWORK.areas is None
+    (network,) = client.get("/explore/networks").json()["networks"]
+    assert (network["water"], network["parks"]) == ([], [])
+
+
+def test_a_ring_rounded_to_fewer_than_three_steps_is_not_sent() -> None:
+    south, west, _, _ = NETWORK.bounds
+    tiny = NetworkAreas.of([(AreaKind.WATER, [south, south, south], [west, west, west + UNIT])])
+    geometry = network_geometry(attrs.evolve(NETWORK, areas=tiny))
+    assert (geometry.water, geometry.parks) == ([], [])
+
+
+def test_the_shipped_networks_water_and_parks_stay_small() -> None:
+    helsinki = import_network(DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME)
+    streets_only = encode_geometry([attrs.evolve(helsinki, areas=None)]).body
+    body = encode_geometry([helsinki]).body
+    (network,) = msgspec.json.decode(body)["networks"]
+    assert len(network["water"]) >= 3
+    assert len(network["parks"]) >= 50
+    # About 5 kB more, of 105 kB.
+    assert len(body) - len(streets_only) < 10_000

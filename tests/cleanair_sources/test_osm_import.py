@@ -12,16 +12,25 @@ import osmium
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from osmium.osm.mutable import Node, Way
+from osmium.osm.mutable import Node, Relation, Way
 
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.routes.network import Access, PlanActivityType, RoadClass, StreetNetwork
+from cleanair_core.routes.network import (
+    Access,
+    AreaKind,
+    PlanActivityType,
+    RoadClass,
+    StreetNetwork,
+)
 from cleanair_sources import osm_import
 from cleanair_sources.osm_import import (
     HELSINKI_EXTRACT,
     TRAFFIC_BY_HIGHWAY,
+    area_kind,
     classify_way,
+    clip_ring,
     import_network,
+    simplify_ring,
     traffic_of_way,
 )
 
@@ -527,3 +536,181 @@ def test_imported_edges_carry_their_ways_street_names(tmp_path: Path) -> None:
     }
     # Each name once.
     assert sorted(network.street_names) == ["Kalevan katu", "Mannerheimintie"]
+
+
+def inside(lat: float, lon: float, ring_lat: Sequence[float], ring_lon: Sequence[float]) -> bool:
+    """Whether the point lies inside the ring (even-odd crossings)."""
+    found = False
+    for i in range(len(ring_lat)):
+        j = i - 1
+        if (ring_lat[i] > lat) != (ring_lat[j] > lat):
+            crossing = ring_lon[i] + (lat - ring_lat[i]) * (ring_lon[j] - ring_lon[i]) / (
+                ring_lat[j] - ring_lat[i]
+            )
+            found ^= lon < crossing
+    return found
+
+
+def kinds_at(network: StreetNetwork, lat: float, lon: float) -> list[AreaKind]:
+    assert network.areas is not None
+    return [
+        kind
+        for kind, ring_lat, ring_lon in network.areas.rings()
+        if inside(lat, lon, ring_lat.tolist(), ring_lon.tolist())
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tags", "kind"),
+    [
+        ({"natural": "water"}, AreaKind.WATER),
+        ({"waterway": "riverbank"}, AreaKind.WATER),
+        ({"landuse": "reservoir"}, AreaKind.WATER),
+        ({"landuse": "basin"}, AreaKind.WATER),
+        ({"leisure": "park"}, AreaKind.PARK),
+        ({"leisure": "garden"}, AreaKind.PARK),
+        ({"landuse": "grass"}, AreaKind.PARK),
+        ({"landuse": "forest"}, AreaKind.PARK),
+        ({"landuse": "recreation_ground"}, AreaKind.PARK),
+        ({"natural": "wood"}, AreaKind.PARK),
+        ({"leisure": "park", "natural": "water"}, AreaKind.WATER),  # a pond mapped on a park
+        ({"natural": "coastline"}, None),
+        ({"natural": "scrub"}, None),
+        ({"landuse": "residential"}, None),
+        ({"building": "yes"}, None),
+    ],
+)
+def test_area_rules(tags: dict[str, str], kind: AreaKind | None) -> None:
+    assert area_kind(tags) == kind
+
+
+#: Nodes of areas around the grid (ids from 1000): a pond and a park inside the grid's
+#: bounds, a park reaching out of them, a wood wholly outside and a building.
+AREA_NODES: dict[int, tuple[float, float]] = {
+    # pond: a square with a point on its side (dropped by simplifying)
+    1001: (60.1702, 24.9410),
+    1002: (60.1702, 24.9420),
+    1003: (60.1708, 24.9420),
+    1004: (60.1708, 24.9415),
+    1005: (60.1708, 24.9410),
+    # park multipolygon: an outer ring and a hole
+    1011: (60.1710, 24.9410),
+    1012: (60.1710, 24.9430),
+    1013: (60.1716, 24.9430),
+    1014: (60.1716, 24.9410),
+    1021: (60.1712, 24.9415),
+    1022: (60.1712, 24.9420),
+    1023: (60.1714, 24.9420),
+    # grass reaching west of the grid (24.94): clipped at its edge
+    1031: (60.1702, 24.9390),
+    1032: (60.1702, 24.9405),
+    1033: (60.1706, 24.9405),
+    1034: (60.1706, 24.9390),
+    # wood wholly north of the grid
+    1041: (60.1800, 24.9410),
+    1042: (60.1800, 24.9420),
+    1043: (60.1810, 24.9420),
+    # building
+    1051: (60.1703, 24.9430),
+    1052: (60.1703, 24.9432),
+    1053: (60.1705, 24.9432),
+}
+
+
+def test_water_and_green_space_are_kept_clipped_to_the_network(tmp_path: Path) -> None:
+    path = tmp_path / "areas.osm.pbf"
+    with osmium.SimpleWriter(str(path)) as writer:
+        for node_id, (lat, lon) in sorted({**GRID, **AREA_NODES}.items()):
+            writer.add_node(Node(id=node_id, location=(lon, lat)))
+        for way_id, refs, tags in [
+            *GRID_WAYS,
+            (301, [1001, 1002, 1003, 1004, 1005, 1001], {"natural": "water"}),
+            (302, [1011, 1012, 1013, 1014, 1011], {}),
+            (303, [1021, 1022, 1023, 1021], {}),
+            (304, [1031, 1032, 1033, 1034, 1031], {"landuse": "grass"}),
+            (305, [1041, 1042, 1043, 1041], {"natural": "wood"}),
+            (306, [1051, 1052, 1053, 1051], {"building": "yes"}),
+        ]:
+            writer.add_way(Way(id=way_id, nodes=list(refs), tags=dict(tags)))
+        writer.add_relation(
+            Relation(
+                id=401,
+                members=[("w", 302, "outer"), ("w", 303, "inner")],
+                tags={"type": "multipolygon", "leisure": "park"},
+            )
+        )
+    network = import_network(path, "areas")
+    # The streets are as without the areas.
+    assert osm_edges(network, GRID) == osm_edges(import_network(grid_file_of(tmp_path), "g"), GRID)
+    assert network.areas is not None
+    rings = {
+        (kind, tuple(zip(lat.round(7).tolist(), lon.round(7).tolist(), strict=True)))
+        for kind, lat, lon in network.areas.rings()
+    }
+    south, west, north, east = network.bounds
+    assert {kind for kind, _ in rings} == {AreaKind.WATER, AreaKind.PARK}
+    by_kind = {kind: {frozenset(points) for k, points in rings if k == kind} for kind in AreaKind}
+    # The pond, its point on a straight side simplified away.
+    assert by_kind[AreaKind.WATER] == {frozenset(AREA_NODES[n] for n in (1001, 1002, 1003, 1005))}
+    # The park's outer ring only (its hole is not kept), and the grass cut at the west edge.
+    assert by_kind[AreaKind.PARK] == {
+        frozenset(AREA_NODES[n] for n in (1011, 1012, 1013, 1014)),
+        frozenset({(60.1702, west), AREA_NODES[1032], AREA_NODES[1033], (60.1706, west)}),
+    }
+    assert kinds_at(network, 60.1713, 24.9417) == [AreaKind.PARK]  # in the hole: still drawn
+    assert all(
+        south <= lat <= north and west <= lon <= east for _, ring in rings for lat, lon in ring
+    )
+
+
+def grid_file_of(tmp_path: Path) -> Path:
+    return write_osm(tmp_path / "grid-only.osm.pbf", GRID, GRID_WAYS)
+
+
+def test_a_file_without_areas_imports_with_none_kept(grid_file: Path) -> None:
+    network = import_network(grid_file, "grid")
+    assert network.areas is not None
+    assert network.areas.ring_count == 0
+
+
+def test_clipping_cuts_a_ring_at_the_box_and_drops_one_outside() -> None:
+    bounds = (0.0, 0.0, 1.0, 1.0)
+    lat, lon = clip_ring([0.5, 0.5, 2.0, 2.0, 0.5], [0.5, 2.0, 2.0, 0.5, 0.5], bounds)
+    assert sorted(zip(lat, lon, strict=True)) == [(0.5, 0.5), (0.5, 1.0), (1.0, 0.5), (1.0, 1.0)]
+    assert clip_ring([2.0, 2.0, 3.0], [2.0, 3.0, 3.0], bounds) == ([], [])
+
+
+def test_simplifying_drops_points_within_the_tolerance_only() -> None:
+    # A square about 111 m across with a point 1 m off its south side and one 10 m off.
+    lat = [60.0, 60.0, 60.0 - 1 / 111_195, 60.0, 60.001, 60.001, 60.0 + 0.0005]
+    lon = [24.0, 24.0005, 24.001, 24.002, 24.002, 24.0, 24.0 - 10 / 55_600]
+    kept_lat, kept_lon = simplify_ring(lat, lon, 2.0)
+    assert list(zip(kept_lat, kept_lon, strict=True)) == [(lat[i], lon[i]) for i in (0, 3, 4, 5, 6)]
+    assert simplify_ring(lat[:3], lon[:3], 2.0) == (lat[:3], lon[:3])
+
+
+#: Points of the shipped extract (checked on an OpenStreetMap map of 2019): the Esplanadi's
+#: park (Esplanadinpuisto), Kaisaniemi park, and the ponds in Kaisaniemi park and beside
+#: Kamppi's Lasipalatsi (the extract has no harbour water: the sea is only coastline there).
+ESPLANADI = (60.16765, 24.9480)
+KAISANIEMI_PARK = (60.1760, 24.9465)
+
+
+def test_the_helsinki_extract_keeps_its_water_and_parks() -> None:
+    network = import_network(HELSINKI_EXTRACT, "helsinki")
+    assert network.areas is not None
+    assert AreaKind.PARK in kinds_at(network, *ESPLANADI)
+    assert AreaKind.PARK in kinds_at(network, *KAISANIEMI_PARK)
+    water = [
+        (float(lat.mean()), float(lon.mean()))
+        for kind, lat, lon in network.areas.rings()
+        if kind is AreaKind.WATER
+    ]
+    # The Kaisaniemi ponds.
+    assert any(60.174 < lat < 60.176 and 24.944 < lon < 24.948 for lat, lon in water), water
+    south, west, north, east = network.bounds
+    assert bool(np.all((network.areas.lat >= south) & (network.areas.lat <= north)))
+    assert bool(np.all((network.areas.lon >= west) & (network.areas.lon <= east)))
+    # Small enough to store and serve with the streets: a few hundred points.
+    assert network.areas.ring_count > 50
+    assert network.areas.lat.size < 1_000

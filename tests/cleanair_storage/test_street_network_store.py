@@ -15,6 +15,8 @@ from cleanair_core.ports import Store
 from cleanair_core.routes.network import (
     TRAFFIC_BY_CLASS,
     Access,
+    AreaKind,
+    NetworkAreas,
     NetworkSummary,
     PlanActivityType,
     RoadClass,
@@ -73,9 +75,39 @@ def make_network(
         edge_traffic=rng.uniform(0.0, 40_000.0, edges),
         edge_name=rng.integers(-1, len(STREET_NAMES), edges, dtype=np.int32),
         street_names=STREET_NAMES,
+        areas=make_areas(rng, center),
         source=source,
         imported_at=imported_at,
     )
+
+
+def make_areas(rng: np.random.Generator, center: Point) -> NetworkAreas:
+    """A few water and park rings of 3 to 12 points around `center`."""
+    rings = []
+    for kind in (AreaKind.WATER, AreaKind.PARK, AreaKind.PARK):
+        points = int(rng.integers(3, 13))
+        rings.append(
+            (
+                kind,
+                (center.lat + rng.uniform(-0.05, 0.05, points)).tolist(),
+                (center.lon + rng.uniform(-0.05, 0.05, points)).tolist(),
+            )
+        )
+    return NetworkAreas.of(rings)
+
+
+AREA_DTYPES = {"kind": np.uint8, "ring_end": np.int32, "lat": np.float64, "lon": np.float64}
+
+
+def assert_same_areas(got: NetworkAreas | None, wanted: NetworkAreas | None) -> None:
+    if wanted is None:
+        assert got is None
+        return
+    assert got is not None
+    for name, dtype in AREA_DTYPES.items():
+        array = getattr(got, name)
+        assert array.dtype == np.dtype(dtype), name
+        np.testing.assert_array_equal(array, getattr(wanted, name), err_msg=name, strict=True)
 
 
 def assert_same_network(got: StreetNetwork, wanted: StreetNetwork) -> None:
@@ -93,6 +125,7 @@ def assert_same_network(got: StreetNetwork, wanted: StreetNetwork) -> None:
         assert array.dtype == np.dtype(DTYPES[name]), name
         assert array.shape == getattr(wanted, name).shape, name
         np.testing.assert_array_equal(array, getattr(wanted, name), err_msg=name, strict=True)
+    assert_same_areas(got.areas, wanted.areas)
 
 
 def summary_of(network: StreetNetwork) -> NetworkSummary:
@@ -290,6 +323,14 @@ def test_big_endian_and_strided_arrays_are_stored_by_value(tmp_path: Path) -> No
             edge_traffic=native.edge_traffic.astype(">f8"),
             edge_name=native.edge_name.astype(">i4") if native.edge_name is not None else None,
             street_names=native.street_names,
+            areas=None
+            if native.areas is None
+            else NetworkAreas(
+                kind=native.areas.kind,
+                ring_end=native.areas.ring_end.astype(">i4"),
+                lat=native.areas.lat.astype(">f8"),
+                lon=np.repeat(native.areas.lon, 2)[::2],
+            ),
             source=native.source,
             imported_at=native.imported_at,
         )
@@ -377,3 +418,52 @@ def test_a_street_name_is_one_non_empty_line() -> None:
     for bad in ("a\nb", "a\rb", ""):
         with pytest.raises(ValueError, match="one non-empty line"):
             attrs.evolve(network, street_names=(bad, *STREET_NAMES[1:]))
+
+
+def test_a_network_without_areas_round_trips_without_them(store: Store) -> None:
+    network = attrs.evolve(make_network(), areas=None)
+    store.save_network(network)
+    [loaded] = store.load_networks()
+    assert loaded.areas is None
+    # And one whose area had nothing inside the network keeps its empty areas.
+    store.save_network(attrs.evolve(network, areas=NetworkAreas.of([])))
+    [loaded] = store.load_networks()
+    assert loaded.areas is not None
+    assert loaded.areas.ring_count == 0
+
+
+def test_a_network_stored_before_areas_were_kept_loads_without_them(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "older.db")
+    try:
+        store.save_network(make_network())
+    finally:
+        store.close()
+    with sqlite3.connect(tmp_path / "older.db") as older:  # as a database before m011 left it
+        older.execute(
+            "UPDATE street_networks SET area_kind = NULL, area_ring_end = NULL, "
+            "area_lat = NULL, area_lon = NULL"
+        )
+    older.close()
+    store = SqliteStore(tmp_path / "older.db")
+    try:
+        [loaded] = store.load_networks()
+    finally:
+        store.close()
+    assert loaded.areas is None
+    assert loaded.street_names == STREET_NAMES
+
+
+def test_areas_are_rings_of_at_least_three_points_of_a_known_kind() -> None:
+    areas = make_areas(np.random.default_rng(1), BERLIN)
+    rings = list(areas.rings())
+    assert [kind for kind, _, _ in rings] == [AreaKind.WATER, AreaKind.PARK, AreaKind.PARK]
+    np.testing.assert_array_equal(np.concatenate([lat for _, lat, _ in rings]), areas.lat)
+    np.testing.assert_array_equal(np.concatenate([lon for _, _, lon in rings]), areas.lon)
+    with pytest.raises(ValueError, match="ring_end"):
+        NetworkAreas.of([(AreaKind.WATER, [52.5, 52.6], [13.4, 13.5])])
+    with pytest.raises(ValueError, match="kind"):
+        attrs.evolve(areas, kind=np.array([0, 1, 7], dtype=np.uint8))
+    with pytest.raises(ValueError, match="one lon per lat"):
+        attrs.evolve(areas, lon=areas.lon[1:])
+    with pytest.raises(ValueError, match="ring_end"):
+        attrs.evolve(areas, ring_end=areas.ring_end - 1)

@@ -14,7 +14,7 @@ Ports:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from enum import IntEnum, IntFlag, StrEnum
 from typing import TYPE_CHECKING, Protocol, TypeAlias
@@ -121,6 +121,76 @@ def _names(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
+class AreaKind(IntEnum):
+    """What an outline drawn under the streets stands for."""
+
+    WATER = 0
+    PARK = 1  # parks, gardens, grass, woods: green space
+
+
+@attrs.frozen(eq=False)
+class NetworkAreas:
+    """Water and green-space outlines around a network, for the route explorer's map only
+    (routing never reads them).
+
+    Each ring is one outer outline, its points unclosed (the last point is not the first
+    again): ring k is `lat[start:end]`, `lon[start:end]` with `end = ring_end[k]` and `start`
+    the previous ring's end (0 for the first); `kind` holds its `AreaKind`.
+    """
+
+    kind: ByteArray  # per ring, AreaKind values
+    ring_end: IndexArray  # per ring, increasing
+    lat: FloatArray  # per point, degrees
+    lon: FloatArray
+
+    def __attrs_post_init__(self) -> None:
+        import numpy as np
+
+        if self.kind.shape != self.ring_end.shape or self.lat.shape != self.lon.shape:
+            raise ValueError("areas need one kind per ring_end and one lon per lat")
+        if self.kind.size and int(self.kind.max()) > max(AreaKind):
+            raise ValueError("an area's kind must be an AreaKind")
+        starts = np.concatenate(([0], self.ring_end[:-1])) if self.ring_end.size else self.ring_end
+        if self.ring_end.size and not (
+            bool(np.all(self.ring_end - starts >= 3)) and int(self.ring_end[-1]) == self.lat.size
+        ):
+            raise ValueError("each ring_end must be at least 3 points past the previous one")
+        if not self.ring_end.size and self.lat.size:
+            raise ValueError("points must belong to a ring")
+
+    @classmethod
+    def of(cls, rings: Iterable[tuple[AreaKind, Sequence[float], Sequence[float]]]) -> NetworkAreas:
+        """The areas of (kind, latitudes, longitudes) rings."""
+        import numpy as np
+
+        kinds: list[int] = []
+        ends: list[int] = []
+        lats: list[float] = []
+        lons: list[float] = []
+        for kind, lat, lon in rings:
+            kinds.append(kind)
+            lats += lat
+            lons += lon
+            ends.append(len(lats))
+        return cls(
+            kind=np.array(kinds, dtype=np.uint8),
+            ring_end=np.array(ends, dtype=np.int32),
+            lat=np.array(lats, dtype=np.float64),
+            lon=np.array(lons, dtype=np.float64),
+        )
+
+    @property
+    def ring_count(self) -> int:
+        return int(self.ring_end.shape[0])
+
+    def rings(self) -> Iterator[tuple[AreaKind, FloatArray, FloatArray]]:
+        """Each ring's kind, latitudes and longitudes."""
+        start = 0
+        for kind, end in zip(self.kind.tolist(), self.ring_end.tolist(), strict=True):
+            yield AreaKind(kind), self.lat[start:end], self.lon[start:end]
+            start = end
+
+
 @attrs.frozen(eq=False)
 class StreetNetwork:
     """One imported area. Arrays are parallel per node (`node_*`) and per edge (`edge_*`).
@@ -130,6 +200,9 @@ class StreetNetwork:
 
     `edge_name` is each edge's street name as an index into `street_names` (-1: unnamed), for
     showing the map; None for a network stored before names were kept (it has no names).
+
+    `areas` are the water and green space around it, for the map too; None for a network
+    stored before they were kept.
     """
 
     name: str
@@ -146,6 +219,7 @@ class StreetNetwork:
     _edge_traffic: FloatArray | None = attrs.field(default=None, alias="edge_traffic")
     edge_name: IndexArray | None = None
     street_names: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    areas: NetworkAreas | None = None
 
     def __attrs_post_init__(self) -> None:
         import numpy as np

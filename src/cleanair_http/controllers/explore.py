@@ -63,7 +63,8 @@ class Asset:
 
 def _read(name: str) -> Asset:
     body = files("cleanair_http.explore").joinpath("assets", name).read_bytes()
-    return Asset(body, _MEDIA_TYPES[name], f'"{hashlib.sha256(body).hexdigest()[:32]}"')
+    # Weak, as the geometry's (`EncodedGeometry.etag` says why): the app gzips files too.
+    return Asset(body, _MEDIA_TYPES[name], f'W/"{hashlib.sha256(body).hexdigest()[:32]}"')
 
 
 #: Read once at import (a few kilobytes), never on the event loop while serving.
@@ -81,8 +82,12 @@ def cached_response(
     headers = {"ETag": etag, "Cache-Control": REVALIDATE, "X-Content-Type-Options": "nosniff"}
     if media_type.startswith("text/html"):
         headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
-    matches = {tag.strip() for tag in request.headers.get("if-none-match", "").split(",")}
-    if etag in matches or "*" in matches:
+    # If-None-Match compares weakly (RFC 9110, 13.1.2): W/"x" and "x" are the same tag.
+    matches = {
+        tag.strip().removeprefix("W/")
+        for tag in request.headers.get("if-none-match", "").split(",")
+    }
+    if etag.removeprefix("W/") in matches or "*" in matches:
         return Response(b"", status_code=304, headers=headers)
     return Response(body, media_type=media_type, headers=headers)
 

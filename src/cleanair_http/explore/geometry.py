@@ -2,7 +2,9 @@
 
 Edges are joined into polylines through nodes where exactly two edges of the same road class
 and street name meet (most of a street's nodes only shape its curve), which roughly halves
-the points sent; each polyline carries its street's name, when the network kept names.
+the points sent; each polyline carries its street's name, when the network kept names. The
+water and green space around the streets (`StreetNetwork.areas`) come as rings, drawn under
+them.
 Coordinates are whole multiples of `UNIT` degrees (about 1 m) counted from the network's
 south-west corner: short integers instead of long decimals, so the shipped Helsinki network
 is about a hundred kilobytes.
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
-from cleanair_core.routes.network import RoadClass, StreetNetwork
+from cleanair_core.routes.network import AreaKind, RoadClass, StreetNetwork
 
 #: Degrees per coordinate step: 1e-5 degrees is at most 1.1 m.
 UNIT = 1e-5
@@ -37,6 +39,11 @@ class NetworkGeometry(msgspec.Struct):
     names: list[str]
     #: Road class name -> per polyline of `roads`, its index in `names` (-1: unnamed).
     road_names: dict[str, list[int]]
+    #: Water outlines, each a flat ring [lat0, lon0, lat1, lon1, ...] in `unit` steps
+    #: (unclosed: the last point joins the first); none for a network stored without areas.
+    water: list[list[int]]
+    #: Parks and other green space, as `water`.
+    parks: list[list[int]]
 
 
 class Geometry(msgspec.Struct):
@@ -105,6 +112,16 @@ def network_geometry(network: StreetNetwork) -> NetworkGeometry:
             flat += (lat_steps[node], lon_steps[node])
         roads.setdefault(ROAD_CLASSES[road_class], []).append(flat)
         road_names.setdefault(ROAD_CLASSES[road_class], []).append(name)
+    rings: dict[AreaKind, list[list[int]]] = {AreaKind.WATER: [], AreaKind.PARK: []}
+    if network.areas is not None:
+        for kind, lat, lon in network.areas.rings():
+            steps = np.stack(
+                [np.rint((lat - south) / UNIT), np.rint((lon - west) / UNIT)], axis=1
+            ).astype(np.int64)
+            # Rounding can put neighbours on one step: each point drawn once.
+            distinct = np.any(steps != np.roll(steps, 1, axis=0), axis=1)
+            if int(distinct.sum()) >= 3:
+                rings[kind].append(steps[distinct].reshape(-1).tolist())
     return NetworkGeometry(
         name=network.name,
         bounds=(south, west, north, east),
@@ -113,16 +130,20 @@ def network_geometry(network: StreetNetwork) -> NetworkGeometry:
         roads={name: roads[name] for name in ROAD_CLASSES if name in roads},
         names=list(network.street_names),
         road_names={name: road_names[name] for name in ROAD_CLASSES if name in road_names},
+        water=rings[AreaKind.WATER],
+        parks=rings[AreaKind.PARK],
     )
 
 
 class EncodedGeometry(msgspec.Struct, frozen=True):
     body: bytes
-    #: A strong validator of `body` (quoted, as the header carries it).
+    #: A weak validator of `body` (`W/"..."`, as the header carries it): the app compresses
+    #: the body on the way out, so the gzipped and plain answers carry the same tag, and a
+    #: strong tag must differ between them (RFC 9110, 8.8.3).
     etag: str
 
 
 def encode_geometry(networks: Sequence[StreetNetwork]) -> EncodedGeometry:
     """The JSON body of `GET /explore/networks` and its ETag: CPU work for a thread."""
     body = msgspec.json.encode(Geometry([network_geometry(n) for n in networks]))
-    return EncodedGeometry(body, f'"{hashlib.sha256(body).hexdigest()[:32]}"')
+    return EncodedGeometry(body, f'W/"{hashlib.sha256(body).hexdigest()[:32]}"')

@@ -7,16 +7,25 @@ from __future__ import annotations
 
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
 from cleanair_storage.network_arrays import (
+    AREA_ARRAYS,
     NETWORK_ARRAYS,
+    areas_of,
     array_of,
     names_bytes,
     names_of,
+    stored_areas,
     stored_arrays,
 )
 from cleanair_storage.postgres.database import PostgresDatabase
 
 _SUMMARY = "name, nodes, edges, south, west, north, east, source, imported_at"
-_ARRAY_COLUMNS = ", ".join([*(name for name, _ in NETWORK_ARRAYS), "street_names"])
+_ARRAY_COLUMNS = ", ".join(
+    [
+        *(name for name, _ in NETWORK_ARRAYS),
+        "street_names",
+        *(column for column, _, _ in AREA_ARRAYS),
+    ]
+)
 
 
 class PostgresStreetNetworks(PostgresDatabase):
@@ -39,6 +48,7 @@ class PostgresStreetNetworks(PostgresDatabase):
             network.imported_at,
             *blobs,
             names,
+            *stored_areas(network.areas),
         )
         updates = ", ".join(
             f"{column} = EXCLUDED.{column}"
@@ -59,19 +69,26 @@ class PostgresStreetNetworks(PostgresDatabase):
                 "FROM street_networks ORDER BY name"
             ).fetchall()
         networks = []
-        for name, source, imported_at, *blobs, names in rows:
+        for name, source, imported_at, *columns in rows:
+            blobs = columns[: len(NETWORK_ARRAYS)]
+            names = columns[len(NETWORK_ARRAYS)]
+            area_blobs = [
+                None if blob is None else bytes(blob) for blob in columns[len(NETWORK_ARRAYS) + 1 :]
+            ]
             arrays = {
                 column: None if blob is None else array_of(bytes(blob), kind)
                 for (column, kind), blob in zip(NETWORK_ARRAYS, blobs, strict=True)
             }
             # A NULL edge_traffic (stored before it was recorded) gets the class defaults; a
-            # NULL edge_name (stored before names were kept) leaves the map without names.
+            # NULL edge_name (stored before names were kept) leaves the map without names, and
+            # NULL areas (stored before they were kept) without water and parks.
             networks.append(
                 StreetNetwork(
                     name=name,
                     source=source,
                     imported_at=imported_at,
                     street_names=names_of(None if names is None else bytes(names)),
+                    areas=areas_of(area_blobs),
                     **arrays,  # type: ignore[arg-type]
                 )
             )

@@ -199,4 +199,15 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "ALTER TABLE ledger ADD COLUMN reason TEXT",
         ),
     ),
+    (
+        6,
+        "street networks: water and green-space outlines",
+        (
+            # As SQLite's m011_network_areas (which says why).
+            "ALTER TABLE street_networks ADD COLUMN area_kind BYTEA",
+            "ALTER TABLE street_networks ADD COLUMN area_ring_end BYTEA",
+            "ALTER TABLE street_networks ADD COLUMN area_lat BYTEA",
+            "ALTER TABLE street_networks ADD COLUMN area_lon BYTEA",
+        ),
+    ),
 )

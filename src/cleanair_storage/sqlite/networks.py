@@ -10,10 +10,13 @@ from cleanair_core.errors import StoreUnavailable
 from cleanair_core.offload import WouldBlock
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
 from cleanair_storage.network_arrays import (
+    AREA_ARRAYS,
     NETWORK_ARRAYS,
+    areas_of,
     array_of,
     names_bytes,
     names_of,
+    stored_areas,
     stored_arrays,
 )
 from cleanair_storage.sqlite.database import SqliteDatabase, instant_or_none, timestamp
@@ -45,9 +48,15 @@ class SqliteStreetNetworks(SqliteDatabase):
             None if network.imported_at is None else timestamp(network.imported_at),
             *blobs,
             names,
+            *stored_areas(network.areas),
         )
         columns = ", ".join(
-            [self._NETWORK_SUMMARY_COLUMNS, *(name for name, _ in NETWORK_ARRAYS), "street_names"]
+            [
+                self._NETWORK_SUMMARY_COLUMNS,
+                *(name for name, _ in NETWORK_ARRAYS),
+                "street_names",
+                *(column for column, _, _ in AREA_ARRAYS),
+            ]
         )
         marks = ", ".join("?" * len(row))
         with self._write() as conn:
@@ -80,7 +89,8 @@ class SqliteStreetNetworks(SqliteDatabase):
             self._read()
             .execute(
                 "SELECT name, source, imported_at, node_lat, node_lon, edge_from, edge_to, "
-                "edge_length, edge_class, edge_access, edge_traffic, edge_name, street_names "
+                "edge_length, edge_class, edge_access, edge_traffic, edge_name, street_names, "
+                "area_kind, area_ring_end, area_lat, area_lon "
                 "FROM street_networks ORDER BY name"
             )
             .fetchall()
@@ -100,6 +110,8 @@ class SqliteStreetNetworks(SqliteDatabase):
                 # NULL: stored before street names were kept; the map shows none.
                 edge_name=None if row[11] is None else array_of(row[11], "int32"),
                 street_names=names_of(row[12]),
+                # NULL: stored before areas were kept; the map draws streets only.
+                areas=areas_of(list(row[13:17])),
                 source=row[1],
                 imported_at=instant_or_none(row[2]),
             )

@@ -11,6 +11,8 @@
   // Map units per degree of latitude: big enough that rounded SVG numbers stay exact.
   const SCALE = 1e5;
   const ROAD_CLASSES = ["path", "local", "collector", "arterial", "motorway"];
+  // The outlines `/explore/networks` sends per network, in drawing order.
+  const AREA_KINDS = ["parks", "water"];
   // The shipped network's name (cleanair_http.bootstrap.DEFAULT_NETWORK_NAME): shown first
   // when several are loaded, as it holds the city the service ships for.
   const SHIPPED_NETWORK = "helsinki";
@@ -251,6 +253,23 @@
       svg("rect", { class: "bounds", x: x0, y: y0, width: x1 - x0, height: y1 - y0 }, layer);
       const [originLat, originLon] = network.origin;
       const names = network.names || [];
+      // Under the streets: parks first, so water inside a park stays visible.
+      for (const kind of AREA_KINDS) {
+        const rings = network[kind] || [];
+        if (!rings.length) continue;
+        const parts = rings.map((ring) => {
+          const points = [];
+          for (let i = 0; i < ring.length; i += 2) {
+            const [x, y] = project(
+              originLat + ring[i] * network.unit,
+              originLon + ring[i + 1] * network.unit,
+            );
+            points.push(`${i === 0 ? "M" : "L"}${x.toFixed(1)} ${y.toFixed(1)}`);
+          }
+          return `${points.join("")}Z`;
+        });
+        svg("path", { class: `area ${kind}`, d: parts.join(""), "data-network": network.name }, layer);
+      }
       for (const roadClass of ROAD_CLASSES) {
         const lines = network.roads[roadClass];
         if (!lines) continue;
