@@ -167,17 +167,19 @@ def test_a_plan_is_drawn_and_described_and_a_forecast_charted(
     page.check('input[name="pick"][value="forecast"]')
     click_at(page, *FORECAST)
     expect(page.locator("#forecast-point")).to_have_text("60.16600, 24.94500")
+    # The click shows the point's conditions (1 credit): seen before the next call's count.
+    expect(page.locator("#credits")).to_have_text("Credits left: 974 this month, 74 today.")
     page.click("#forecast")
     expect(page.locator("#chart polyline.series").first).to_be_attached()
     expect(page.locator("#forecast-status")).to_contain_text("Forecast for ")
     expect(page.locator("#chart .title")).to_contain_text("clean_air_score")
     expect(page.locator("#forecast-error")).to_be_hidden()
-    expect(page.locator("#credits")).to_have_text("Credits left: 973 this month, 73 today.")
+    expect(page.locator("#credits")).to_have_text("Credits left: 972 this month, 72 today.")
     page.click("#score")
     expect(page.locator("#score-result")).to_have_text(
         re.compile(r"Clean Air Score now: \d+ of 100 at 60\.16600, 24\.94500\.")
     )
-    expect(page.locator("#credits")).to_have_text("Credits left: 972 this month, 72 today.")
+    expect(page.locator("#credits")).to_have_text("Credits left: 971 this month, 71 today.")
 
     # The token stays in this tab's session storage, nowhere else in the page.
     stored = page.evaluate("() => sessionStorage.getItem('cleanair.explore.token')")

@@ -80,6 +80,8 @@ def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client)
     assert referenced_assets(page.text) == {
         "/explore/assets/explore.js",
         "/explore/assets/explore.css",
+        "/explore/assets/conditions.js",
+        "/explore/assets/conditions.css",
         "/explore/assets/icon.svg",
     }
 
@@ -89,6 +91,8 @@ def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client)
     [
         ("explore.js", "text/javascript; charset=utf-8"),
         ("explore.css", "text/css; charset=utf-8"),
+        ("conditions.js", "text/javascript; charset=utf-8"),
+        ("conditions.css", "text/css; charset=utf-8"),
         ("icon.svg", "image/svg+xml"),
     ],
 )

@@ -46,6 +46,8 @@ _MEDIA_TYPES = {
     "home.html": "text/html",
     "explore.js": "text/javascript",
     "explore.css": "text/css",
+    "conditions.js": "text/javascript",
+    "conditions.css": "text/css",
     "home.css": "text/css",
     "icon.svg": "image/svg+xml",
 }
