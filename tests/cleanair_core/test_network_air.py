@@ -145,7 +145,16 @@ def test_a_source_that_computes_its_values_is_asked_arrays_off_the_event_loop() 
         return await plan_routes(request, LoadedNetworks([network]), source, in_a_thread)
 
     fast, slow = asyncio.run(plan(gridded)), asyncio.run(plan(by_sample))
-    assert gridded.asked == []  # no sample asked: arrays only
+    # The node air (at the hour's start) comes as arrays only; samples are asked for the
+    # candidate routes' waypoints, at their own times, as the enrichment endpoint asks them
+    # (planner `_candidate`).
+    waypoints = {
+        Sample(point, at)
+        for planned in fast.routes
+        for point, at in zip(planned.route.points, planned.route.times, strict=True)
+    }
+    assert waypoints <= set(gridded.asked)
+    assert all(sample.at > HOUR for sample in gridded.asked)
     assert gridded.arrays
     assert threading.get_ident() not in gridded.arrays  # on the offload's thread
     assert fast == slow

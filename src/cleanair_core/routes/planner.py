@@ -38,11 +38,11 @@ from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.dose import GUIDELINE_LEVELS
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.pollutants import SCORED, Concentrations
-from cleanair_core.air.quality_source import AirQualitySource
+from cleanair_core.air.quality_source import AirQualitySource, GriddedAir
 from cleanair_core.errors import PlanRejected, SourceUnavailable
 from cleanair_core.geo import Point, distances_m
 from cleanair_core.offload import Offload, inline
-from cleanair_core.routes.enrichment import EnrichedRoute, enrich
+from cleanair_core.routes.enrichment import EnrichedRoute, enrich, enrich_route
 from cleanair_core.routes.frontier import (
     Corner,
     Frontier,
@@ -381,9 +381,17 @@ async def _candidate(
     network_air: NetworkAir,
     offload: Offload,
 ) -> _Candidate:
-    """A route enriched with the air the search weighed: each node's value for the source's
-    hour it is reached in (the plan's node air, so a route in the search's hours asks the
-    source nothing). Its dose is then the search's own cost of the route, up to one factor
+    """A route enriched as the route-enrichment use case enriches the same waypoints and
+    times, so the dose a plan reports is the one `POST /v1/airquality/routes` reports.
+
+    A source that computes its values (`GriddedAir`) is asked for each waypoint at its own
+    time, as enrichment asks it: such a source moves within its hour (the embedded model
+    follows the time of day), and the node air, its value at the hour's start, was up to
+    10 % off a walk's dose (bench/departures.py). It is a few milliseconds of computing per
+    route. Any other source is described with the plan's node air, each node's value for
+    the hour it is reached in: a source that waits on the network gives one value per hour
+    (Open-Meteo), which is what enrichment gets too, and a route in the search's hours then
+    asks it nothing. The dose is then the search's own cost of the route, up to one factor
     for the whole plan, wherever each node is reached in the hour the search assumed."""
     import numpy as np
 
@@ -391,6 +399,10 @@ async def _candidate(
     points = [network.node(i) for i in path.nodes]
     activity = request.activity.activity
     times = estimated_times(points, request.start_time, speed_m_s(activity))
+    distance = float(sum(float(network.edge_length[e]) for e in path.edges))
+    if isinstance(source, GriddedAir):
+        route = await enrich_route(source, points, times, activity, EnvironmentType.OUTDOOR)
+        return _Candidate(path, distance, route)
     seconds = np.array([(at - request.start_time).total_seconds() for at in times])
     hours, hour_of_node = hours_reached(request.start_time, seconds, source.update_interval)
     air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
@@ -401,7 +413,6 @@ async def _candidate(
     route = enrich(points, times, airs, activity, EnvironmentType.OUTDOOR)
     if not route.has_data:
         raise SourceUnavailable("No air-quality data is available along this route")
-    distance = float(sum(float(network.edge_length[e]) for e in path.edges))
     return _Candidate(path, distance, route)
 
 
