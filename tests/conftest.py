@@ -31,16 +31,27 @@ def occupy(port: int) -> socket.socket | None:
     return sock
 
 
-@pytest.fixture(scope="session", autouse=True)
-def developer_ports_busy() -> Iterator[None]:
-    """Hold the developer's ports for the whole session, as a `make run` in another terminal
-    does: a test that binds one of them fails here as it would there, every time."""
-    held = [sock for port in DEVELOPER_PORTS if (sock := occupy(port)) is not None]
+@pytest.fixture(scope="session")
+def developer_ports() -> Iterator[dict[int, socket.socket | None]]:
+    """The developer's ports and the socket by which this session holds each (None while
+    something else does)."""
+    held: dict[int, socket.socket | None] = {port: occupy(port) for port in DEVELOPER_PORTS}
     try:
-        yield
+        yield held
     finally:
-        for sock in held:
-            sock.close()
+        for sock in held.values():
+            if sock is not None:
+                sock.close()
+
+
+@pytest.fixture(autouse=True)
+def developer_ports_busy(developer_ports: dict[int, socket.socket | None]) -> None:
+    """Keep the developer's ports taken for every test, as a `make run` in another terminal
+    does: a test that binds one of them fails here as it would there, every time. A port
+    someone else held when the session began, and has since let go, is taken now."""
+    for port, sock in developer_ports.items():
+        if sock is None:
+            developer_ports[port] = occupy(port)
 
 
 #: Every storage adapter: the shared contract suite runs against each.

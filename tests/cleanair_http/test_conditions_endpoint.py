@@ -174,3 +174,13 @@ def test_the_openapi_document_names_the_extension_apart(client: Client) -> None:
     assert "Retry-After" in operation["responses"]["429"]["headers"]
     schemas = document["components"]["schemas"]
     assert "µg/m³" in schemas["IndexConcentration"]["properties"]["concentration"]["description"]
+
+
+def test_a_spent_daily_burst_is_429_with_retry_after(core: CleanAir, client: Client) -> None:
+    headers = bearer(pair(core, client))
+    statuses = [ask(client, headers, **HELSINKI).status_code for _ in range(100)]
+    assert set(statuses) == {200}  # the test policy's daily burst: 100 credits
+    refused = ask(client, headers, **HELSINKI)
+    assert refused.status_code == 429
+    assert int(refused.headers["Retry-After"]) > 0
+    assert set(refused.json()) == {"detail"}
