@@ -31,52 +31,8 @@
     return element;
   }
 
-  // The same token explore.js sends: the field it keeps in step with sessionStorage.
-  function token() {
-    const field = $("token");
-    return field ? field.value.trim() : "";
-  }
-
-  async function call(method, path, body) {
-    const headers = { Accept: "application/json", Authorization: `Bearer ${token()}` };
-    const init = { method, headers, cache: "no-store", credentials: "omit" };
-    if (body !== undefined) {
-      headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
-    }
-    let response;
-    try {
-      response = await fetch(path, init);
-    } catch (error) {
-      return { ok: false, status: 0, body: null, retryAfter: null, network: String(error) };
-    }
-    const text = await response.text();
-    let parsed = null;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch (error) {
-      parsed = { detail: text };
-    }
-    const retry = Number.parseInt(response.headers.get("Retry-After") || "", 10);
-    return {
-      ok: response.ok,
-      status: response.status,
-      body: parsed,
-      retryAfter: Number.isFinite(retry) ? retry : null,
-    };
-  }
-
-  // A Retry-After worded as the rest of the page words it (explore.js keeps its own inside
-  // its closure): seconds when short, else the UTC time the wait ends.
-  function retryWords(seconds) {
-    if (seconds < 120) return `in ${seconds} s`;
-    const now = Date.now();
-    const at = new Date(Math.round((now + seconds * 1000) / 60_000) * 60_000);
-    const day = (ms) => new Date(ms).toISOString().slice(0, 10);
-    const date = day(at.getTime());
-    const which = date === day(now) ? "today" : date === day(now + 86_400_000) ? "tomorrow" : date;
-    return `from ${which} ${at.toISOString().slice(11, 16)} UTC`;
-  }
+  // The API call, the token and the wording of a wait are explore.js's (loaded first).
+  const { api: call, retryWords, token } = window.cleanairExplore;
 
   function explain(answer) {
     if (answer.status === 0) return `The service could not be reached (${answer.network}).`;

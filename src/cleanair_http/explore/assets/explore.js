@@ -816,8 +816,13 @@
     loadNetworks();
   }
 
-  // For automation and the browser tests: where on screen a point of the map is drawn.
+  // For the page's other scripts (conditions.js: one way to call the API and to word a wait,
+  // so the page reads alike everywhere), automation and the browser tests (where on screen
+  // a point of the map is drawn).
   window.cleanairExplore = {
+    api,
+    retryWords,
+    token,
     screenPoint(lat, lon) {
       const [x, y] = project(lat, lon);
       const point = map.createSVGPoint();
