@@ -52,6 +52,7 @@ from cleanair_core.air.observations import (
     Station,
 )
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.units import MOLAR_MASS, MOLAR_VOLUME_25C
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.geo import Point
@@ -85,9 +86,6 @@ PARAMETERS: dict[str, Pollutant] = {
     "no2": Pollutant.NO2,
     "o3": Pollutant.O3,
 }
-#: Molar volume of an ideal gas at 25 °C and 1 atm, litres.
-MOLAR_VOLUME = 24.45
-MOLAR_MASS = {Pollutant.NO2: 46.0055, Pollutant.O3: 47.9982}
 
 _log = logging.getLogger("cleanair.sources.openaq")
 
@@ -155,9 +153,9 @@ def _unit_factor(pollutant: Pollutant, units: str) -> float | None:
     if mass is None:
         return None
     if unit == "ppb":
-        return mass / MOLAR_VOLUME
+        return mass / MOLAR_VOLUME_25C
     if unit == "ppm":
-        return 1000.0 * mass / MOLAR_VOLUME
+        return 1000.0 * mass / MOLAR_VOLUME_25C
     return None
 
 

@@ -36,6 +36,7 @@ import attrs
 
 from cleanair_core.air.observations import AreaType, Observation, Station, StationType
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.units import MOLAR_MASS, MOLAR_VOLUME_25C
 from cleanair_core.errors import OperatorError
 from cleanair_core.geo import Point
 
@@ -61,10 +62,6 @@ LOCATION_OPTIONAL_COLUMNS = ("station_type", "area_type")
 #: Where station ids come from: `openaq:<location_id>`.
 STATION_ID_PREFIX = "openaq:"
 
-#: Litres per mole of an ideal gas at 25 °C and 1 atm (see the module docstring).
-MOLAR_VOLUME_25C = 24.45
-#: g/mol of the gases stations may report in ppb or ppm.
-MOLAR_MASS = {Pollutant.NO2: 46.0055, Pollutant.O3: 47.9982}
 #: The spellings of µg/m³ accepted (case-insensitive; a Greek mu counts as the micro sign).
 MICROGRAMS = frozenset({"µg/m³", "ug/m3", "µg/m3"})
 _PARAMETERS = {p.value: p for p in (Pollutant.PM25, Pollutant.PM10, Pollutant.NO2, Pollutant.O3)}
