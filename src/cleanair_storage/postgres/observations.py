@@ -24,7 +24,7 @@ from cleanair_core.air.observations import (
     validate_observations,
 )
 from cleanair_core.air.pollutants import Pollutant
-from cleanair_core.geo import Point
+from cleanair_storage.observation_rows import station_from_row
 from cleanair_storage.postgres.database import Connection, PostgresDatabase
 
 _LOCK_VERSION = "SELECT version FROM observations_version FOR UPDATE"
@@ -60,23 +60,6 @@ _WRITE = f"""
     ON CONFLICT (station_id, pollutant, hour_end) DO UPDATE SET value = EXCLUDED.value
     WHERE observations.value IS DISTINCT FROM EXCLUDED.value
 """  # noqa: S608
-
-
-def _station(
-    station_id: str,
-    name: str,
-    lat: float,
-    lon: float,
-    station_type: str | None,
-    area_type: str | None,
-) -> Station:
-    return Station(
-        station_id,
-        name,
-        Point(lat, lon),
-        None if station_type is None else StationType(station_type),
-        None if area_type is None else AreaType(area_type),
-    )
 
 
 def _utc(at: datetime | None) -> datetime | None:
@@ -150,7 +133,7 @@ class PostgresObservations(PostgresDatabase):
             rows = conn.execute(
                 "SELECT id, name, lat, lon, station_type, area_type FROM stations ORDER BY id"
             ).fetchall()
-        return [_station(*row) for row in rows]
+        return [station_from_row(*row) for row in rows]
 
     def station_summaries(self) -> list[StationSummary]:
         with self._conn() as conn:
@@ -161,7 +144,7 @@ class PostgresObservations(PostgresDatabase):
                 "GROUP BY s.id ORDER BY s.id"
             ).fetchall()
         return [
-            StationSummary(_station(*station), int(count), _utc(first), _utc(last))
+            StationSummary(station_from_row(*station), int(count), _utc(first), _utc(last))
             for *station, count, first, last in rows
         ]
 

@@ -15,36 +15,17 @@ from datetime import datetime
 
 from cleanair_core.air.observations import (
     OBSERVED,
-    AreaType,
     Observation,
     ObservationsWritten,
     Station,
     StationSummary,
-    StationType,
     validate_observations,
 )
 from cleanair_core.air.pollutants import Pollutant
-from cleanair_core.geo import Point
+from cleanair_storage.observation_rows import station_from_row
 from cleanair_storage.sqlite.database import SqliteDatabase, instant, instant_or_none
 
 _BUMP_VERSION = "UPDATE observations_version SET version = version + 1 WHERE id = 1"
-
-
-def _station(
-    station_id: str,
-    name: str,
-    lat: float,
-    lon: float,
-    station_type: str | None,
-    area_type: str | None,
-) -> Station:
-    return Station(
-        station_id,
-        name,
-        Point(lat, lon),
-        None if station_type is None else StationType(station_type),
-        None if area_type is None else AreaType(area_type),
-    )
 
 
 class SqliteObservations(SqliteDatabase):
@@ -102,7 +83,7 @@ class SqliteObservations(SqliteDatabase):
         rows = self._read().execute(
             "SELECT id, name, lat, lon, station_type, area_type FROM stations ORDER BY id"
         )
-        return [_station(*row) for row in rows]
+        return [station_from_row(*row) for row in rows]
 
     def station_summaries(self) -> list[StationSummary]:
         # The observations' primary key starts with the station, so the join reads each
@@ -114,7 +95,9 @@ class SqliteObservations(SqliteDatabase):
             "GROUP BY s.id ORDER BY s.id"
         )
         return [
-            StationSummary(_station(*station), count, instant_or_none(first), instant_or_none(last))
+            StationSummary(
+                station_from_row(*station), count, instant_or_none(first), instant_or_none(last)
+            )
             for *station, count, first, last in rows
         ]
 
