@@ -16,10 +16,9 @@ from hypothesis import strategies as st
 
 from cleanair_core.air.observations import AreaType, Observation, Station, StationType
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.units import MOLAR_MASS, MOLAR_VOLUME_25C
 from cleanair_core.geo import Point
 from cleanair_sources.openaq_archive import (
-    MOLAR_MASS,
-    MOLAR_VOLUME_25C,
     ArchiveFileError,
     ArchiveParser,
     ArchiveTally,
