@@ -24,12 +24,12 @@ from bench.planning import walk_pairs
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import street_level_air
 from cleanair_core.errors import PlanRejected
-from cleanair_core.routes.departures import DeparturesRequest, plan_departures
+from cleanair_core.routes.departures import plan_departures
 from cleanair_core.routes.enrichment import enrich_route
 from cleanair_core.routes.network import PlanActivityType, StreetNetwork
 from cleanair_core.routes.network_air import NetworkAir
 from cleanair_core.routes.planner import plan_routes
-from cleanair_core.routes.plans import PlanRequest
+from cleanair_core.routes.plans import DeparturesRequest, PlanRequest
 from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
@@ -45,7 +45,7 @@ from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.enrichment import EnrichedRoute, Waypoint
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
-from cleanair_core.routes.plans import Plan
+from cleanair_core.routes.plans import DEFAULT_STEP, Plan, PlanKind
 from cleanair_core.use_cases import access, air, credits, health, routes
 from cleanair_core.use_cases.context import Context
 from cleanair_core.use_cases.credits import PoolReport
@@ -413,9 +413,39 @@ class CleanAir:
         )
 
     def poll_plan(self, proof: Authorized, plan_id: uuid.UUID) -> Plan:
-        """The caller's plan `plan_id` (free; proof for `Scope.ROUTES_PLAN`, premium=False);
-        NotFound for an unknown plan or another user's."""
+        """The caller's route plan `plan_id` (free; proof for `Scope.ROUTES_PLAN`,
+        premium=False); NotFound for an unknown plan, another user's or a departures plan."""
         return routes.poll_plan(self.context, proof, plan_id)
+
+    def submit_departures(
+        self,
+        proof: Authorized,
+        *,
+        start: Point,
+        end: Point,
+        activity: PlanActivityType | str,
+        earliest: datetime,
+        latest: datetime,
+        step: timedelta = DEFAULT_STEP,
+    ) -> uuid.UUID:
+        """Store a departures plan (the best time to go) as pending and charge 25 credits,
+        with the proof a route plan takes; its request id. See
+        `cleanair_core.use_cases.routes.submit_departures`."""
+        return routes.submit_departures(
+            self.context,
+            proof,
+            start=start,
+            end=end,
+            activity=contract_value(PlanActivityType, activity),
+            earliest=earliest,
+            latest=latest,
+            step=step,
+        )
+
+    def poll_departures(self, proof: Authorized, plan_id: uuid.UUID) -> Plan:
+        """The caller's departures plan `plan_id`, as `poll_plan` (its result, once
+        completed, is a `DeparturesResult`); NotFound for a route plan."""
+        return routes.poll_plan(self.context, proof, plan_id, PlanKind.DEPARTURES)
 
     def claim_next_plan(self) -> Plan | None:
         """Take the oldest pending plan no live worker holds (None when there is none)."""

@@ -4,11 +4,22 @@ frozen `/v1`): what its endpoints accept and answer, with every field's units.""
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import Annotated, Literal
 
 import msgspec
 
-from cleanair_http.schemas import MAX_SCAN, ClientLabel, Latitude, Longitude, WifiAccessPoint
+from cleanair_core.routes.network import PlanActivityType
+from cleanair_http.schemas import (
+    MAX_SCAN,
+    ClientLabel,
+    Latitude,
+    Location,
+    Longitude,
+    PlannedRoute,
+    PlanRouteStatus,
+    WifiAccessPoint,
+)
 
 #: The extension API's own version (the contract's `/v1` stays 1.0.0).
 EXTENSION_VERSION = "1.0.0"
@@ -144,3 +155,113 @@ class ConditionsResponse(msgspec.Struct):
     provenance: Annotated[
         Provenance, msgspec.Meta(description="Where the numbers come from, and how old")
     ]
+
+
+class DeparturesRequest(msgspec.Struct):
+    start: Annotated[Location, msgspec.Meta(description="Where the trip starts")]
+    end: Annotated[
+        Location,
+        msgspec.Meta(description="Where it ends: at most 15 km from `start` in a straight line"),
+    ]
+    activity_type: Annotated[
+        PlanActivityType, msgspec.Meta(description="How the trip is travelled")
+    ]
+    earliest: Annotated[
+        datetime.datetime,
+        msgspec.Meta(
+            description="The first start time to consider (UTC without an offset); inside "
+            "the window air data exists for, like a plan's `start_time`"
+        ),
+    ]
+    latest: Annotated[
+        datetime.datetime,
+        msgspec.Meta(
+            description="The last start time to consider (UTC without an offset): not before "
+            "`earliest`, at most 24 hours after it, inside the forecast horizon (84 hours)"
+        ),
+    ]
+    step_minutes: Annotated[
+        int,
+        msgspec.Meta(
+            ge=5,
+            le=240,
+            description="Minutes between candidate start times, from `earliest`",
+        ),
+    ] = 30
+
+
+class DeparturesSubmitted(msgspec.Struct):
+    request_id: Annotated[
+        uuid.UUID,
+        msgspec.Meta(
+            description="The departures plan's id, to poll at "
+            "GET /ext/v1/routes/departures/{request_id}"
+        ),
+    ]
+
+
+_DOSE = (
+    "Relative, unitless inhaled dose over the trip (as a route's `inhaled_dose`): higher "
+    "means more inhaled risk; null without dose data"
+)
+
+
+class Departure(msgspec.Struct):
+    start_time: Annotated[datetime.datetime, msgspec.Meta(description="Leaving then (UTC)")]
+    dose: Annotated[float | None, msgspec.Meta(description=_DOSE)]
+    clean_air_score: Annotated[
+        float | None,
+        msgspec.Meta(
+            description="The route's time-weighted Clean Air Score (0-100, higher is "
+            "cleaner); null without data"
+        ),
+    ]
+    distance: Annotated[float, msgspec.Meta(description="The route's length, metres")]
+
+
+class BestDeparture(msgspec.Struct):
+    start_time: Annotated[datetime.datetime, msgspec.Meta(description="Leaving then (UTC)")]
+    dose: Annotated[float | None, msgspec.Meta(description=_DOSE)]
+    route: Annotated[
+        PlannedRoute,
+        msgspec.Meta(
+            description="The route to take then, as a plan's route; its deltas compare it with "
+            "the direct route leaving at the same time"
+        ),
+    ]
+
+
+class DeparturesResult(msgspec.Struct):
+    departures: Annotated[
+        list[Departure],
+        msgspec.Meta(
+            description="Every candidate start time in order, each with the least-dose route "
+            "within the plan's detour budget (25 % longer than the direct route) then"
+        ),
+    ]
+    best: Annotated[
+        BestDeparture,
+        msgspec.Meta(description="The departure with the least dose (the earliest of equals)"),
+    ]
+    baseline_dose: Annotated[
+        float | None,
+        msgspec.Meta(description=f"The direct route's dose leaving at `earliest`. {_DOSE}"),
+    ]
+    dose_saved_pct: Annotated[
+        float | None,
+        msgspec.Meta(
+            description="(baseline_dose - best.dose) / baseline_dose x 100, percent; null "
+            "without both doses"
+        ),
+    ]
+
+
+class DeparturesPollResponse(msgspec.Struct):
+    status: Annotated[PlanRouteStatus, msgspec.Meta(description="Where the plan is in its life")]
+    result: Annotated[
+        DeparturesResult | None,
+        msgspec.Meta(description="The departures, once status is `completed`"),
+    ] = None
+    error: Annotated[
+        str | None, msgspec.Meta(description="Why the plan failed, once status is `failed`")
+    ] = None

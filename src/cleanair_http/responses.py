@@ -18,7 +18,7 @@ from cleanair_core.air.score import BandedScore
 from cleanair_core.credits.ledger import Quota
 from cleanair_core.routes.enrichment import EnrichedRoute, RouteSummary
 from cleanair_core.routes.plans import Plan
-from cleanair_core.routes.results import PlannedRoute, PlanResult
+from cleanair_core.routes.results import DeparturesResult, PlannedRoute, PlanResult
 from cleanair_http import extension_schemas as ext
 from cleanair_http import schemas
 
@@ -174,7 +174,47 @@ def plan_submitted(plan_id: uuid.UUID) -> schemas.PlanSubmitted:
 
 def plan_poll(plan: Plan) -> schemas.PlanPollResponse:
     """A poll's answer: the status, the result once completed, the error once failed."""
-    result = None if plan.result is None else plan_result(plan.result)
+    result = plan.result
+    if result is not None and not isinstance(result, PlanResult):
+        raise TypeError("a route plan's poll got another kind of plan")  # poll_plan checks
     return schemas.PlanPollResponse(
-        status=schemas.PlanRouteStatus(plan.status.value), result=result, error=plan.error
+        status=schemas.PlanRouteStatus(plan.status.value),
+        result=None if result is None else plan_result(result),
+        error=plan.error,
+    )
+
+
+def departures_submitted(plan_id: uuid.UUID) -> ext.DeparturesSubmitted:
+    return ext.DeparturesSubmitted(request_id=plan_id)
+
+
+def departures_result(result: DeparturesResult) -> ext.DeparturesResult:
+    best = result.best
+    return ext.DeparturesResult(
+        departures=[
+            ext.Departure(
+                start_time=departure.start_time,
+                dose=dose(departure.dose),
+                clean_air_score=departure.clean_air_score,
+                distance=round(departure.distance, 1),
+            )
+            for departure in result.departures
+        ],
+        best=ext.BestDeparture(
+            start_time=best.start_time, dose=dose(best.dose), route=planned_route(best.route)
+        ),
+        baseline_dose=dose(result.baseline_dose),
+        dose_saved_pct=None if result.dose_saved_pct is None else round(result.dose_saved_pct, 1),
+    )
+
+
+def departures_poll(plan: Plan) -> ext.DeparturesPollResponse:
+    """A departures poll's answer, as a plan poll's."""
+    result = plan.result
+    if result is not None and not isinstance(result, DeparturesResult):
+        raise TypeError("a departures poll got another kind of plan")  # poll_departures checks
+    return ext.DeparturesPollResponse(
+        status=schemas.PlanRouteStatus(plan.status.value),
+        result=None if result is None else departures_result(result),
+        error=plan.error,
     )

@@ -53,6 +53,7 @@ from cleanair_core.credits.ledger import (
 from cleanair_core.errors import DuplicateEntry
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
 from cleanair_core.routes.plans import (
+    AnyPlanResult,
     Plan,
     PlanStatus,
     check_new_plan,
@@ -64,7 +65,6 @@ from cleanair_core.routes.plans import (
     is_claimable,
     on_claim,
 )
-from cleanair_core.routes.results import PlanResult
 
 
 class MemoryStore:
@@ -480,7 +480,7 @@ class MemoryStore:
             return True
 
     def complete_plan(
-        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
+        self, plan_id: uuid.UUID, result: AnyPlanResult, now: datetime, claim: int | None = None
     ) -> bool:
         with self._lock:
             plan = self._plans.get(plan_id)

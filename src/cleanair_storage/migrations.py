@@ -346,3 +346,16 @@ def m011_network_areas(db: Database) -> None:
     # Networks stored before have NULL and load without them until imported again.
     for column in ("area_kind", "area_ring_end", "area_lat", "area_lon"):
         db.execute(f"ALTER TABLE street_networks ADD COLUMN {column} BLOB")
+
+
+@_migration
+def m012_departure_plans(db: Database) -> None:
+    # Departures plans (the extension's best time to go) share the plans table and its
+    # workers: `kind` tells them apart, `start_time` holds the earliest start and the window
+    # adds its latest start and step (NULL for a route plan).
+    db.execute(
+        "ALTER TABLE plans ADD COLUMN kind TEXT NOT NULL DEFAULT 'routes' "
+        "CHECK (kind IN ('routes', 'departures'))"
+    )
+    db.execute("ALTER TABLE plans ADD COLUMN latest_start_time REAL")
+    db.execute("ALTER TABLE plans ADD COLUMN step_seconds INTEGER")

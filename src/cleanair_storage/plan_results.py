@@ -1,6 +1,8 @@
 """A completed plan's result as stored text: JSON under a version tag.
 
-    {"version": 1, "result": {...the PlanResult's fields...}}
+    {"version": 1, "result": {...the PlanResult's (or DeparturesResult's) fields...}}
+
+The plan's kind (stored beside it) says which of the two the result is.
 
 The tag lets a later release change `PlanResult` and still read what an earlier one stored:
 add a version and a decoder for the old one, never rewrite stored rows in place. Documents
@@ -21,7 +23,8 @@ from cleanair_core.air.score import BandedScore
 from cleanair_core.geo import Point
 from cleanair_core.routes.enrichment import EnrichedRoute, RouteSummary
 from cleanair_core.routes.network import PlanActivityType
-from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
+from cleanair_core.routes.plans import AnyPlanResult, PlanKind
+from cleanair_core.routes.results import DeparturesResult, PlannedRoute, PlanResult, RouteGoal
 
 PLAN_RESULT_VERSION = 1
 
@@ -35,7 +38,7 @@ class UnreadablePlanResult(ValueError):
     """A stored result this release cannot read (written by a newer one, or damaged)."""
 
 
-def encode_plan_result(result: PlanResult) -> str:
+def encode_plan_result(result: AnyPlanResult) -> str:
     """The stored text of `result` (exact: floats round-trip, nothing is rounded here).
 
     Raises ValueError for a NaN or an infinity anywhere in it: JSON has neither (msgspec
@@ -46,8 +49,8 @@ def encode_plan_result(result: PlanResult) -> str:
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def decode_plan_result(text: str) -> PlanResult:
-    """The `PlanResult` stored as `text`, whichever release wrote it."""
+def decode_plan_result(text: str, kind: PlanKind = PlanKind.ROUTES) -> AnyPlanResult:
+    """The result of a plan of `kind` stored as `text`, whichever release wrote it."""
     try:
         raw = msgspec.json.decode(text)
         if isinstance(raw, dict) and "version" in raw:
@@ -57,7 +60,11 @@ def decode_plan_result(text: str) -> PlanResult:
                     f"a plan result of version {envelope.version}; this release reads "
                     f"up to {PLAN_RESULT_VERSION}"
                 )
+            if kind is PlanKind.DEPARTURES:
+                return msgspec.json.decode(envelope.result, type=DeparturesResult)
             return msgspec.json.decode(envelope.result, type=PlanResult)
+        if kind is PlanKind.DEPARTURES:  # departures plans were never stored untagged
+            raise UnreadablePlanResult("a departures result without its version tag")
         return _from_contract_document(raw)
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as error:
         raise UnreadablePlanResult(f"a damaged plan result: {error}") from None

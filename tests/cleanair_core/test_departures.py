@@ -17,18 +17,13 @@ from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.errors import OutsideDataWindow, PlanRejected, PlanTooLong, Unprocessable
 from cleanair_core.geo import Point, distance_m
-from cleanair_core.routes.departures import (
-    DeparturesRequest,
-    DeparturesResult,
-    check_departures,
-    plan_departures,
-    saved_pct,
-)
+from cleanair_core.routes.departures import check_departures, plan_departures, saved_pct
 from cleanair_core.routes.enrichment import enrich_route
 from cleanair_core.routes.network import FloatArray, PlanActivityType, StreetNetwork
 from cleanair_core.routes.network_air import NetworkAir
 from cleanair_core.routes.planner import plan_routes
-from cleanair_core.routes.plans import PlanRequest
+from cleanair_core.routes.plans import DeparturesRequest, PlanRequest
+from cleanair_core.routes.results import DeparturesResult
 from cleanair_sources.street_router import LoadedNetworks
 from support.networks import ORIGIN, grid
 

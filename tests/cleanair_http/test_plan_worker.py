@@ -30,8 +30,7 @@ from cleanair_core.errors import StoreUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
 from cleanair_core.routes.network import PlanActivityType
-from cleanair_core.routes.plans import Plan, PlanStatus
-from cleanair_core.routes.results import PlanResult
+from cleanair_core.routes.plans import AnyPlanResult, Plan, PlanStatus
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
 from cleanair_http.plan_worker import PRUNE_SECONDS, PlanWorker
@@ -311,7 +310,7 @@ class CompletionsStore(SqliteStore):
         self.completions: list[tuple[int | None, bool]] = []
 
     def complete_plan(
-        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
+        self, plan_id: uuid.UUID, result: AnyPlanResult, now: datetime, claim: int | None = None
     ) -> bool:
         stored = super().complete_plan(plan_id, result, now, claim)
         self.completions.append((claim, stored))

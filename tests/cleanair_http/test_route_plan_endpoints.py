@@ -28,7 +28,7 @@ from cleanair_core.air.quality_source import Sample
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.ports import Sources
-from cleanair_core.routes.plans import Plan, PlanStatus
+from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
 from cleanair_http.app import create_app
 from cleanair_http.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
@@ -198,6 +198,7 @@ def test_a_plan_is_accepted_with_a_request_id_and_charged_25_credits(
     }
     stored = core.store.get_plan(request_id)
     assert stored is not None
+    assert isinstance(stored.request, PlanRequest)
     assert stored.status is PlanStatus.PENDING
     assert stored.owner == "alice"
     assert stored.request.start == at(0, 0)
@@ -224,6 +225,7 @@ def test_every_plan_activity_is_accepted(
     request_id = submitted(client, token, {**plan_body(), "activity_type": activity})
     stored = core.store.get_plan(uuid.UUID(request_id))
     assert stored is not None
+    assert isinstance(stored.request, PlanRequest)
     assert stored.request.activity.value == activity
 
 
@@ -236,6 +238,7 @@ def test_a_given_start_time_is_kept(
     request_id = submitted(client, token, plan_body(start_time=later.isoformat()))
     stored = core.store.get_plan(uuid.UUID(request_id))
     assert stored is not None
+    assert isinstance(stored.request, PlanRequest)
     assert stored.request.start_time == later
 
 
@@ -247,10 +250,12 @@ def test_a_start_time_without_an_offset_is_read_as_utc(
     request_id = submitted(client, token, plan_body(start_time="2026-11-22T15:30:00"))
     stored = core.store.get_plan(uuid.UUID(request_id))
     assert stored is not None
+    assert isinstance(stored.request, PlanRequest)
     assert stored.request.start_time == datetime(2026, 11, 22, 15, 30, tzinfo=UTC)
     offset = submitted(client, token, plan_body(start_time="2026-11-22T15:30:00+02:00"))
     stored = core.store.get_plan(uuid.UUID(offset))
     assert stored is not None
+    assert isinstance(stored.request, PlanRequest)
     assert stored.request.start_time == datetime(2026, 11, 22, 13, 30, tzinfo=UTC)
 
 

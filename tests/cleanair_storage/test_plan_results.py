@@ -37,6 +37,7 @@ def test_a_result_stored_before_the_version_tag_still_reads() -> None:
     result = plan_result(alternatives=2)
     legacy = msgspec.json.encode(responses.plan_result(result)).decode()
     read = decode_plan_result(legacy)
+    assert isinstance(read, PlanResult)
     # The same answer to a poll; only the waypoint times (never shown) are gone.
     assert responses.plan_result(read) == responses.plan_result(result)
     assert all(planned.route.times == [] for planned in read.routes)

@@ -578,6 +578,7 @@ def test_every_field_round_trips(store: Store) -> None:
     )
     for plan in (store.get_plan(p.id) for p in (leased, done, failed)):
         assert plan is not None
+        assert isinstance(plan.request, PlanRequest)
         for at in (plan.created_at, plan.request.start_time, plan.finished_at, plan.lease_until):
             assert at is None or at.utcoffset() is not None  # aware, never naive
 

@@ -32,6 +32,8 @@ class Billable(StrEnum):
     ROUTE_PLAN = "route_plan"
     #: The extension API (/ext/v1): a point's conditions cost what its score costs.
     CONDITIONS = "conditions"
+    #: The best time to go (/ext/v1/routes/departures): a plan, charged as one.
+    ROUTE_DEPARTURES = "route_departures"
 
 
 #: Contract section 8 (and the extension's). Route enrichment is per waypoint.
@@ -41,6 +43,7 @@ COSTS: dict[Billable, int] = {
     Billable.ROUTE_ENRICHMENT: 1,
     Billable.ROUTE_PLAN: 25,
     Billable.CONDITIONS: 1,
+    Billable.ROUTE_DEPARTURES: 25,
 }
 
 

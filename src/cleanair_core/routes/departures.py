@@ -12,63 +12,24 @@ of that hour, and a source is asked for each hour's nodes once.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
-import attrs
+from datetime import datetime
 
 from cleanair_core.air.quality_source import AirQualitySource
-from cleanair_core.errors import PlanTooLong, Unprocessable
-from cleanair_core.geo import Point, distance_m
+from cleanair_core.errors import PlanTooLong
+from cleanair_core.geo import distance_m
 from cleanair_core.offload import Offload
-from cleanair_core.routes.network import PlanActivityType, StreetNetworks
+from cleanair_core.routes.network import StreetNetworks
 from cleanair_core.routes.network_air import NetworkAir
 from cleanair_core.routes.planner import plan_routes
-from cleanair_core.routes.plans import MAX_PLAN_DISTANCE_M, PlanRequest
-from cleanair_core.routes.results import PlannedRoute, PlanResult
-from cleanair_core.routes.times import as_utc, check_data_window
-
-#: Candidate start times are this far apart unless the request says otherwise.
-DEFAULT_STEP = timedelta(minutes=30)
-#: The shortest and longest step: under 5 minutes the air barely changes between
-#: candidates (the sources' values are hourly); over 4 hours whole rush hours are skipped.
-MIN_STEP = timedelta(minutes=5)
-MAX_STEP = timedelta(minutes=240)
-#: The widest window of start times: at most 289 plans (24 h at 5 minute steps).
-MAX_SPAN = timedelta(hours=24)
-
-
-def _aware_utc(at: datetime) -> datetime:
-    if at.tzinfo is None or at.utcoffset() is None:
-        raise Unprocessable()  # a start time without a zone is ambiguous
-    return as_utc(at)
-
-
-@attrs.frozen
-class DeparturesRequest:
-    """A trip and the window of start times to choose from (timezone-aware, kept in UTC).
-
-    Raises Unprocessable on construction when a time has no timezone, `earliest` is after
-    `latest`, they are over MAX_SPAN apart, or `step` is outside MIN_STEP..MAX_STEP.
-    """
-
-    start: Point
-    end: Point
-    activity: PlanActivityType
-    earliest: datetime = attrs.field(converter=_aware_utc)
-    latest: datetime = attrs.field(converter=_aware_utc)
-    step: timedelta = DEFAULT_STEP
-
-    def __attrs_post_init__(self) -> None:
-        if not self.earliest <= self.latest <= self.earliest + MAX_SPAN:
-            raise Unprocessable()
-        if not MIN_STEP <= self.step <= MAX_STEP:
-            raise Unprocessable()
-
-    @property
-    def start_times(self) -> list[datetime]:
-        """`earliest`, then every `step` after it up to `latest` (included when on a step)."""
-        count = (self.latest - self.earliest) // self.step + 1
-        return [self.earliest + k * self.step for k in range(count)]
+from cleanair_core.routes.plans import MAX_PLAN_DISTANCE_M, DeparturesRequest, PlanRequest
+from cleanair_core.routes.results import (
+    BestDeparture,
+    Departure,
+    DeparturesResult,
+    PlannedRoute,
+    PlanResult,
+)
+from cleanair_core.routes.times import check_data_window
 
 
 def check_departures(request: DeparturesRequest, now: datetime) -> None:
@@ -78,37 +39,6 @@ def check_departures(request: DeparturesRequest, now: datetime) -> None:
     if distance_m(request.start, request.end) > MAX_PLAN_DISTANCE_M:
         raise PlanTooLong()
     check_data_window([request.earliest, request.latest], now)
-
-
-@attrs.frozen
-class Departure:
-    """One candidate start time and its least-dose route's figures (None: unknown)."""
-
-    start_time: datetime
-    dose: float | None
-    clean_air_score: float | None
-    distance: float
-
-
-@attrs.frozen
-class BestDeparture:
-    """The departure with the least dose and its full planned route."""
-
-    start_time: datetime
-    dose: float | None
-    route: PlannedRoute
-
-
-@attrs.frozen
-class DeparturesResult:
-    """Every candidate departure in time order, the best one, and what it saves against the
-    direct route leaving at `earliest` (`dose_saved_pct`: (baseline - best) / baseline x 100;
-    None without both doses or with a zero baseline)."""
-
-    departures: list[Departure]
-    best: BestDeparture
-    baseline_dose: float | None
-    dose_saved_pct: float | None
 
 
 async def plan_departures(

@@ -1,5 +1,9 @@
 """Route plans as stored work: their lifecycle (contract 3.1) and the storage port.
 
+Two kinds of plan share the lifecycle, the store and the workers: a route plan (contract
+4.5) and a departures plan (the extension's best time to go: the same trip planned at every
+start time of a window, `cleanair_core.routes.departures`).
+
 A plan is submitted `pending` (its 25 credits debited in the same transaction), then taken by
 one worker at a time under a lease, and ends `completed` with its result or `failed` with a
 readable error; a plan the planner rejects is refunded in the same transaction that fails it.
@@ -14,15 +18,16 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import attrs
 
-from cleanair_core.credits.ledger import CreditLedger, CreditLimits, Debit
-from cleanair_core.errors import PlanRejected, SourceUnavailable
+from cleanair_core.credits.ledger import Billable, CreditLedger, CreditLimits, Debit
+from cleanair_core.errors import PlanRejected, SourceUnavailable, Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
-from cleanair_core.routes.results import PlanResult
+from cleanair_core.routes.results import DeparturesResult, PlanResult
+from cleanair_core.routes.times import as_utc
 
 #: The longest straight-line distance between start and end (contract section 8).
 MAX_PLAN_DISTANCE_M = 15_000.0
@@ -53,6 +58,69 @@ class PlanRequest:
     start_time: datetime
 
 
+#: Candidate start times are this far apart unless the request says otherwise.
+DEFAULT_STEP = timedelta(minutes=30)
+#: The shortest and longest step: under 5 minutes the air barely changes between
+#: candidates (the sources' values are hourly); over 4 hours whole rush hours are skipped.
+MIN_STEP = timedelta(minutes=5)
+MAX_STEP = timedelta(minutes=240)
+#: The widest window of start times: at most 289 plans (24 h at 5 minute steps).
+MAX_SPAN = timedelta(hours=24)
+
+
+def _aware_utc(at: datetime) -> datetime:
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise Unprocessable()  # a start time without a zone is ambiguous
+    return as_utc(at)
+
+
+@attrs.frozen
+class DeparturesRequest:
+    """A trip and the window of start times to choose from (timezone-aware, kept in UTC).
+
+    Raises Unprocessable on construction when a time has no timezone, `earliest` is after
+    `latest`, they are over MAX_SPAN apart, or `step` is outside MIN_STEP..MAX_STEP.
+    """
+
+    start: Point
+    end: Point
+    activity: PlanActivityType
+    earliest: datetime = attrs.field(converter=_aware_utc)
+    latest: datetime = attrs.field(converter=_aware_utc)
+    step: timedelta = DEFAULT_STEP
+
+    def __attrs_post_init__(self) -> None:
+        if not self.earliest <= self.latest <= self.earliest + MAX_SPAN:
+            raise Unprocessable()
+        if not MIN_STEP <= self.step <= MAX_STEP:
+            raise Unprocessable()
+
+    @property
+    def start_times(self) -> list[datetime]:
+        """`earliest`, then every `step` after it up to `latest` (included when on a step)."""
+        count = (self.latest - self.earliest) // self.step + 1
+        return [self.earliest + k * self.step for k in range(count)]
+
+
+class PlanKind(StrEnum):
+    """What a plan computes: cleaner routes, or the best time to go."""
+
+    ROUTES = "routes"
+    DEPARTURES = "departures"
+
+
+#: What a plan's kind is charged as (both 25 credits; the label tells them apart in metrics).
+BILLABLES = {PlanKind.ROUTES: Billable.ROUTE_PLAN, PlanKind.DEPARTURES: Billable.ROUTE_DEPARTURES}
+
+AnyPlanRequest: TypeAlias = PlanRequest | DeparturesRequest
+AnyPlanResult: TypeAlias = PlanResult | DeparturesResult
+
+
+def kind_of(request: AnyPlanRequest) -> PlanKind:
+    """The kind of plan `request` asks for."""
+    return PlanKind.DEPARTURES if isinstance(request, DeparturesRequest) else PlanKind.ROUTES
+
+
 @attrs.frozen
 class Plan:
     """One stored plan; `result` is set once it is completed."""
@@ -60,11 +128,11 @@ class Plan:
     id: uuid.UUID
     owner: str  # the user's name: plans are user-owned only
     connection_id: str
-    request: PlanRequest
+    request: AnyPlanRequest
     status: PlanStatus
     created_at: datetime
     ledger_entry: int | None = None  # the debit to refund if the plan is rejected
-    result: PlanResult | None = None
+    result: AnyPlanResult | None = None
     error: str | None = None
     finished_at: datetime | None = None
     #: Claims that count against `Policy.max_plan_attempts`: a hand-back gives its one back.
@@ -74,6 +142,10 @@ class Plan:
     #: fencing token of the latest claim (see `on_claim`). `attempts` cannot be: a hand-back
     #: lowers it, and an old claim's number would come round again.
     claims: int = 0
+
+    @property
+    def kind(self) -> PlanKind:
+        return kind_of(self.request)
 
 
 def check_new_plan(plan: Plan) -> None:
@@ -121,7 +193,7 @@ def handed_back(plan: Plan) -> Plan:
     return attrs.evolve(plan, lease_until=None, attempts=max(0, plan.attempts - 1))
 
 
-def completed(plan: Plan, result: PlanResult, now: datetime) -> Plan:
+def completed(plan: Plan, result: AnyPlanResult, now: datetime) -> Plan:
     """A pending plan finished with its result; its lease is released."""
     return attrs.evolve(
         plan, status=PlanStatus.COMPLETED, result=result, finished_at=now, lease_until=None
@@ -166,10 +238,10 @@ class PlanStore(Protocol):
         ...
 
     def complete_plan(
-        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
+        self, plan_id: uuid.UUID, result: AnyPlanResult, now: datetime, claim: int | None = None
     ) -> bool:
-        """Finish a pending plan with its result; False if it was not pending or, with
-        `claim`, taken by another claim."""
+        """Finish a pending plan with its result (of the plan's kind); False if it was not
+        pending or, with `claim`, taken by another claim."""
         ...
 
     def fail_plan(

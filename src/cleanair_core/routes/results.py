@@ -1,10 +1,13 @@
-"""What a completed plan holds: the planned routes and how they compare (contract 2.12).
+"""What a completed plan holds: the planned routes and how they compare (contract 2.12), or
+for a departures plan, every departure's figures and the best one's route.
 
 Plain values, stored as they are (each storage adapter serialises them, with a version tag)
 and mapped to the contract's response shape by the HTTP layer when a poll reads them.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import attrs
 
@@ -41,3 +44,34 @@ class PlanResult:
     original_clean_air_score: float | None
     original_dose: float | None
     best_route_index: int
+
+
+@attrs.frozen
+class Departure:
+    """One candidate start time and its least-dose route's figures (None: unknown)."""
+
+    start_time: datetime
+    dose: float | None
+    clean_air_score: float | None
+    distance: float
+
+
+@attrs.frozen
+class BestDeparture:
+    """The departure with the least dose and its full planned route."""
+
+    start_time: datetime
+    dose: float | None
+    route: PlannedRoute
+
+
+@attrs.frozen
+class DeparturesResult:
+    """Every candidate departure in time order, the best one, and what it saves against the
+    direct route leaving at `earliest` (`dose_saved_pct`: (baseline - best) / baseline x 100;
+    None without both doses or with a zero baseline)."""
+
+    departures: list[Departure]
+    best: BestDeparture
+    baseline_dose: float | None
+    dose_saved_pct: float | None

@@ -11,26 +11,38 @@ from cleanair_core.access.connections import Authorized
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType, speed_m_s
 from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import NotFound, OperatorError, PlanRejected, PlanTooLong, Unprocessable
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.routes import plans
+from cleanair_core.routes.departures import check_departures, plan_departures
 from cleanair_core.routes.enrichment import MAX_WAYPOINTS, EnrichedRoute, Waypoint
 from cleanair_core.routes.enrichment import enrich_route as enrich_route_at
-from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
+from cleanair_core.routes.network import (
+    NetworkSummary,
+    PlanActivityType,
+    StreetNetwork,
+    StreetNetworks,
+)
 from cleanair_core.routes.planner import plan_routes
 from cleanair_core.routes.plans import (
+    BILLABLES,
+    DEFAULT_STEP,
     MAX_PLAN_DISTANCE_M,
     NO_NETWORK_ERROR,
     REPEATED_FAILURE_ERROR,
+    AnyPlanRequest,
+    AnyPlanResult,
+    DeparturesRequest,
     Plan,
+    PlanKind,
     PlanRequest,
     PlanStatus,
     failure_reason,
     gives_up,
     is_expected_failure,
 )
-from cleanair_core.routes.results import PlanResult
 from cleanair_core.routes.times import as_utc, check_data_window, waypoint_times
 from cleanair_core.use_cases.context import Context
 from cleanair_core.use_cases.credits import charge
@@ -81,37 +93,72 @@ def submit_plan(
     (not charged) for a start time outside the window air data exists for, CreditsExhausted
     when it does not fit.
     """
-    caller = proof.caller_for(Scope.ROUTES_PLAN, user_owned=True)
+    proof.caller_for(Scope.ROUTES_PLAN, user_owned=True)
     if distance_m(start, end) > MAX_PLAN_DISTANCE_M:
         raise PlanTooLong()
     now = ctx.now()
     when = now if start_time is None else as_utc(start_time)
     check_data_window([when], now)
+    return _submit(ctx, proof, PlanRequest(start, end, activity, when))
+
+
+def submit_departures(
+    ctx: Context,
+    proof: Authorized,
+    *,
+    start: Point,
+    end: Point,
+    activity: PlanActivityType,
+    earliest: datetime,
+    latest: datetime,
+    step: timedelta = DEFAULT_STEP,
+) -> uuid.UUID:
+    """Store a departures plan (the trip at every start time from `earliest` to `latest`,
+    `step` apart) as pending and charge 25 credits, as a route plan; returns its request id.
+
+    Takes the proof a route plan takes. Raises Unprocessable for a window `DeparturesRequest`
+    refuses (a time without a zone, `latest` before `earliest` or over 24 hours after it, a
+    step outside 5 to 240 minutes); PlanTooLong and OutsideDataWindow (for any start time of
+    the window) as a route plan does; none of them charged. CreditsExhausted when it does
+    not fit.
+    """
+    proof.caller_for(Scope.ROUTES_PLAN, user_owned=True)
+    request = DeparturesRequest(start, end, activity, earliest, latest, step)
+    check_departures(request, ctx.now())
+    return _submit(ctx, proof, request)
+
+
+def _submit(ctx: Context, proof: Authorized, request: AnyPlanRequest) -> uuid.UUID:
+    caller = proof.caller_for(Scope.ROUTES_PLAN, user_owned=True)
     plan = Plan(
         id=uuid.uuid4(),
         owner=caller.owner.name,
         connection_id=str(caller.connection_id),
-        request=PlanRequest(start, end, activity, when),
+        request=request,
         status=PlanStatus.PENDING,
-        created_at=now,
+        created_at=ctx.now(),
     )
-    held = charge(ctx, caller, Billable.ROUTE_PLAN)
+    billable = BILLABLES[plan.kind]
+    held = charge(ctx, caller, billable)
     stored = plans.submit(ctx.store, plan, held.debit, ctx.policy.credits)
     if stored.ledger_entry is not None:  # final now that the answer is on its way
         ctx.store.confirm_charge(stored.ledger_entry)
-    ctx.metrics.credits_charged(Billable.ROUTE_PLAN, held.debit.amount)
+    ctx.metrics.credits_charged(billable, held.debit.amount)
     return stored.id
 
 
-def poll_plan(ctx: Context, proof: Authorized, plan_id: uuid.UUID) -> Plan:
-    """The plan `plan_id` if it belongs to the caller's user (free; not premium-gated: takes
-    a proof from `authorize(caller, Scope.ROUTES_PLAN, premium=False)`). Raises NotFound for
-    an unknown plan or another user's."""
+def poll_plan(
+    ctx: Context, proof: Authorized, plan_id: uuid.UUID, kind: PlanKind = PlanKind.ROUTES
+) -> Plan:
+    """The plan `plan_id` of `kind` if it belongs to the caller's user (free; not
+    premium-gated: takes a proof from `authorize(caller, Scope.ROUTES_PLAN, premium=False)`).
+    Raises NotFound for an unknown plan, another user's, or one of another kind (each kind
+    is polled at its own endpoint)."""
     caller = proof.caller_for(Scope.ROUTES_PLAN, premium=False)
     plan = ctx.store.get_plan(plan_id)
     if plan is None or caller.owner.kind is not OwnerKind.USER:
         raise NotFound()
-    if plan.owner != caller.owner.name:
+    if plan.owner != caller.owner.name or plan.kind is not kind:
         raise NotFound()  # indistinguishable from unknown, on purpose
     return plan
 
@@ -137,9 +184,7 @@ async def run_plan(ctx: Context, plan: Plan) -> Plan | None:
     try:
         if sources is None or sources.networks is None:
             raise PlanRejected(NO_NETWORK_ERROR)
-        result = await plan_routes(
-            plan.request, sources.networks, sources.air_quality, ctx.offload, ctx.network_air
-        )
+        result = await _planned(ctx, plan.request, sources.networks, sources.air_quality)
     except Exception as error:
         reason = failure_reason(error)
         outcome = await ctx.offload(lambda: _fail(ctx, plan, reason, started))
@@ -147,6 +192,14 @@ async def run_plan(ctx: Context, plan: Plan) -> Plan | None:
             raise
         return outcome
     return await ctx.offload(lambda: _complete(ctx, plan, result, started))
+
+
+async def _planned(
+    ctx: Context, request: AnyPlanRequest, networks: StreetNetworks, source: AirQualitySource
+) -> AnyPlanResult:
+    if isinstance(request, DeparturesRequest):
+        return await plan_departures(request, networks, source, ctx.offload, ctx.network_air)
+    return await plan_routes(request, networks, source, ctx.offload, ctx.network_air)
 
 
 async def work_on_next_plan(ctx: Context) -> Plan | None:
@@ -183,7 +236,7 @@ def prune_plans(ctx: Context) -> int:
     return ctx.store.prune_plans(cutoff)
 
 
-def _complete(ctx: Context, plan: Plan, result: PlanResult, started: datetime) -> Plan | None:
+def _complete(ctx: Context, plan: Plan, result: AnyPlanResult, started: datetime) -> Plan | None:
     now = ctx.now()
     if not ctx.store.complete_plan(plan.id, result, now, plan.claims):
         return None
@@ -199,7 +252,7 @@ def _fail(ctx: Context, plan: Plan, reason: str, started: datetime) -> Plan | No
     if refunded is None:
         return None
     if refunded.credits:
-        ctx.metrics.credits_refunded(Billable.ROUTE_PLAN, refunded.credits)
+        ctx.metrics.credits_refunded(BILLABLES[plan.kind], refunded.credits)
     ctx.metrics.plan_finished(PlanStatus.FAILED, (now - started).total_seconds())
     return plans.failed(plan, reason, now)
 

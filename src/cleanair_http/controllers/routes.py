@@ -87,12 +87,19 @@ async def poll_plan(
 ) -> schemas.PlanPollResponse:
     """The plan's status, its result once `completed`, or its error once `failed`. Free, and
     open to any connection of the owning user, premium or not."""
+    plan_id = plan_id_of(request_id)
+    core, proof = core_of(request), authorization_of(request)
+    plan = await core.store_calls(lambda: core.poll_plan(proof, plan_id))
+    return responses.plan_poll(plan)
+
+
+def plan_id_of(request_id: str) -> uuid.UUID:
+    """The plan id a poll's path names; Unprocessable unless it is a UUID in its canonical
+    hyphenated form (any case)."""
     try:
         plan_id = uuid.UUID(request_id)
     except ValueError:
         raise Unprocessable() from None
     if str(plan_id) != request_id.lower():  # braces, urn: or no hyphens: not the uuid format
         raise Unprocessable()
-    core, proof = core_of(request), authorization_of(request)
-    plan = await core.store_calls(lambda: core.poll_plan(proof, plan_id))
-    return responses.plan_poll(plan)
+    return plan_id

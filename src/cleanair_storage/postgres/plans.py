@@ -12,63 +12,20 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from cleanair_core.geo import Point
-from cleanair_core.routes.network import PlanActivityType
-from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus, check_new_plan
-from cleanair_core.routes.results import PlanResult
-from cleanair_storage.plan_results import decode_plan_result, encode_plan_result
+from cleanair_core.routes.plans import AnyPlanResult, Plan, check_new_plan
+from cleanair_storage.plan_results import encode_plan_result
+from cleanair_storage.plan_rows import PLAN_COLUMNS, plan_from_row, plan_row
 from cleanair_storage.postgres.database import FAIL_PENDING_PLAN
 from cleanair_storage.postgres.ledger import PostgresLedger
 from cleanair_storage.postgres.wakeups import CHANNEL
 
-_COLUMNS = (
-    "id, owner, connection_id, start_lat, start_lon, end_lat, end_lon, activity, "
-    "start_time, status, created_at, ledger_entry, result, error, finished_at, attempts, "
-    "lease_until, claims"
-)
-
 
 def _plan(row: Sequence[Any]) -> Plan:
-    (
-        plan_id,
-        owner,
-        connection_id,
-        start_lat,
-        start_lon,
-        end_lat,
-        end_lon,
-        activity,
-        start_time,
-        status,
-        created_at,
-        ledger_entry,
-        result,
-        error,
-        finished_at,
-        attempts,
-        lease_until,
-        claims,
-    ) = row
-    return Plan(
-        id=uuid.UUID(str(plan_id)),
-        owner=str(owner),
-        connection_id=str(connection_id),
-        request=PlanRequest(
-            start=Point(start_lat, start_lon),
-            end=Point(end_lat, end_lon),
-            activity=PlanActivityType(str(activity)),
-            start_time=start_time,
-        ),
-        status=PlanStatus(str(status)),
-        created_at=created_at,
-        ledger_entry=None if ledger_entry is None else int(ledger_entry),
-        result=None if result is None else decode_plan_result(result),
-        error=error,
-        finished_at=finished_at,
-        attempts=int(attempts),
-        lease_until=lease_until,
-        claims=int(claims),
-    )
+    return plan_from_row(row, _as_is)
+
+
+def _as_is(at: datetime) -> datetime:
+    return at  # psycopg reads and writes TIMESTAMPTZ as aware datetimes
 
 
 class PostgresPlans(PostgresLedger):
@@ -76,31 +33,11 @@ class PostgresPlans(PostgresLedger):
 
     def add_plan(self, plan: Plan) -> None:
         check_new_plan(plan)
-        request = plan.request
         with self._conn() as conn:
             conn.execute(
-                f"INSERT INTO plans ({_COLUMNS}) VALUES "  # noqa: S608
-                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    str(plan.id),
-                    plan.owner,
-                    plan.connection_id,
-                    request.start.lat,
-                    request.start.lon,
-                    request.end.lat,
-                    request.end.lon,
-                    request.activity.value,
-                    request.start_time,
-                    plan.status.value,
-                    plan.created_at,
-                    plan.ledger_entry,
-                    None,  # a new plan has no result (check_new_plan)
-                    plan.error,
-                    plan.finished_at,
-                    plan.attempts,
-                    plan.lease_until,
-                    plan.claims,
-                ),
+                f"INSERT INTO plans ({PLAN_COLUMNS}) "  # noqa: S608
+                f"VALUES ({', '.join(['%s'] * (PLAN_COLUMNS.count(',') + 1))})",
+                plan_row(plan, _as_is),
             )
             # Delivered when (and only if) this transaction commits; the payload is the plan.
             conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(plan.id)))
@@ -108,7 +45,7 @@ class PostgresPlans(PostgresLedger):
     def get_plan(self, plan_id: uuid.UUID) -> Plan | None:
         with self._conn() as conn:
             row = conn.execute(
-                f"SELECT {_COLUMNS} FROM plans WHERE id = %s",  # noqa: S608
+                f"SELECT {PLAN_COLUMNS} FROM plans WHERE id = %s",  # noqa: S608
                 (str(plan_id),),
             ).fetchone()
         return None if row is None else _plan(row)
@@ -119,7 +56,7 @@ class PostgresPlans(PostgresLedger):
                 "UPDATE plans SET lease_until = %s, attempts = attempts + 1, "  # noqa: S608
                 "claims = claims + 1 WHERE id = (SELECT id FROM plans WHERE status = 'pending' "
                 "AND (lease_until IS NULL OR lease_until <= %s) ORDER BY created_at, id "
-                f"LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING {_COLUMNS}",
+                f"LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING {PLAN_COLUMNS}",
                 (now + lease, now),
             ).fetchone()
         return None if row is None else _plan(row)
@@ -146,7 +83,7 @@ class PostgresPlans(PostgresLedger):
             return cur.rowcount == 1
 
     def complete_plan(
-        self, plan_id: uuid.UUID, result: PlanResult, now: datetime, claim: int | None = None
+        self, plan_id: uuid.UUID, result: AnyPlanResult, now: datetime, claim: int | None = None
     ) -> bool:
         with self._conn() as conn:
             cur = conn.execute(
@@ -163,7 +100,7 @@ class PostgresPlans(PostgresLedger):
         with self._conn() as conn:
             row = conn.execute(
                 f"{FAIL_PENDING_PLAN} WHERE id = %s AND status = 'pending' "
-                f"AND claims = coalesce(%s::integer, claims) RETURNING {_COLUMNS}",
+                f"AND claims = coalesce(%s::integer, claims) RETURNING {PLAN_COLUMNS}",
                 (error, now, str(plan_id), claim),
             ).fetchone()
         return None if row is None else _plan(row)

@@ -210,4 +210,15 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "ALTER TABLE street_networks ADD COLUMN area_lon BYTEA",
         ),
     ),
+    (
+        7,
+        "plans: departures plans",
+        (
+            # As SQLite's m012_departure_plans (which says why).
+            "ALTER TABLE plans ADD COLUMN kind TEXT NOT NULL DEFAULT 'routes' "
+            "CHECK (kind IN ('routes', 'departures'))",
+            "ALTER TABLE plans ADD COLUMN latest_start_time TIMESTAMPTZ",
+            "ALTER TABLE plans ADD COLUMN step_seconds INTEGER",
+        ),
+    ),
 )
