@@ -10,7 +10,8 @@ import msgspec
 import pytest
 from hypothesis import given
 
-from cleanair_core.routes.results import PlanResult
+from cleanair_core.routes.plans import PlanKind
+from cleanair_core.routes.results import DeparturesResult, PlanResult
 from cleanair_http import responses
 from cleanair_storage.plan_results import (
     PLAN_RESULT_VERSION,
@@ -18,12 +19,29 @@ from cleanair_storage.plan_results import (
     decode_plan_result,
     encode_plan_result,
 )
-from support.plan_results import plan_result, plan_results
+from support.plan_results import departures_result, departures_results, plan_result, plan_results
 
 
 @given(plan_results)
 def test_a_result_survives_storage_exactly(result: PlanResult) -> None:
     assert decode_plan_result(encode_plan_result(result)) == result
+
+
+@given(departures_results)
+def test_a_departures_result_survives_storage_exactly(result: DeparturesResult) -> None:
+    assert decode_plan_result(encode_plan_result(result), PlanKind.DEPARTURES) == result
+
+
+def test_a_result_is_read_as_its_plans_kind() -> None:
+    """The kind stored beside a result decides how it is read: one kind's result is not
+    mistaken for the other's."""
+    with pytest.raises(UnreadablePlanResult):
+        decode_plan_result(encode_plan_result(plan_result()), PlanKind.DEPARTURES)
+    with pytest.raises(UnreadablePlanResult):
+        decode_plan_result(encode_plan_result(departures_result()), PlanKind.ROUTES)
+    untagged = msgspec.json.encode(responses.plan_result(plan_result())).decode()
+    with pytest.raises(UnreadablePlanResult):
+        decode_plan_result(untagged, PlanKind.DEPARTURES)
 
 
 def test_the_stored_text_carries_its_version() -> None:

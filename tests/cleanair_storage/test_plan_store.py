@@ -22,12 +22,20 @@ from cleanair_core.geo import Point
 from cleanair_core.ports import Store
 from cleanair_core.routes import plans as plan_rules
 from cleanair_core.routes.network import PlanActivityType
-from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus, Refunded
-from cleanair_core.routes.results import PlanResult
+from cleanair_core.routes.plans import (
+    AnyPlanRequest,
+    AnyPlanResult,
+    DeparturesRequest,
+    Plan,
+    PlanKind,
+    PlanRequest,
+    PlanStatus,
+    Refunded,
+)
 from cleanair_storage.memory import MemoryStore
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
-from support.plan_results import plan_result
+from support.plan_results import departures_result, plan_result
 from support.postgres import shared_server
 
 # Microseconds on purpose: timestamps must survive the round trip through each adapter.
@@ -45,13 +53,22 @@ REQUEST = PlanRequest(
     activity=PlanActivityType.WALKING,
     start_time=T0,
 )
+DEPARTURES = DeparturesRequest(
+    start=REQUEST.start,
+    end=REQUEST.end,
+    activity=PlanActivityType.CYCLING,
+    earliest=T0,
+    latest=T0 + timedelta(hours=24),
+    step=timedelta(minutes=7),
+)
+DEPARTURES_RESULT = departures_result()
 
 
 def make_plan(
     created_at: datetime = T0,
     *,
     plan_id: uuid.UUID | None = None,
-    request: PlanRequest = REQUEST,
+    request: AnyPlanRequest = REQUEST,
     owner: str = "alice",
     connection_id: str = "conn-1",
 ) -> Plan:
@@ -583,6 +600,48 @@ def test_every_field_round_trips(store: Store) -> None:
             assert at is None or at.utcoffset() is not None  # aware, never naive
 
 
+def test_a_departures_plan_keeps_its_window_and_result(store: Store) -> None:
+    """A departures plan shares the table with route plans: its window (times with an
+    offset, microseconds) and its result come back as stored, and it is claimed in turn."""
+    plus_two = timezone(timedelta(hours=2))
+    window = attrs.evolve(
+        DEPARTURES,
+        earliest=datetime(2026, 3, 10, 22, 59, 59, 999_999, tzinfo=plus_two),
+        latest=datetime(2026, 3, 11, 6, 0, 0, 1, tzinfo=plus_two),
+        step=timedelta(minutes=240),
+    )
+    route_plan = submit(store, make_plan(T0))
+    departures = submit(store, make_plan(T0 + timedelta(microseconds=1), request=window))
+    assert departures.kind is PlanKind.DEPARTURES
+    assert route_plan.kind is PlanKind.ROUTES
+    assert store.get_plan(departures.id) == departures
+    first, second = store.claim_plan(T0, LEASE), store.claim_plan(T0, LEASE)
+    assert first is not None
+    assert second is not None
+    assert [first.id, second.id] == [route_plan.id, departures.id]  # oldest first, any kind
+    assert second.request == window
+    finished = T0 + timedelta(minutes=1)
+    assert store.complete_plan(departures.id, DEPARTURES_RESULT, finished)
+    assert store.get_plan(departures.id) == attrs.evolve(
+        second,
+        status=PlanStatus.COMPLETED,
+        result=DEPARTURES_RESULT,
+        finished_at=finished,
+        lease_until=None,
+    )
+
+
+def test_a_failed_departures_plan_is_refunded_as_a_route_plan(store: Store) -> None:
+    plan = submit(store, make_plan(request=DEPARTURES))
+    refunded = plan_rules.fail(store, plan.id, "no route", T0, refund=True)
+    assert refunded == Refunded(COST)
+    assert store.usage(POOL, T0) == Usage(month=0, day=0)
+    failed = store.get_plan(plan.id)
+    assert failed is not None
+    assert failed.status is PlanStatus.FAILED
+    assert failed.request == DEPARTURES
+
+
 # -- both adapters agree ----------------------------------------------------------------------
 
 MONTHLY = 150
@@ -636,11 +695,15 @@ class PlanStoreMachine(RuleBasedStateMachine):
         plan_id=st.uuids(version=4),
         amount=st.integers(min_value=10, max_value=40),
         activity=st.sampled_from(PlanActivityType),
+        kind=st.sampled_from(PlanKind),
     )
-    def submit(self, plan_id: uuid.UUID, amount: int, activity: PlanActivityType) -> object:
-        plan = make_plan(
-            self.now, plan_id=plan_id, request=attrs.evolve(REQUEST, activity=activity)
+    def submit(
+        self, plan_id: uuid.UUID, amount: int, activity: PlanActivityType, kind: PlanKind
+    ) -> object:
+        request: AnyPlanRequest = attrs.evolve(
+            REQUEST if kind is PlanKind.ROUTES else DEPARTURES, activity=activity
         )
+        plan = make_plan(self.now, plan_id=plan_id, request=request)
         debit = Debit(POOL, "conn-1", "route_plan", amount, self.now)
         outcomes: list[Plan | Exception] = []
         for store in (self.memory, self.durable):
@@ -727,8 +790,14 @@ class PlanStoreMachine(RuleBasedStateMachine):
         if renewed:
             self.model[plan_id] = attrs.evolve(plan, lease_until=until)
 
-    @rule(plan_id=plans, result=st.sampled_from([RESULT, EMPTY_RESULT]))
-    def complete(self, plan_id: uuid.UUID, result: PlanResult) -> None:
+    @rule(plan_id=plans, variant=st.booleans())
+    def complete(self, plan_id: uuid.UUID, variant: bool) -> None:
+        known = self.model.get(plan_id)
+        result: AnyPlanResult
+        if known is not None and known.kind is PlanKind.DEPARTURES:
+            result = DEPARTURES_RESULT if variant else departures_result(1)
+        else:
+            result = RESULT if variant else EMPTY_RESULT
         done = self.memory.complete_plan(plan_id, result, self.now)
         assert done == self.durable.complete_plan(plan_id, result, self.now)
         plan = self.model.get(plan_id)

@@ -1,4 +1,5 @@
-"""Plan results for storage tests: every kind of value a `PlanResult` holds, awkward ones too."""
+"""Plan results for storage tests: every kind of value a `PlanResult` (or a departures plan's
+`DeparturesResult`) holds, awkward ones too."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from hypothesis import strategies as st
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.score import banded
 from cleanair_core.geo import Point
+from cleanair_core.routes.departures import saved_pct
 from cleanair_core.routes.enrichment import EnrichedRoute, RouteSummary
 from cleanair_core.routes.network import PlanActivityType
-from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
+from cleanair_core.routes.results import (
+    BestDeparture,
+    Departure,
+    DeparturesResult,
+    PlannedRoute,
+    PlanResult,
+    RouteGoal,
+)
 
 START = datetime(2026, 3, 10, 9, 30, 15, 250_001, tzinfo=UTC)
 
@@ -65,3 +74,26 @@ plan_results = st.builds(
     title=st.text(min_size=1, max_size=20),
     alternatives=st.integers(min_value=0, max_value=3),
 )
+
+
+def departures_result(departures: int = 3) -> DeparturesResult:
+    """A completed departures plan's result: `departures` start times a quarter hour apart,
+    one without data, the cleanest (the last with a dose) the best."""
+    times = [START + timedelta(minutes=15 * k) for k in range(departures)]
+    doses = [None if k == 1 else 0.2 / (k + 1) for k in range(departures)]
+    listed = [
+        Departure(at, dose, None if dose is None else 60.5 + k, 1234.5678 + k)
+        for k, (at, dose) in enumerate(zip(times, doses, strict=True))
+    ]
+    best = max((k for k in range(departures) if doses[k] is not None), default=0)
+    planned = plan_result("Cleanest air").routes[0]
+    return DeparturesResult(
+        departures=listed,
+        best=BestDeparture(times[best], doses[best], planned),
+        baseline_dose=0.2,
+        dose_saved_pct=saved_pct(doses[best], 0.2),
+    )
+
+
+#: Departures results drawn for property tests.
+departures_results = st.builds(departures_result, departures=st.integers(1, 6))
