@@ -237,6 +237,19 @@ REQUEST_EXAMPLES: dict[str, dict[str, Example]] = {
             },
         ),
     },
+    "DeparturesRequest": {
+        "commute": Example(
+            summary="When to walk to work between 7 and 10 tomorrow morning",
+            value={
+                "start": {"latitude": 60.1699, "longitude": 24.9384},
+                "end": {"latitude": 60.1841, "longitude": 24.9503},
+                "activity_type": "walking",
+                "earliest": "2026-11-26T05:00:00Z",
+                "latest": "2026-11-26T08:00:00Z",
+                "step_minutes": 30,
+            },
+        )
+    },
     "PlanRouteRequest": {
         "walk": Example(
             summary="Cleaner walking routes across town",

@@ -66,7 +66,7 @@ def test_ids_and_the_request_id_parameter_are_uuids(document: Document) -> None:
 
 def test_every_429_declares_retry_after(document: Document) -> None:
     operations = _operations(document)
-    assert len(operations) == 8  # the contract's seven and the extension's (`/ext/v1`) one
+    assert len(operations) == 10  # the contract's seven and the extension's (`/ext/v1`) three
     for path, method, operation in operations:
         # The contract: any endpoint may be rate limited, and any 429 carries Retry-After.
         too_many = operation["responses"]["429"]
@@ -132,7 +132,7 @@ def test_every_request_body_has_examples_the_api_accepts(
                 method.upper(), path, json=example["value"], headers=bearer(token)
             )
             assert response.json().get("detail") != VALIDATION_FAILED, (path, name)
-    assert bodies == 6
+    assert bodies == 7
 
 
 #: Every response field the contract marks required (sections 2.1-2.14): the others may be

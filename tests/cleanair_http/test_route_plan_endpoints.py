@@ -19,10 +19,7 @@ import pytest
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy
-from cleanair_core.access.accounts import Owner, OwnerKind
-from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope
-from cleanair_core.access.tokens import issue_token
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
 from cleanair_core.credits.ledger import CreditLimits
@@ -33,7 +30,7 @@ from cleanair_http.app import create_app
 from cleanair_http.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from support.fakes import FakeIp, FakeNamer
-from support.http import Client, MakeClient, bearer, pair
+from support.http import Client, MakeClient, bearer, pair, partner_token, user_token
 from support.networks import DLAT, DLON, ORIGIN, grid
 
 ROUTES = "/v1/routes"
@@ -142,30 +139,6 @@ def quota(client: Client, token: str) -> dict[str, int]:
 
 def used(client: Client, token: str) -> int:
     return quota(client, token)["used"]
-
-
-def user_token(core: CleanAir, user: str, scopes: Sequence[Scope]) -> str:
-    """A user-owned connection with chosen scopes (pairing always grants all three)."""
-    if core.store.get_user(user) is None:
-        core.add_user(user)
-    raw = issue_token(core.policy.environment)
-    core.store.add_connection(
-        Connection(
-            id=uuid.uuid4(),
-            owner=Owner(OwnerKind.USER, user),
-            name="limited",
-            scopes=frozenset(scopes),
-            token_hash=core.keys.hash_token(raw),
-            created_at=core.clock.now(),
-        )
-    )
-    return raw
-
-
-def partner_token(core: CleanAir, scopes: Sequence[Scope]) -> str:
-    if core.store.get_partner("acme") is None:
-        core.add_partner("acme")
-    return core.issue_partner_token("acme", "integration", list(scopes)).token
 
 
 def with_policy(core: CleanAir, clock: ManualClock, **policy: Any) -> CleanAir:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -9,6 +10,10 @@ from litestar.testing import TestClient
 from litestar.types import ControllerRouterHandler
 
 from cleanair_core import CleanAir
+from cleanair_core.access.accounts import Owner, OwnerKind
+from cleanair_core.access.connections import Connection
+from cleanair_core.access.scopes import Scope
+from cleanair_core.access.tokens import issue_token
 from cleanair_http.settings import Settings
 
 #: A test client of any app: the tests call the app over HTTP and never look at its type,
@@ -41,3 +46,27 @@ def pair(core: CleanAir, client: Client, user: str = "alice", name: str = "app")
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def user_token(core: CleanAir, user: str, scopes: Sequence[Scope]) -> str:
+    """A user-owned connection with chosen scopes (pairing always grants all three)."""
+    if core.store.get_user(user) is None:
+        core.add_user(user)
+    raw = issue_token(core.policy.environment)
+    core.store.add_connection(
+        Connection(
+            id=uuid.uuid4(),
+            owner=Owner(OwnerKind.USER, user),
+            name="limited",
+            scopes=frozenset(scopes),
+            token_hash=core.keys.hash_token(raw),
+            created_at=core.clock.now(),
+        )
+    )
+    return raw
+
+
+def partner_token(core: CleanAir, scopes: Sequence[Scope]) -> str:
+    if core.store.get_partner("acme") is None:
+        core.add_partner("acme")
+    return core.issue_partner_token("acme", "integration", list(scopes)).token
