@@ -11,7 +11,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -340,6 +340,32 @@ def test_plans_are_counted_by_final_status_with_their_planning_time(
     assert after.delta(before, "cleanair_plans_finished_total", status="failed") == 1
     for status in ("completed", "failed"):
         assert after.delta(before, "cleanair_plan_planning_seconds_count", status=status) == 1
+
+
+def test_departures_plans_are_charged_and_refunded_under_their_own_label(
+    make_core: Callable[..., CleanAir],
+    serve_app: Callable[..., Client],
+    network_sources: Sources,
+) -> None:
+    core = make_core(network_sources)
+    client = serve_app(core)
+    token = pair(core, client)
+    before = scrape(client)
+    inside = {"latitude": ORIGIN.lat, "longitude": ORIGIN.lon}
+    east = {"latitude": ORIGIN.lat + DLAT, "longitude": ORIGIN.lon + 3 * DLON}
+    outside = {"latitude": ORIGIN.lat + 0.05, "longitude": ORIGIN.lon}  # no street near it
+    now = core.clock.now()
+    window = {"earliest": now.isoformat(), "latest": (now + timedelta(hours=1)).isoformat()}
+    for end in (east, outside):
+        body = {"start": inside, "end": end, "activity_type": "walking", **window}
+        submitted = client.post("/ext/v1/routes/departures", json=body, headers=bearer(token))
+        assert submitted.status_code == 202
+        assert asyncio.run(core.work_on_next_plan()) is not None
+    after = scrape(client)
+    assert after.delta(before, "cleanair_credits_charged_total", endpoint="route_departures") == 50
+    assert after.delta(before, "cleanair_credits_refunded_total", endpoint="route_departures") == 25
+    assert after.delta(before, "cleanair_credits_refunded_total", endpoint="route_plan") == 0
+    assert after.delta(before, "cleanair_plans_finished_total", status="completed") == 1
 
 
 # -- upstreams -------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def test_the_readme_walkthrough_calls_every_endpoint(tmp_path: Path) -> None:
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=300,
             check=False,
         )
     assert run.returncode == 0, run.stderr
@@ -43,6 +43,8 @@ def test_the_readme_walkthrough_calls_every_endpoint(tmp_path: Path) -> None:
     assert '"indexes":[{"code":"eu_eaqi_2024"' in out
     assert out.count(" -> 422") == 1, out  # the forecast by address, from loopback
     assert '"location":"Helsinki' in out
-    last = out.strip().splitlines()[-1]
-    assert last.startswith('{"status":"completed"'), last
-    assert '"routes":[' in last
+    plan, departures = out.strip().splitlines()[-2:]
+    assert plan.startswith('{"status":"completed"'), plan
+    assert '"routes":[' in plan
+    assert departures.startswith('{"status":"completed"'), departures
+    assert departures.count('"start_time"') == 5 + 1  # each departure's, and the best's
