@@ -82,6 +82,8 @@ def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client)
         "/explore/assets/explore.css",
         "/explore/assets/conditions.js",
         "/explore/assets/conditions.css",
+        "/explore/assets/departures.js",
+        "/explore/assets/departures.css",
         "/explore/assets/icon.svg",
     }
 
@@ -93,6 +95,8 @@ def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client)
         ("explore.css", "text/css; charset=utf-8"),
         ("conditions.js", "text/javascript; charset=utf-8"),
         ("conditions.css", "text/css; charset=utf-8"),
+        ("departures.js", "text/javascript; charset=utf-8"),
+        ("departures.css", "text/css; charset=utf-8"),
         ("icon.svg", "image/svg+xml"),
     ],
 )

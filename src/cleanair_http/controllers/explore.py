@@ -48,6 +48,8 @@ _MEDIA_TYPES = {
     "explore.css": "text/css",
     "conditions.js": "text/javascript",
     "conditions.css": "text/css",
+    "departures.js": "text/javascript",
+    "departures.css": "text/css",
     "home.css": "text/css",
     "icon.svg": "image/svg+xml",
 }

@@ -816,13 +816,18 @@
     loadNetworks();
   }
 
-  // For the page's other scripts (conditions.js: one way to call the API and to word a wait,
-  // so the page reads alike everywhere), automation and the browser tests (where on screen
+  // For the page's other scripts (conditions.js and departures.js: one way to call the API
+  // and to word an answer or a wait, so the page reads alike everywhere), automation and the browser tests (where on screen
   // a point of the map is drawn).
   window.cleanairExplore = {
     api,
+    explain,
     retryWords,
+    showCredits,
+    timeZone,
     token,
+    // The trip the map's clicks set: the departure chart (departures.js) plans it.
+    trip: () => ({ start: state.start, end: state.end, activity: $("activity").value }),
     screenPoint(lat, lon) {
       const [x, y] = project(lat, lon);
       const point = map.createSVGPoint();
