@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cleanair_core.air.activities import speed_m_s
+from cleanair_core.air.dose import GUIDELINE_LEVELS
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.errors import OutsideDataWindow, PlanRejected, PlanTooLong, Unprocessable
@@ -21,7 +23,7 @@ from cleanair_core.routes.departures import check_departures, plan_departures, s
 from cleanair_core.routes.enrichment import enrich_route
 from cleanair_core.routes.network import FloatArray, PlanActivityType, StreetNetwork
 from cleanair_core.routes.network_air import NetworkAir
-from cleanair_core.routes.planner import plan_routes
+from cleanair_core.routes.planner import plan_graph, plan_routes
 from cleanair_core.routes.plans import DeparturesRequest, PlanRequest
 from cleanair_core.routes.results import DeparturesResult
 from cleanair_sources.street_router import LoadedNetworks
@@ -296,6 +298,37 @@ def test_a_plan_reports_the_dose_enrichment_reports_from_a_source_that_drifts() 
             assert route.summary.inhaled_dose == pytest.approx(
                 enriched.summary.inhaled_dose, rel=1e-9
             )
+
+
+@pytest.mark.parametrize("minutes", [0, 20, 55])  # the last walk crosses the hour
+def test_the_search_weighs_the_air_when_each_node_is_walked(minutes: int) -> None:
+    """From a source that moves within the hour, the search's edge doses are the air when
+    the direct route walks each node (its earliest arrival), not the hour's start: for air
+    changing at a steady rate, exactly (issue 24: routes are searched with the air at the
+    times they are walked)."""
+    source = DriftingGriddedAir(rate=0.02)
+    network = grid(2, COLS)
+    start, end = trip(network)
+    at = NOW + timedelta(minutes=minutes)
+    request = PlanRequest(start, end, WALK, at)
+    graph = asyncio.run(plan_graph(request, LoadedNetworks([network]), source))
+    edges = np.asarray(graph.baseline.edges, dtype=np.intp)
+    walked = np.concatenate([[0.0], np.cumsum(network.edge_length[edges])])
+    seconds = walked / speed_m_s(WALK.activity)
+    nodes = np.asarray(graph.baseline.nodes, dtype=np.intp)
+    loads = np.array(
+        [
+            (
+                float(source._no2(network.node_lat[[n]], at + timedelta(seconds=t))[0])
+                / GUIDELINE_LEVELS[Pollutant.NO2]
+                + 5.0 / GUIDELINE_LEVELS[Pollutant.PM25]
+            )
+            / 2
+            for n, t in zip(nodes.tolist(), seconds.tolist(), strict=True)
+        ]
+    )
+    expected = network.edge_length[edges] * (loads[:-1] + loads[1:]) / 2
+    assert graph.doses[edges] == pytest.approx(expected, rel=1e-9)
 
 
 def test_helsinki_departures_report_the_enrichment_endpoints_doses() -> None:

@@ -37,6 +37,7 @@ import attrs
 from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.dose import GUIDELINE_LEVELS
 from cleanair_core.air.exposure import EnvironmentType
+from cleanair_core.air.point_score import current_hour
 from cleanair_core.air.pollutants import SCORED, Concentrations
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir
 from cleanair_core.errors import PlanRejected, SourceUnavailable
@@ -185,7 +186,7 @@ async def plan_graph(
 
     origin, destination, baseline_path, nodes, earliest, latest = await run(prepare)
     kept = network_air or NetworkAir()
-    air = await _node_air(kept, network, nodes, earliest, source, request.start_time, run)
+    air = await _walked_air(kept, network, nodes, earliest, source, request.start_time, run)
     columns = _dose_columns(air)
     loads = _loads(network, nodes, air, columns)
     if (
@@ -194,12 +195,15 @@ async def plan_graph(
     ):
         raise PlanRejected("Air-quality data covers too little of the area to plan routes")
     # Every later hour a route within the detour limit can reach a node in: its least load.
+    # Air that moves within the hour (below) lies between its values at the hours' starts,
+    # up to the start of the hour after the latest.
     least = loads
     step = max(1, source.update_interval)
+    moving = isinstance(source, GriddedAir)
     _, first_hours = hours_reached(request.start_time, earliest, step)
-    _, last_hours = hours_reached(request.start_time, latest, step)
+    _, last_hours = hours_reached(request.start_time, latest + step * moving, step)
     for later in range(1, int((last_hours - first_hours).max(initial=0)) + 1):
-        at = np.minimum(earliest + later * step, latest)
+        at = np.minimum(earliest + later * step, latest + step * moving)
         air = await _node_air(kept, network, nodes, at, source, request.start_time, run)
         least = np.where(
             np.isnan(least), least, np.fmin(least, _loads(network, nodes, air, columns))
@@ -339,6 +343,38 @@ async def _node_air(
     `start_time + seconds`, node by node."""
     hours, hour_of_node = hours_reached(start_time, seconds, source.update_interval)
     return await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
+
+
+async def _walked_air(
+    network_air: NetworkAir,
+    network: StreetNetwork,
+    nodes: EdgeIndices,
+    seconds: FloatArray,
+    source: AirQualitySource,
+    start_time: datetime,
+    offload: Offload,
+) -> FloatArray:
+    """The air at `nodes` when a walk reaches each, `seconds` after `start_time`.
+
+    A source that waits on the network (Open-Meteo) has one value per hour, which is what
+    enrichment gets too: each node's hour's. A source that computes its values (`GriddedAir`)
+    moves within the hour: each node's air is interpolated in time between the starts of
+    its hour and the next, so the search weighs the air at the time the node is walked
+    (exact for air that changes at a steady rate through the hour; the embedded model's
+    hourly tables are such, its weather blocks nearly so). Both hours are kept per network,
+    so the next plans of the hour ask the source nothing."""
+    import numpy as np
+
+    air = await _node_air(network_air, network, nodes, seconds, source, start_time, offload)
+    if not isinstance(source, GriddedAir):
+        return air
+    step = max(1, source.update_interval)
+    following = seconds + step
+    later = await _node_air(network_air, network, nodes, following, source, start_time, offload)
+    offset = (start_time - current_hour(start_time, step)).total_seconds()
+    share = np.mod(offset + seconds, step)[:, np.newaxis] / step
+    walked: FloatArray = np.where(np.isnan(later), air, air + share * (later - air))
+    return walked
 
 
 def _dose_columns(air: FloatArray) -> list[int]:
