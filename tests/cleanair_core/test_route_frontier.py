@@ -179,7 +179,8 @@ def test_a_plans_routes_and_words_are_true(
         assert own_dose <= exact_best(exact, length) * (1 + 1e-9) + 1e-9
         # The words say what the numbers are.
         assert route.dose_delta_pct is not None
-        assert route.goal.description.startswith(f"{route.dose_delta_pct:.0f} % less pollution")
+        cut = (1 - dose / base_dose) * 100
+        assert route.goal.description.startswith(f"{cut:.0f} % less pollution")
         extra = route.distance - baseline.distance
         if round(extra) > 0:
             assert f"for {format_distance(extra)} more" in route.goal.description

@@ -498,17 +498,30 @@ def _best_index(candidates: list[_Candidate]) -> int:
 def score_delta_pct(score: float | None, baseline: float | None) -> float:
     """Percentage improvement of the Clean Air Score over the baseline's (0 when either is
     unknown or the baseline's is 0)."""
+    gain = _score_gain(score, baseline)
+    return 0.0 if gain is None else round(gain, 1)
+
+
+def _score_gain(score: float | None, baseline: float | None) -> float | None:
+    """The unrounded percentage behind `score_delta_pct` (None where that is 0 for want of
+    scores)."""
     if score is None or baseline is None or baseline <= 0:
-        return 0.0
-    return round((score - baseline) / baseline * 100, 1)
+        return None
+    return (score - baseline) / baseline * 100
 
 
 def dose_delta_pct(dose: float | None, baseline: float | None) -> float | None:
     """Percentage less pollution inhaled than on the baseline; None without a comparable
     baseline dose (unknown, or zero)."""
+    cut = _dose_cut(dose, baseline)
+    return None if cut is None else round(cut, 1)
+
+
+def _dose_cut(dose: float | None, baseline: float | None) -> float | None:
+    """The unrounded percentage behind `dose_delta_pct`."""
     if dose is None or baseline is None or baseline <= 0:
         return None
-    return round((1 - dose / baseline) * 100, 1)
+    return (1 - dose / baseline) * 100
 
 
 def _planned(c: _Candidate, baseline: _Candidate, goal: RouteGoal) -> PlannedRoute:
@@ -540,10 +553,13 @@ def _cost_phrase(c: _Candidate, baseline: _Candidate) -> str:
 
 
 def _gain_phrase(c: _Candidate, baseline: _Candidate) -> str:
-    dose = dose_delta_pct(c.dose, baseline.dose)
-    if dose is not None:
-        return f"{dose:.0f} % less pollution inhaled"
-    return f"a {score_delta_pct(c.score, baseline.score):.0f} % better Clean Air Score"
+    # Whole percents rounded from the exact ratio: rounding the route's one-decimal figure
+    # again would make 3.49 % read "4 %" (3.5 first).
+    cut = _dose_cut(c.dose, baseline.dose)
+    if cut is not None:
+        return f"{cut:.0f} % less pollution inhaled"
+    gain = _score_gain(c.score, baseline.score) or 0.0
+    return f"a {gain:.0f} % better Clean Air Score"
 
 
 def _alternative_goal(c: _Candidate, baseline: _Candidate, cleanest: _Candidate) -> RouteGoal:
