@@ -1,0 +1,204 @@
+"""The least-dose route within a length budget, exactly: a constrained shortest path.
+
+The supported routes of `frontier.py` are each the least-dose route no longer than
+themselves, but a budget that falls between two of them can hold a cleaner route above the
+hull, which LARAC's answer (the best supported route within the budget) misses. The gap is
+closed by enumeration, as in Lagrangian relaxation and enumeration (Handler & Zang 1980;
+Carlyle, Royset & Wood 2008):
+
+- one reverse search from the destination gives every node's shortest length to go, so a
+  partial route that cannot reach the end within the budget is dropped at once;
+- a second, on dose + λ·length with λ the hull's weight at the budget, gives every node's
+  cheapest cost to go c(v); any route from v that ends within the budget L, having come
+  `length` so far, still has dose at least c(v) - λ·(L - length). At the origin this is the
+  hull's own bound (LARAC's), and with the best route known as the incumbent only partial
+  routes within that gap survive;
+- the survivors are expanded best bound first, with Pareto labels (length, dose) per node:
+  the first to reach the destination is the least-dose route within the budget.
+
+The enumeration stops after `max_labels` labels; the route offered is then the best found and
+its `bound` (the least bound still open) says how far from the optimum it can be. Everything
+runs on the edges the plan may use (finite dose), which the ellipse of `planner.py` bounds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from typing import TYPE_CHECKING
+
+import attrs
+
+from cleanair_core.routes.network import Access, FloatArray, Path, PlanActivityType, StreetNetwork
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from cleanair_core.routes.frontier import Corner
+
+    IntArray = npt.NDArray[np.intp]
+
+#: Relative slack under which a bound is taken to equal the incumbent (rounding).
+_TOLERANCE = 1e-9
+#: Labels expanded before a budget's search stops and states its gap.
+MAX_LABELS = 20_000
+
+
+@attrs.frozen
+class Budgeted:
+    """The least-dose route found within a length budget, and what is proved: no route
+    within the budget has a dose below `bound` (`exact` when the route reaches it)."""
+
+    path: Path
+    length: float
+    dose: float
+    bound: float
+
+    @property
+    def exact(self) -> bool:
+        """Whether the route is proved the least-dose one within its budget."""
+        return self.bound >= self.dose * (1 - _TOLERANCE) - 1e-12
+
+
+class BudgetSearch:
+    """Exact least-dose routes from `origin` to `destination` within length budgets, on the
+    edges `activity` may use whose dose is finite (both directions for foot, as the access
+    flags allow for bikes)."""
+
+    def __init__(
+        self,
+        network: StreetNetwork,
+        activity: PlanActivityType,
+        doses: FloatArray,
+        origin: int,
+        destination: int,
+    ) -> None:
+        import numpy as np
+
+        access = network.edge_access
+        finite = np.isfinite(doses)
+        if activity is PlanActivityType.CYCLING:
+            forward = ((access & np.uint8(Access.BIKE_FORWARD)) != 0) & finite
+            backward = ((access & np.uint8(Access.BIKE_BACKWARD)) != 0) & finite
+        else:
+            forward = backward = ((access & np.uint8(Access.FOOT)) != 0) & finite
+        edge = np.concatenate((np.flatnonzero(forward), np.flatnonzero(backward)))
+        tail = np.concatenate((network.edge_from[forward], network.edge_to[backward]))
+        head = np.concatenate((network.edge_to[forward], network.edge_from[backward]))
+        # Compact node numbers: only the nodes these arcs touch (and the two ends) count.
+        nodes, index = np.unique(
+            np.concatenate((tail, head, [origin, destination])), return_inverse=True
+        )
+        tail, head = index[: tail.size], index[tail.size : 2 * tail.size]
+        self._origin, self._destination = int(index[-2]), int(index[-1])
+        self._nodes: list[int] = nodes.tolist()
+        self._edge: list[int] = edge.tolist()
+        self._length: list[float] = network.edge_length[edge].tolist()
+        self._dose: list[float] = doses[edge].tolist()
+        self._tail: list[int] = tail.tolist()
+        self._head: list[int] = head.tolist()
+        self._out = _grouped(tail, nodes.size)
+        self._in = _grouped(head, nodes.size)
+        self._to_end_length = self._costs_to_end(self._length)
+
+    def _costs_to_end(self, costs: list[float]) -> list[float]:
+        """Per node, the least sum of `costs` from it to the destination (Dijkstra on the
+        reversed arcs; inf where none)."""
+        best = [math.inf] * len(self._nodes)
+        best[self._destination] = 0.0
+        heap = [(0.0, self._destination)]
+        incoming, tails = self._in, self._tail
+        while heap:
+            cost, node = heapq.heappop(heap)
+            if cost > best[node]:
+                continue
+            for arc in incoming[node]:
+                other = tails[arc]
+                through = cost + costs[arc]
+                if through < best[other]:
+                    best[other] = through
+                    heapq.heappush(heap, (through, other))
+        return best
+
+    def within(
+        self, budget: float, incumbent: Corner, weight: float, max_labels: int = MAX_LABELS
+    ) -> Budgeted:
+        """The least-dose route no longer than `budget` metres.
+
+        `incumbent` is a route within the budget (the best supported one: LARAC's answer) and
+        `weight` the λ whose Lagrangian bound prunes (the hull's weight at the budget is the
+        strongest; any λ >= 0 is sound)."""
+        doses, lengths, heads, out = self._dose, self._length, self._head, self._out
+        to_end_length = self._to_end_length
+        to_end = self._costs_to_end(
+            [d + weight * length for d, length in zip(doses, lengths, strict=True)]
+        )
+        best_dose, best_path, best_length = incumbent.dose, incumbent.path, incumbent.length
+
+        def bound(dose: float, length: float, node: int) -> float:
+            return max(dose, dose + to_end[node] - weight * (budget - length))
+
+        start = self._origin
+        if not to_end_length[start] <= budget:
+            return Budgeted(best_path, best_length, best_dose, best_dose)
+        # Labels: (node, length, dose, parent label, arc); a heap of (bound, label).
+        labels: list[tuple[int, float, float, int, int]] = [(start, 0.0, 0.0, -1, -1)]
+        heap = [(bound(0.0, 0.0, start), 0)]
+        settled: list[list[tuple[float, float]]] = [[] for _ in self._nodes]
+        expanded = 0
+        while heap:
+            lower, label = heap[0]
+            if lower >= best_dose * (1 - _TOLERANCE) - 1e-12:
+                return Budgeted(best_path, best_length, best_dose, best_dose)
+            if expanded >= max_labels:
+                return Budgeted(best_path, best_length, best_dose, lower)
+            heapq.heappop(heap)
+            node, length, dose, _, _ = labels[label]
+            if node == self._destination:
+                # Best bound first and a bound at the end is the dose itself: no open label
+                # can end cleaner.
+                best_dose, best_path, best_length = dose, self._path(labels, label), length
+                continue
+            here = settled[node]
+            if any(seen <= length and d <= dose for seen, d in here):
+                continue  # another route to this node is no longer and no dirtier
+            here.append((length, dose))
+            expanded += 1
+            for arc in out[node]:
+                nxt = heads[arc]
+                new_length = length + lengths[arc]
+                if new_length + to_end_length[nxt] > budget:
+                    continue
+                new_dose = dose + doses[arc]
+                new_bound = bound(new_dose, new_length, nxt)
+                if new_bound >= best_dose * (1 - _TOLERANCE) - 1e-12:
+                    continue
+                if any(seen <= new_length and d <= new_dose for seen, d in settled[nxt]):
+                    continue
+                labels.append((nxt, new_length, new_dose, label, arc))
+                heapq.heappush(heap, (new_bound, len(labels) - 1))
+        return Budgeted(best_path, best_length, best_dose, best_dose)
+
+    def _path(self, labels: list[tuple[int, float, float, int, int]], label: int) -> Path:
+        nodes: list[int] = []
+        edges: list[int] = []
+        while label >= 0:
+            node, _, _, parent, arc = labels[label]
+            nodes.append(self._nodes[node])
+            if arc >= 0:
+                edges.append(self._edge[arc])
+            label = parent
+        return Path(nodes[::-1], edges[::-1])
+
+
+def _grouped(keys: IntArray, count: int) -> list[list[int]]:
+    """Per value 0..count-1, the positions of `keys` holding it."""
+    import numpy as np
+
+    order = np.argsort(keys, kind="stable")
+    ends = np.searchsorted(keys[order], np.arange(count + 1))
+    positions: list[int] = order.tolist()
+    bounds: list[int] = ends.tolist()
+    return [positions[a:b] for a, b in itertools.pairwise(bounds)]
