@@ -24,7 +24,6 @@ runs on the edges the plan may use (finite dose), which the ellipse of `planner.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from typing import TYPE_CHECKING
 
@@ -33,12 +32,7 @@ import attrs
 from cleanair_core.routes.network import Access, FloatArray, Path, PlanActivityType, StreetNetwork
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
     from cleanair_core.routes.frontier import Corner
-
-    IntArray = npt.NDArray[np.intp]
 
 #: Relative slack under which a bound is taken to equal the incumbent (rounding).
 _TOLERANCE = 1e-9
@@ -93,30 +87,37 @@ class BudgetSearch:
         )
         tail, head = index[: tail.size], index[tail.size : 2 * tail.size]
         self._origin, self._destination = int(index[-2]), int(index[-1])
+        # Arcs in order of their tail, so a node's arcs out are one range (`_first`); the
+        # reverse searches read them in order of their head (`_by_head`, `_first_in`).
+        order = np.argsort(tail, kind="stable")
+        edge, tail, head = edge[order], tail[order], head[order]
+        count = np.arange(nodes.size + 1)
         self._nodes: list[int] = nodes.tolist()
         self._edge: list[int] = edge.tolist()
-        self._length: list[float] = network.edge_length[edge].tolist()
-        self._dose: list[float] = doses[edge].tolist()
-        self._tail: list[int] = tail.tolist()
+        self._lengths: FloatArray = network.edge_length[edge]
+        self._doses: FloatArray = doses[edge]
         self._head: list[int] = head.tolist()
-        self._out = _grouped(tail, nodes.size)
-        self._in = _grouped(head, nodes.size)
-        self._to_end_length = self._costs_to_end(self._length)
+        self._first: list[int] = np.searchsorted(tail, count).tolist()
+        self._by_head = np.argsort(head, kind="stable")
+        self._tail_in: list[int] = tail[self._by_head].tolist()
+        self._first_in: list[int] = np.searchsorted(head[self._by_head], count).tolist()
+        self._to_end_length = self._costs_to_end(self._lengths)
 
-    def _costs_to_end(self, costs: list[float]) -> list[float]:
-        """Per node, the least sum of `costs` from it to the destination (Dijkstra on the
-        reversed arcs; inf where none)."""
+    def _costs_to_end(self, costs: FloatArray) -> list[float]:
+        """Per node, the least sum of `costs` (per arc) from it to the destination (Dijkstra
+        on the reversed arcs; inf where none)."""
         best = [math.inf] * len(self._nodes)
         best[self._destination] = 0.0
         heap = [(0.0, self._destination)]
-        incoming, tails = self._in, self._tail
+        first, tails = self._first_in, self._tail_in
+        arc_costs: list[float] = costs[self._by_head].tolist()
         while heap:
             cost, node = heapq.heappop(heap)
             if cost > best[node]:
                 continue
-            for arc in incoming[node]:
-                other = tails[arc]
-                through = cost + costs[arc]
+            for k in range(first[node], first[node + 1]):
+                other = tails[k]
+                through = cost + arc_costs[k]
                 if through < best[other]:
                     best[other] = through
                     heapq.heappush(heap, (through, other))
@@ -130,11 +131,11 @@ class BudgetSearch:
         `incumbent` is a route within the budget (the best supported one: LARAC's answer) and
         `weight` the λ whose Lagrangian bound prunes (the hull's weight at the budget is the
         strongest; any λ >= 0 is sound)."""
-        doses, lengths, heads, out = self._dose, self._length, self._head, self._out
+        heads, first = self._head, self._first
+        doses: list[float] = self._doses.tolist()
+        lengths: list[float] = self._lengths.tolist()
         to_end_length = self._to_end_length
-        to_end = self._costs_to_end(
-            [d + weight * length for d, length in zip(doses, lengths, strict=True)]
-        )
+        to_end = self._costs_to_end(self._doses + weight * self._lengths)
         best_dose, best_path, best_length = incumbent.dose, incumbent.path, incumbent.length
 
         def bound(dose: float, length: float, node: int) -> float:
@@ -146,7 +147,7 @@ class BudgetSearch:
         # Labels: (node, length, dose, parent label, arc); a heap of (bound, label).
         labels: list[tuple[int, float, float, int, int]] = [(start, 0.0, 0.0, -1, -1)]
         heap = [(bound(0.0, 0.0, start), 0)]
-        settled: list[list[tuple[float, float]]] = [[] for _ in self._nodes]
+        settled: dict[int, list[tuple[float, float]]] = {}
         expanded = 0
         while heap:
             lower, label = heap[0]
@@ -161,12 +162,12 @@ class BudgetSearch:
                 # can end cleaner.
                 best_dose, best_path, best_length = dose, self._path(labels, label), length
                 continue
-            here = settled[node]
+            here = settled.setdefault(node, [])
             if any(seen <= length and d <= dose for seen, d in here):
                 continue  # another route to this node is no longer and no dirtier
             here.append((length, dose))
             expanded += 1
-            for arc in out[node]:
+            for arc in range(first[node], first[node + 1]):
                 nxt = heads[arc]
                 new_length = length + lengths[arc]
                 if new_length + to_end_length[nxt] > budget:
@@ -175,7 +176,7 @@ class BudgetSearch:
                 new_bound = bound(new_dose, new_length, nxt)
                 if new_bound >= best_dose * (1 - _TOLERANCE) - 1e-12:
                     continue
-                if any(seen <= new_length and d <= new_dose for seen, d in settled[nxt]):
+                if any(seen <= new_length and d <= new_dose for seen, d in settled.get(nxt, ())):
                     continue
                 labels.append((nxt, new_length, new_dose, label, arc))
                 heapq.heappush(heap, (new_bound, len(labels) - 1))
@@ -191,14 +192,3 @@ class BudgetSearch:
                 edges.append(self._edge[arc])
             label = parent
         return Path(nodes[::-1], edges[::-1])
-
-
-def _grouped(keys: IntArray, count: int) -> list[list[int]]:
-    """Per value 0..count-1, the positions of `keys` holding it."""
-    import numpy as np
-
-    order = np.argsort(keys, kind="stable")
-    ends = np.searchsorted(keys[order], np.arange(count + 1))
-    positions: list[int] = order.tolist()
-    bounds: list[int] = ends.tolist()
-    return [positions[a:b] for a, b in itertools.pairwise(bounds)]
