@@ -110,7 +110,7 @@ class BudgetSearch:
         Label-correcting on the reversed arcs, a round per hop, in NumPy: each round relaxes
         at once every arc into the nodes the last round improved, and it ends when a round
         improves none (then every node's value is its least cost, as in Bellman-Ford). A
-        heap in Python settles a node at a time and took five times as long on the ellipse
+        heap in Python settles a node at a time and took four times as long on the ellipse
         of a long city walk."""
         import numpy as np
 
