@@ -12,8 +12,9 @@
 5. Credit debits on SQLite, core alone.
 6.-8. Route planning: plans on the Helsinki network and on a generated 105,000-edge city,
    path searches (SciPy vs NetworkX) and the memory of a loaded network; `bench/planning.py`.
-9. Route quality against the exact optimum on the same data (`bench/quality.py`), and the
-   street-level NO2 contrast over a lattice of central Helsinki (`bench/street_lattice.py`).
+9. Route quality against an exact constrained search on the same data, per length budget
+   and at three hours (`bench/quality.py`), and the street-level NO2 contrast over a
+   lattice of central Helsinki (`bench/street_lattice.py`).
 10. Score latency while plans run on a million-node network (`bench/loaded.py`).
 11. Credit debits on PostgreSQL against a bare conditional update (`bench/postgres.py`).
 12.-13. Plans per second with 1 and 2 `cleanair worker` processes over one PostgreSQL

@@ -331,6 +331,22 @@ def test_the_search_weighs_the_air_when_each_node_is_walked(minutes: int) -> Non
     assert graph.doses[edges] == pytest.approx(expected, rel=1e-9)
 
 
+def test_the_proof_bounds_air_that_clears_while_a_detour_walks() -> None:
+    """Air falling within the hour is cleaner for a detour reaching a node later than the
+    search weighed it: the least doses the proof uses are below the search's there (never
+    above anywhere). Rising air meets no detour cleaner: the search's own doses bound all."""
+    network = grid(2, COLS)
+    start, end = trip(network)
+    request = PlanRequest(start, end, WALK, NOW + timedelta(minutes=5))
+    networks = LoadedNetworks([network])
+    clearing = asyncio.run(plan_graph(request, networks, DriftingGriddedAir(rate=-0.01)))
+    usable = np.isfinite(clearing.doses)
+    assert np.all(clearing.least_doses[usable] <= clearing.doses[usable])
+    assert np.any(clearing.least_doses[usable] < clearing.doses[usable] * (1 - 1e-6))
+    rising = asyncio.run(plan_graph(request, networks, DriftingGriddedAir(rate=0.01)))
+    assert rising.least_doses is rising.doses
+
+
 def test_helsinki_departures_report_the_enrichment_endpoints_doses() -> None:
     """The shipped network, the embedded model at street level: departures across hour
     changes report each route's dose within 1 % of what enrichment gives (bench/departures.py

@@ -15,13 +15,16 @@ How (docs/routing.md gives the numbers and why):
    silently detoured.
 4. Alternatives: the supported length/dose frontier between the baseline and the least-dose
    route (`frontier.py`): each route found is exactly the least-dose route no longer than
-   itself. The best one within each of LENGTH_BUDGETS (LARAC's answer) comes first.
+   itself. For each of LENGTH_BUDGETS the exact least-dose route within it (`budgets.py`:
+   LARAC's answer, the best supported route, with the hull's gap closed by enumeration)
+   comes first; the other supported routes stand in where a budget's is not kept.
 5. Every route is enriched (measures per waypoint at its estimated time, summary, dose) with
    the node air of step 3, each node's for the hour the route reaches it: its dose is then
    its search cost times one factor for the whole plan.
-6. Honest choice, cleanest first: an alternative is offered only when it cuts the dose by at
-   least MATERIAL_REDUCTION_PCT, is at most MAX_DETOUR longer than the baseline and shares at
-   most MAX_SHARED of its length with every route already kept (the baseline first).
+6. Honest choice, the budgets' routes first, each group cleanest first: an alternative is
+   offered only when it cuts the dose by at least MATERIAL_REDUCTION_PCT, is at most
+   MAX_DETOUR longer than the baseline and shares at most MAX_SHARED of its length with every
+   route already kept (the baseline first).
 7. Result: the alternatives kept, cleanest first, then the baseline; at most MAX_ROUTES. The
    baseline's description says what the search proved when no alternative is kept.
 """
@@ -43,6 +46,7 @@ from cleanair_core.air.quality_source import AirQualitySource, GriddedAir
 from cleanair_core.errors import PlanRejected, SourceUnavailable
 from cleanair_core.geo import Point, distances_m
 from cleanair_core.offload import Offload, inline
+from cleanair_core.routes.budgets import Budgeted, BudgetSearch
 from cleanair_core.routes.enrichment import EnrichedRoute, enrich, enrich_route
 from cleanair_core.routes.frontier import (
     Corner,
@@ -72,10 +76,11 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-#: Alternatives aim at these length budgets over the baseline's length (LARAC).
+#: Alternatives aim at these length budgets over the baseline's length: each one's exact
+#: least-dose route is a candidate.
 LENGTH_BUDGETS = (0.05, 0.10, 0.25)
 #: No alternative is longer than the baseline by more than this share (OSRM and GraphHopper
-#: use the same limit).
+#: use the same limit); what the baseline's words prove is proved up to it.
 MAX_DETOUR = 0.25
 #: Every returned route shares at most this share of its length with any other returned one.
 MAX_SHARED = 0.75
@@ -88,7 +93,7 @@ SNAP_DISTANCE_M = 250.0
 MIN_DATA_COVERAGE = 0.7
 #: Alternatives plus the baseline.
 MAX_ROUTES = len(LENGTH_BUDGETS) + 1
-#: Most supported routes enriched per plan (the budgets' picks first, then the cleanest).
+#: Most routes enriched per plan (the budgets' routes first, then the cleanest supported).
 MAX_CANDIDATES = 8
 #: Most path searches spent on the frontier per plan.
 MAX_SEARCHES = 24
@@ -195,19 +200,25 @@ async def plan_graph(
     ):
         raise PlanRejected("Air-quality data covers too little of the area to plan routes")
     # Every later hour a route within the detour limit can reach a node in: its least load.
-    # Air that moves within the hour (below) lies between its values at the hours' starts,
-    # up to the start of the hour after the latest.
     least = loads
     step = max(1, source.update_interval)
-    moving = isinstance(source, GriddedAir)
     _, first_hours = hours_reached(request.start_time, earliest, step)
-    _, last_hours = hours_reached(request.start_time, latest + step * moving, step)
+    _, last_hours = hours_reached(request.start_time, latest, step)
     for later in range(1, int((last_hours - first_hours).max(initial=0)) + 1):
-        at = np.minimum(earliest + later * step, latest + step * moving)
+        at = np.minimum(earliest + later * step, latest)
         air = await _node_air(kept, network, nodes, at, source, request.start_time, run)
         least = np.where(
             np.isnan(least), least, np.fmin(least, _loads(network, nodes, air, columns))
         )
+    if isinstance(source, GriddedAir):
+        # Air interpolated between the hours' starts is least at one of them or at an end
+        # of the times a node can be reached: the latest one too.
+        air = await _walked_air(kept, network, nodes, latest, source, request.start_time, run)
+        least = np.where(
+            np.isnan(least), least, np.fmin(least, _loads(network, nodes, air, columns))
+        )
+    if np.array_equal(least, loads, equal_nan=True):
+        least = loads  # no route meets cleaner air later: the search's own doses bound all
     doses = await run(lambda: _edge_doses(network, loads))
     least_doses = doses if least is loads else await run(lambda: _edge_doses(network, least))
     return PlanGraph(router, origin, destination, baseline_path, lengths, doses, least_doses)
@@ -241,45 +252,88 @@ async def plan_routes(
             max_length=longest,
         )
     )
+    budgets = await run(lambda: budget_routes(graph, request.activity, frontier))
     network = graph.router.network
     baseline = await _candidate(network, graph.baseline, request, source, network_air, run)
-    candidates = [
-        await _candidate(network, corner.path, request, source, network_air, run)
-        for corner in _worth_enriching(frontier.corners, shortest)
+    chosen, standing_in = _worth_enriching(budgets, frontier.corners, graph.baseline, shortest)
+    enriched = [
+        [await _candidate(network, path, request, source, network_air, run) for path in paths]
+        for paths in (chosen, standing_in)
     ]
-    proven = await run(lambda: _proven(frontier, longest, graph, search))
-    return _result(request.activity, baseline, candidates, proven, graph.lengths)
+    widest = budgets[_BUDGETS.index(MAX_DETOUR)]
+    proven = await run(lambda: _proven(frontier, widest, longest, graph, search))
+    return _result(request.activity, baseline, enriched[0], enriched[1], proven, graph.lengths)
 
 
-def _worth_enriching(corners: list[Corner], shortest: float) -> list[Corner]:
-    """The supported routes within MAX_DETOUR: each budget's pick first, then the others
-    cleanest first; at most MAX_CANDIDATES, the baseline (the first corner) left out."""
-    eligible = [c for c in corners[1:] if c.length <= shortest * (1 + MAX_DETOUR) * (1 + 1e-9)]
-    if not eligible:
-        return []
-    picks = [best_within(eligible, shortest * (1 + budget)) for budget in LENGTH_BUDGETS]
-    ordered: list[Corner] = []
-    for corner in [*picks, *sorted(eligible, key=lambda c: c.dose)]:
-        if corner.length <= shortest * (1 + MAX_DETOUR) * (1 + 1e-9) and corner not in ordered:
-            ordered.append(corner)
-    return ordered[:MAX_CANDIDATES]
+#: Every budget searched: the alternatives' and the detour limit, whose bound the words use.
+_BUDGETS = tuple(sorted({*LENGTH_BUDGETS, MAX_DETOUR}))
 
 
-def _proven(frontier: Frontier, longest: float, graph: PlanGraph, search: Search) -> float | None:
-    """The least share of the baseline's dose any route up to `longest` can have, when the
-    frontier is complete; else None.
+def budget_routes(
+    graph: PlanGraph, activity: PlanActivityType, frontier: Frontier
+) -> list[Budgeted]:
+    """Per budget of LENGTH_BUDGETS and MAX_DETOUR, in increasing order, the least-dose route
+    no longer than the baseline by that share, with its proved bound.
 
-    Within one hour that is the frontier's lower bound. Across an hour change a detour
-    reaches some nodes later than the search weighed them, and may meet cleaner air there:
-    every such route is then bounded with the least air it can meet (`least_doses`), by the
-    Lagrangian bound at the weight of the frontier's edge at `longest` (one more search)."""
+    LARAC's answer (the best supported route within the budget) is proved exact by the hull
+    when the frontier is complete and the hull's bound at the budget reaches its dose (a
+    corner within the budget is the hull's lowest point there); otherwise `BudgetSearch`
+    closes the gap, built once per plan and only then."""
+    corners = frontier.corners
+    search: BudgetSearch | None = None
+    found: list[Budgeted] = []
+    for share in _BUDGETS:
+        budget = graph.shortest * (1 + share) * (1 + 1e-12)
+        larac = best_within(corners, budget)
+        hull = lower_bound(corners, budget) if frontier.complete else -math.inf
+        if hull >= larac.dose * (1 - 1e-9) or not math.isfinite(larac.dose):
+            found.append(Budgeted(larac.path, larac.length, larac.dose, min(hull, larac.dose)))
+            continue
+        if search is None:
+            search = BudgetSearch(
+                graph.router.network, activity, graph.doses, graph.origin, graph.destination
+            )
+        found.append(search.within(budget, larac, hull_weight(corners, budget)))
+    return found
+
+
+def _worth_enriching(
+    budgets: list[Budgeted], corners: list[Corner], baseline: Path, shortest: float
+) -> tuple[list[Path], list[Path]]:
+    """The budgets' routes (the baseline left out), and the other supported routes within
+    MAX_DETOUR cleanest first to stand in for them: at most MAX_CANDIDATES in all."""
+    longest = shortest * (1 + MAX_DETOUR) * (1 + 1e-9)
+    chosen: list[Path] = []
+    for route in budgets:
+        if route.path != baseline and route.path not in chosen and route.length <= longest:
+            chosen.append(route.path)
+    others = sorted(
+        (c for c in corners[1:] if c.length <= longest and c.path not in chosen),
+        key=lambda c: c.dose,
+    )
+    return chosen, [c.path for c in others][: max(0, MAX_CANDIDATES - len(chosen))]
+
+
+def _proven(
+    frontier: Frontier, widest: Budgeted, longest: float, graph: PlanGraph, search: Search
+) -> float | None:
+    """The least share of the baseline's dose any route up to `longest` can have, as far as
+    the searches proved it; None when they proved nothing.
+
+    Within one hour that is the bound of the budget search at `longest` (`widest`). Across
+    an hour change a detour reaches some nodes later than the search weighed them, and may
+    meet cleaner air there: every such route is then bounded, when the frontier is complete,
+    with the least air it can meet (`least_doses`), by the Lagrangian bound at the weight of
+    the frontier's edge at `longest` (one more search)."""
     import numpy as np
 
     baseline = frontier.corners[0]
-    if not frontier.complete or not baseline.dose > 0 or not math.isfinite(baseline.dose):
+    if not baseline.dose > 0 or not math.isfinite(baseline.dose):
         return None
     if graph.least_doses is graph.doses:
-        return lower_bound(frontier.corners, longest) / baseline.dose
+        return max(0.0, min(widest.bound, baseline.dose)) / baseline.dose
+    if not frontier.complete:
+        return None
     weight = hull_weight(frontier.corners, longest)
     path = search(graph.least_doses + weight * graph.lengths, None)
     if path is None:
@@ -467,14 +521,17 @@ def shared_share(route: Path, other: Path, lengths: FloatArray) -> float:
 def _result(
     activity: PlanActivityType,
     baseline: _Candidate,
-    alternatives: list[_Candidate],
+    chosen: list[_Candidate],
+    standing_in: list[_Candidate],
     proven: float | None,
     lengths: FloatArray,
 ) -> PlanResult:
-    """Cleanest first, keep what is materially cleaner, short enough and different enough
-    from every route kept before it (see the module documentation)."""
+    """The budgets' routes (`chosen`) first, then those `standing_in` for them, each group
+    cleanest first: keep what is materially cleaner, short enough and different enough from
+    every route kept before it (see the module documentation); offered cleanest first."""
     kept: list[_Candidate] = []
-    for candidate in sorted(alternatives, key=_cleanliness):
+    ordered = [*sorted(chosen, key=_cleanliness), *sorted(standing_in, key=_cleanliness)]
+    for candidate in ordered:
         if len(kept) == MAX_ROUTES - 1:
             break
         if not _materially_cleaner(candidate, baseline):
@@ -491,6 +548,7 @@ def _result(
         ):
             continue  # too alike, whichever of the two is measured against the other
         kept.append(candidate)
+    kept.sort(key=_cleanliness)
     routes = [_planned(c, baseline, _alternative_goal(c, baseline, kept[0])) for c in kept]
     routes.append(_planned(baseline, baseline, _baseline_goal(baseline, activity, kept, proven)))
     return PlanResult(
@@ -534,17 +592,30 @@ def _best_index(candidates: list[_Candidate]) -> int:
 def score_delta_pct(score: float | None, baseline: float | None) -> float:
     """Percentage improvement of the Clean Air Score over the baseline's (0 when either is
     unknown or the baseline's is 0)."""
+    gain = _score_gain(score, baseline)
+    return 0.0 if gain is None else round(gain, 1)
+
+
+def _score_gain(score: float | None, baseline: float | None) -> float | None:
+    """The unrounded percentage behind `score_delta_pct` (None where that is 0 for want of
+    scores)."""
     if score is None or baseline is None or baseline <= 0:
-        return 0.0
-    return round((score - baseline) / baseline * 100, 1)
+        return None
+    return (score - baseline) / baseline * 100
 
 
 def dose_delta_pct(dose: float | None, baseline: float | None) -> float | None:
     """Percentage less pollution inhaled than on the baseline; None without a comparable
     baseline dose (unknown, or zero)."""
+    cut = _dose_cut(dose, baseline)
+    return None if cut is None else round(cut, 1)
+
+
+def _dose_cut(dose: float | None, baseline: float | None) -> float | None:
+    """The unrounded percentage behind `dose_delta_pct`."""
     if dose is None or baseline is None or baseline <= 0:
         return None
-    return round((1 - dose / baseline) * 100, 1)
+    return (1 - dose / baseline) * 100
 
 
 def _planned(c: _Candidate, baseline: _Candidate, goal: RouteGoal) -> PlannedRoute:
@@ -576,10 +647,13 @@ def _cost_phrase(c: _Candidate, baseline: _Candidate) -> str:
 
 
 def _gain_phrase(c: _Candidate, baseline: _Candidate) -> str:
-    dose = dose_delta_pct(c.dose, baseline.dose)
-    if dose is not None:
-        return f"{dose:.0f} % less pollution inhaled"
-    return f"a {score_delta_pct(c.score, baseline.score):.0f} % better Clean Air Score"
+    # Whole percents rounded from the exact ratio: rounding the route's one-decimal figure
+    # again would make 3.49 % read "4 %" (3.5 first).
+    cut = _dose_cut(c.dose, baseline.dose)
+    if cut is not None:
+        return f"{cut:.0f} % less pollution inhaled"
+    gain = _score_gain(c.score, baseline.score) or 0.0
+    return f"a {gain:.0f} % better Clean Air Score"
 
 
 def _alternative_goal(c: _Candidate, baseline: _Candidate, cleanest: _Candidate) -> RouteGoal:
