@@ -15,7 +15,7 @@ import attrs
 import msgspec
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
@@ -380,18 +380,26 @@ def meets(a: tuple[int, int], b: tuple[int, int], rect: StepRect) -> bool:
 
 
 steps = st.integers(-40, 40)
+nudges = st.integers(-10, 10)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(steps, steps, steps, steps), min_size=1, max_size=30),
+    # Mostly short edges, as streets are, some longer than a cell.
+    st.lists(st.tuples(steps, steps, nudges, nudges), min_size=1, max_size=30),
     st.tuples(steps, steps, st.integers(0, 30), st.integers(0, 30)),
+    st.sampled_from([3, 8, 1024]),
 )
+# Short edges filed in the cell south (west) of the rectangle's first, reaching into it.
+@example([(0, 0, 0, 0), (2, 0, 2, 1), (5, 5, 0, 0)], (3, 0, 2, 2), 3)
+@example([(0, 0, 0, 0), (0, 2, 1, 2), (5, 5, 0, 0)], (0, 3, 2, 2), 3)
 def test_a_tile_holds_exactly_the_edges_meeting_its_rectangle(
-    segments: list[tuple[int, int, int, int]], box: tuple[int, int, int, int]
+    segments: list[tuple[int, int, int, int]], box: tuple[int, int, int, int], cell: int
 ) -> None:
-    lat = [v for s in segments for v in (s[0], s[2])]
-    lon = [v for s in segments for v in (s[1], s[3])]
+    """Whatever the cells the edges are filed under (some edges longer than a cell, some
+    rectangles reaching past the network), exactly the edges meeting the rectangle."""
+    lat = [v for s in segments for v in (s[0], s[0] + s[2])]
+    lon = [v for s in segments for v in (s[1], s[1] + s[3])]
     count = len(segments)
     network = StreetNetwork(
         "random",
@@ -403,7 +411,7 @@ def test_a_tile_holds_exactly_the_edges_meeting_its_rectangle(
         np.full(count, RoadClass.LOCAL, dtype=np.uint8),
         np.ones(count, dtype=np.uint8),
     )
-    index = index_network(network)
+    index = index_network(network, cell)
     south, west, height, width = box
     rect = StepRect(south, west, south + height, west + width)
     expected = [
