@@ -507,3 +507,21 @@ def test_the_cache_keeps_the_tiles_last_asked_for_within_its_budget(tmp_path: Pa
     # WHOLE asked again stays; WHOLE - 1, least recently used, went for WHOLE - 2.
     assert [key[1] for key in kept] == [WHOLE, WHOLE - 2]
     assert made == [1, 1, 0, 0]
+
+
+def test_each_network_is_indexed_once_while_it_stays_loaded(
+    client: Client, networks: LoadedNetworks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    indexed: list[str] = []
+
+    def counting(network: StreetNetwork) -> Any:
+        indexed.append(network.name)
+        return index_network(network)
+
+    monkeypatch.setattr(explore, "index_network", counting)
+    other = grid(2, 2, name="other")
+    networks.replace([NETWORK, other])
+    x, y = tile_of(*NETWORK.bounds[:2], WHOLE)
+    for name in ("testgrid", "other", "testgrid", "other"):
+        assert client.get(tile_path(client, WHOLE, x, y, name)).status_code == 200
+    assert sorted(indexed) == ["other", "testgrid"]

@@ -301,9 +301,11 @@ async def _tile(
     if not is_tile(z, x, y):
         raise Unprocessable()
     await _count(request)
-    networks = [network for network in _loaded(request) if network.name == name]
     cache = _tile_cache(request)
-    (index,) = await cache.indexes(networks) if networks else (None,)
+    # All the loaded networks, not only this one: the cache drops the indexes of those not
+    # passed, and another network's would be made again on its next tile.
+    indexes = await cache.indexes(_loaded(request))
+    index = next((found for found in indexes if found.network.name == name), None)
     if index is None or index.version != version or not index.covers(z, x, y):
         raise NotFound()
     made = await cache.tile(index, z, x, y)
