@@ -25,6 +25,8 @@
    each station left out in turn (`bench/fusion.py`).
 16. Start-up: `cleanair serve` to its first /livez and first score, installed and with no
    bytecode, and CLI commands from a fresh install, first and second run (`bench/startup.py`).
+17. Score latency while 64 clients fetch the explorer's street tiles of the million-node
+   network, and a tile's bytes and time (`bench/tiles.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -59,6 +61,7 @@ from bench import (
     quality,
     startup,
     street_lattice,
+    tiles,
     workers,
 )
 from bench.harness import SCORE_BODY, run_requests
@@ -486,6 +489,7 @@ async def main() -> None:
     cli.main()
     await fusion.main()
     startup.main()
+    await tiles.main()
 
 
 if __name__ == "__main__":

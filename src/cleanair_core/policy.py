@@ -22,6 +22,9 @@ class Policy:
     requests_per_minute: int = 600
     #: Redemption attempts per minute per client address.
     pairing_attempts_per_minute: int = 10
+    #: Requests per minute per client address for the explorer's public network index and
+    #: tiles, which need no token: the only thing between them and a crawler.
+    explore_requests_per_minute: int = attrs.field(default=300, validator=attrs.validators.ge(1))
     #: Distinct codes that may be tried within any code life (60 s), across all clients.
     pairing_guess_budget: int = attrs.field(default=100, validator=attrs.validators.ge(1))
     #: Seconds a worker holds a plan before another may take it; the worker renews it while
@@ -56,6 +59,10 @@ class Policy:
     @property
     def plan_lease(self) -> timedelta:
         return timedelta(seconds=self.plan_lease_seconds)
+
+    @property
+    def explore_requests(self) -> RateLimit:
+        return RateLimit("explore-requests", self.explore_requests_per_minute)
 
     @property
     def pairing_attempts(self) -> RateLimit:

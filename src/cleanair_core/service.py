@@ -279,6 +279,12 @@ class CleanAir:
         """
         return access.redeem_pairing_code(self.context, code, name, client_address)
 
+    def count_explore_request(self, client_address: str) -> None:
+        """Count a request for the explorer's public network index or tiles from
+        `client_address` (one store write); raises RateLimited over the policy's
+        `explore_requests_per_minute`."""
+        access.count_explore_request(self.context, client_address)
+
     def authenticate(self, token: str) -> Caller:
         """The caller behind a raw bearer token; raises NotAuthenticated."""
         return access.authenticate_token(self.context, token)

@@ -22,6 +22,7 @@ from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
+from cleanair_http.controllers.explore import SKIP_COMPRESSION
 from cleanair_http.controllers.extension import ROUTE_HANDLERS as EXTENSION
 from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
 from cleanair_http.controllers.home import home_page
@@ -149,10 +150,12 @@ def create_app(
 
 
 #: gzip for clients that accept it, answers of at least 1 KiB only (below that the header and
-#: the CPU cost more than the bytes saved): the explorer's networks (93 kB of geometry for the
-#: shipped one, a few MB for a city) and long route plans shrink to a fraction. Level 6, not
-#: gzip's 9: nearly the same size at a fraction of the CPU, on the event loop.
-COMPRESSION = CompressionConfig(backend="gzip", minimum_size=1024, gzip_compress_level=6)
+#: the CPU cost more than the bytes saved): long route plans and the OpenAPI document shrink
+#: to a fraction. Level 6, not gzip's 9: nearly the same size at a fraction of the CPU, on
+#: the event loop. The explorer's street tiles are stored gzipped and skip it.
+COMPRESSION = CompressionConfig(
+    backend="gzip", minimum_size=1024, gzip_compress_level=6, exclude_opt_key=SKIP_COMPRESSION
+)
 
 
 def cors_config(settings: Settings) -> CORSConfig | None:

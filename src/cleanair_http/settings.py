@@ -387,6 +387,14 @@ class Settings:
         bounds=Bounds(1),
         help="redemption attempts per minute per client address",
     )
+    explore_requests_per_minute: int = _setting(
+        "CLEANAIR_EXPLORE_REQUESTS_PER_MINUTE",
+        _whole,
+        _CORE.explore_requests_per_minute,
+        bounds=Bounds(1),
+        help="requests per minute per client address for the explorer's street network index "
+        "and tiles ([docs/explore.md](docs/explore.md))",
+    )
     pairing_guess_budget: int = _setting(
         "CLEANAIR_PAIRING_GUESS_BUDGET",
         _whole,

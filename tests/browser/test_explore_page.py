@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.sync_api import (
@@ -32,6 +31,8 @@ from playwright.sync_api import (
     expect,
 )
 
+from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
+from cleanair_sources.osm_import import import_network
 from support.browser_pages import Visit, guarded_page
 from support.servers import Server, pair, running_server, server_env
 
@@ -64,7 +65,14 @@ def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Explorer]:
     """One server for the module: it imports the shipped network and plans in the
     background."""
     tmp = tmp_path_factory.mktemp("explore-server")
-    env = server_env(tmp, CLEANAIR_DEFAULT_NETWORK="true", CLEANAIR_PLAN_WORKERS="1")
+    # Every test's fresh browser asks for the map's tiles again, all from one address: the
+    # per-address limit (tests/cleanair_http/test_explore_tiles.py) must not be what fails.
+    env = server_env(
+        tmp,
+        CLEANAIR_DEFAULT_NETWORK="true",
+        CLEANAIR_PLAN_WORKERS="1",
+        CLEANAIR_EXPLORE_REQUESTS_PER_MINUTE="100000",
+    )
     with running_server(env, tmp / "server.log") as server:
         header = pair(env, server.base)
         yield Explorer(server, header["Authorization"].removeprefix("Bearer "), dict(env))
@@ -406,24 +414,18 @@ def test_a_plan_with_only_the_direct_route_says_why(visit: Visit, explorer: Expl
     expect(page.locator("#baseline")).to_contain_text("relative dose 0.21")
 
 
-def named_point(network: dict[str, Any], street: str) -> tuple[float, float]:
-    """The middle of the first segment of `street` in /explore/networks' geometry."""
-    index = network["names"].index(street)
-    for road_class, names in network["road_names"].items():
-        for line_index, name in enumerate(names):
-            if name == index:
-                line = network["roads"][road_class][line_index]
-                lat = network["origin"][0] + (line[0] + line[2]) / 2 * network["unit"]
-                lon = network["origin"][1] + (line[1] + line[3]) / 2 * network["unit"]
-                return lat, lon
-    raise AssertionError(f"{street} is not drawn")
+def named_point(street: str) -> tuple[float, float]:
+    """The middle of the first edge of `street` in the shipped network."""
+    helsinki = import_network(DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME)
+    assert helsinki.edge_name is not None
+    edge = helsinki.edge_name.tolist().index(helsinki.street_names.index(street))
+    a, b = helsinki.node(int(helsinki.edge_from[edge])), helsinki.node(int(helsinki.edge_to[edge]))
+    return (a.lat + b.lat) / 2, (a.lon + b.lon) / 2
 
 
 def test_pointing_at_a_street_shows_its_name(visit: Visit) -> None:
     page = visit.page
-    networks = page.evaluate("() => fetch('/explore/networks').then((r) => r.json())")
-    (helsinki,) = networks["networks"]
-    lat, lon = named_point(helsinki, "Mannerheimintie")
+    lat, lon = named_point("Mannerheimintie")
     at = page.evaluate("([lat, lon]) => window.cleanairExplore.screenPoint(lat, lon)", [lat, lon])
     page.mouse.move(at["x"], at["y"])
     expect(page.locator("#street-name")).to_be_visible()
@@ -444,11 +446,11 @@ def test_the_shipped_network_is_shown_first(visit: Visit, explorer: Explorer) ->
     other = {
         "name": "aachen",
         "bounds": [50.77, 6.08, 50.78, 6.09],
-        "origin": [50.77, 6.08],
-        "unit": 0.00001,
-        "roads": {"local": [[0, 0, 1000, 1000]]},
-        "names": [],
-        "road_names": {"local": [-1]},
+        "nodes": 2,
+        "edges": 1,
+        "tiles": "/explore/networks/aachen/tiles/0123456789abcdef01234567/{z}/{x}/{y}",
+        "max_zoom": 19,
+        "max_tile_edges": 20000,
     }
 
     def with_another(route: Route) -> None:
@@ -468,22 +470,18 @@ def test_water_and_parks_are_drawn_under_the_streets_with_a_legend(visit: Visit)
     page = visit.page
     water = page.locator("#map path.area.water")
     parks = page.locator("#map path.area.parks")
-    expect(water).to_have_count(1)
-    expect(parks).to_have_count(1)
-    # One path per kind holds every ring of it, each a closed figure.
-    networks = page.evaluate("() => fetch('/explore/networks').then((r) => r.json())")
-    (helsinki,) = networks["networks"]
-    for locator, rings in ((water, helsinki["water"]), (parks, helsinki["parks"])):
-        assert rings
-        drawn = locator.get_attribute("d") or ""
-        assert drawn.count("Z") == len(rings)
-        box = locator.bounding_box()
-        assert box is not None
-        assert box["width"] > 0
-        assert box["height"] > 0
-    # Under the streets: drawn before the first street, and filled, not outlined.
+    expect(water.first).to_be_attached()
+    expect(parks.first).to_be_attached()
+    # One path per kind and tile holds every ring of it there, each a closed figure.
+    for locator in (water, parks):
+        drawn = locator.first.get_attribute("d") or ""
+        assert drawn.count("Z") >= 1
+        assert drawn.count("M") == drawn.count("Z")
+    rings = [(path.get_attribute("d") or "").count("Z") for path in parks.all()]
+    assert sum(rings) >= 50
+    # Under the streets: their layer is drawn before the streets', and filled, not outlined.
     order = page.evaluate(
-        """() => [...document.querySelectorAll('#network-layer > path')]
+        """() => [...document.querySelectorAll('#network-layer path')]
                  .map((p) => p.classList.contains('area') ? 'area' : 'road')"""
     )
     assert order.index("road") > order.index("area")
@@ -498,3 +496,74 @@ def test_water_and_parks_are_drawn_under_the_streets_with_a_legend(visit: Visit)
     if SCREENSHOT_DIR:
         Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SCREENSHOT_DIR) / "areas.png"))
+
+
+def tiles_other_than(page: Page, before: set[str]) -> None:
+    """Wait until the map shows streets from tiles not all in `before`."""
+    page.wait_for_function(
+        """(before) => {
+             const now = [...document.querySelectorAll('#road-layer > g')];
+             return now.length && now.some((g) => !before.includes(g.dataset.tile));
+           }""",
+        arg=sorted(before),
+    )
+
+
+def map_tiles(page: Page) -> set[str]:
+    return set(
+        page.evaluate(
+            """() => [...document.querySelectorAll('#road-layer > g')]
+                     .map((g) => g.dataset.tile)"""
+        )
+    )
+
+
+def test_the_streets_come_as_tiles_of_the_view_and_follow_a_pan(
+    visit: Visit, explorer: Explorer
+) -> None:
+    """The shipped city's streets show at once, from a handful of tiles; zoomed in and
+    dragged, the map asks for the tiles now in view and drops those out of it."""
+    page = visit.page
+    asked: list[str] = []
+    page.on(
+        "request", lambda request: asked.append(request.url) if "/tiles/" in request.url else None
+    )
+    expect(page.locator("#road-layer path.road").first).to_be_attached()
+    expect(page.locator("#zoom-hint")).to_be_hidden()  # every street fits at this scale
+    shown = map_tiles(page)
+    assert 1 <= len(shown) <= 36
+    # Zoom in about the map's middle: finer tiles, still drawn.
+    box = page.locator("#map").bounding_box()
+    assert box is not None
+    middle = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.move(*middle)
+    for _ in range(8):
+        page.mouse.wheel(0, -100)
+    tiles_other_than(page, shown)
+    zoomed = map_tiles(page)
+    page.mouse.move(*middle)
+    page.mouse.down()
+    page.mouse.move(middle[0] - box["width"] / 3, middle[1] - box["height"] / 4, steps=8)
+    page.mouse.up()
+    tiles_other_than(page, zoomed)
+    # Each tile drawn was asked for (or kept from before): the pan asked for new ones.
+    assert {url.removeprefix(explorer.server.base) for url in asked if "/tiles/" in url} >= (
+        map_tiles(page) - zoomed
+    )
+    expect(page.locator("#road-layer path.road").first).to_be_attached()
+
+
+def test_a_tile_leaving_streets_out_says_to_zoom_in(visit: Visit) -> None:
+    page = visit.page
+
+    def omitting(route: Route) -> None:
+        served = route.fetch()
+        body = served.json()
+        body["omitted"] = ["path", "local"]
+        route.fulfill(response=served, body=json.dumps(body))
+
+    page.route("**/tiles/**", omitting)
+    page.reload()
+    expect(page.locator("#zoom-hint")).to_have_text(
+        "Zoom in to see all streets (not drawn at this scale: path, local)."
+    )

@@ -9,19 +9,11 @@ import json
 import httpx
 import pytest
 
-from cleanair_core.ports import Sources
-from cleanair_sources.street_router import LoadedNetworks
-from support.fakes import FakeSource
 from support.http import Client
-from support.networks import grid
 
-NETWORKS = "/explore/networks"
-
-
-@pytest.fixture
-def sources() -> Sources:
-    """A network of 400 nodes: its geometry is a few kB."""
-    return Sources(FakeSource(), networks=LoadedNetworks([grid(20, 20)]))
+#: The explorer's script, tens of kB. (Its street tiles come gzipped already:
+#: test_explore_tiles.py.)
+SCRIPT = "/explore/assets/explore.js"
 
 
 def raw_get(client: Client, path: str, accept: str | None) -> httpx.Response:
@@ -30,7 +22,7 @@ def raw_get(client: Client, path: str, accept: str | None) -> httpx.Response:
     return client.get(path, headers=headers)
 
 
-@pytest.mark.parametrize("path", [NETWORKS, "/schema/openapi.json"])
+@pytest.mark.parametrize("path", [SCRIPT, "/schema/openapi.json"])
 def test_a_large_answer_is_gzipped_for_a_client_that_accepts_it(client: Client, path: str) -> None:
     plain = raw_get(client, path, None)
     assert plain.status_code == 200

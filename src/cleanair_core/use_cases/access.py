@@ -109,6 +109,13 @@ def revoke_partner_connection(ctx: Context, name: str, connection_id: uuid.UUID)
 # -- API use cases ----------------------------------------------------------------------------
 
 
+def count_explore_request(ctx: Context, client_address: str) -> None:
+    """Count a request for the explorer's public network index or tiles from
+    `client_address`; raises RateLimited over the address's allowance. One store write, in
+    the store every process shares: the limit holds across them all."""
+    rate_limits.enforce(ctx.store, ctx.policy.explore_requests, client_address, ctx.now())
+
+
 def redeem_pairing_code(
     ctx: Context, code: str, name: str, client_address: str
 ) -> IssuedConnection:

@@ -1,4 +1,5 @@
-// The cleanair route explorer: draws the street networks from /explore/networks, plans routes
+// The cleanair route explorer: draws the street networks from the tiles /explore/networks lists
+// (those of the visible area, as the map moves), plans routes
 // through the /v1 API with the pasted token and charts a point's forecast. Plain JavaScript
 // with no build step and nothing fetched from any other host (docs/explore.md).
 "use strict";
@@ -11,8 +12,16 @@
   // Map units per degree of latitude: big enough that rounded SVG numbers stay exact.
   const SCALE = 1e5;
   const ROAD_CLASSES = ["path", "local", "collector", "arterial", "motorway"];
-  // The outlines `/explore/networks` sends per network, in drawing order.
+  // The outlines a tile sends, in drawing order.
   const AREA_KINDS = ["parks", "water"];
+  // A tile drawn about this many pixels wide: a city view needs a handful.
+  const TILE_PX = 512;
+  // At most this many tiles in view: a wider view takes a lower zoom (fewer streets).
+  const MAX_TILES = 36;
+  // Tiles kept in memory, drawn or not: panning back draws them at once.
+  const KEEP_TILES = 300;
+  // The Earth's circumference in metres (Web Mercator's sphere).
+  const EARTH_M = 40_075_016.686;
   // The shipped network's name (cleanair_http.bootstrap.DEFAULT_NETWORK_NAME): shown first
   // when several are loaded, as it holds the city the service ships for.
   const SHIPPED_NETWORK = "helsinki";
@@ -27,6 +36,10 @@
     networks: [],
     view: null, // the network whose bounds the projection and the first view fit
     viewBox: null, // [x, y, width, height]
+    tiles: new Map(), // tile address -> its parsed JSON, least recently used first
+    drawn: new Map(), // tile address -> {tile, groups, named} of the tiles on the map
+    tileRun: 0, // bumps on every view change: a stale tile load draws nothing
+    tileTimer: null,
     start: null,
     end: null,
     forecastPoint: null,
@@ -218,6 +231,9 @@
     state.viewBox = box;
     map.setAttribute("viewBox", box.map((v) => v.toFixed(2)).join(" "));
     drawScale();
+    // Once the map rests: a drag or a wheel turn moves it many times a second.
+    clearTimeout(state.tileTimer);
+    state.tileTimer = setTimeout(loadTiles, 150);
   }
 
   // A map unit is 1e-5 degrees of latitude, the same distance across (see `project`).
@@ -242,64 +258,176 @@
     setViewBox([x0 - margin, y0 - margin, x1 - x0 + 2 * margin, y1 - y0 + 2 * margin]);
   }
 
-  function drawNetworks() {
-    const layer = $("network-layer");
-    layer.replaceChildren();
-    state.named = [];
-    for (const network of state.networks) {
-      const [south, west, north, east] = network.bounds;
-      const [x0, y0] = project(north, west);
-      const [x1, y1] = project(south, east);
-      svg("rect", { class: "bounds", x: x0, y: y0, width: x1 - x0, height: y1 - y0 }, layer);
-      const [originLat, originLon] = network.origin;
-      const names = network.names || [];
-      // Under the streets: parks first, so water inside a park stays visible.
-      for (const kind of AREA_KINDS) {
-        const rings = network[kind] || [];
-        if (!rings.length) continue;
-        const parts = rings.map((ring) => {
-          const points = [];
-          for (let i = 0; i < ring.length; i += 2) {
-            const [x, y] = project(
-              originLat + ring[i] * network.unit,
-              originLon + ring[i + 1] * network.unit,
-            );
-            points.push(`${i === 0 ? "M" : "L"}${x.toFixed(1)} ${y.toFixed(1)}`);
+  // -- the tiles ---------------------------------------------------------------------------
+
+  // The zoom whose tiles are about TILE_PX wide on screen, and few enough to cover the view.
+  function tileZoom(network, south, north) {
+    const metresPerPixel = pixels(1) * METRES_PER_UNIT;
+    const cosine = Math.cos((((south + north) / 2) * Math.PI) / 180);
+    const z = Math.round(Math.log2((EARTH_M * cosine) / (TILE_PX * metresPerPixel)));
+    return Math.max(0, Math.min(network.max_zoom, Number.isFinite(z) ? z : 0));
+  }
+
+  function tileX(lon, z) {
+    return Math.floor(((lon + 180) / 360) * 2 ** z);
+  }
+
+  function tileY(lat, z) {
+    const r = (lat * Math.PI) / 180;
+    return Math.floor(((1 - Math.asinh(Math.tan(r)) / Math.PI) / 2) * 2 ** z);
+  }
+
+  // The addresses of the network's tiles in view, at the zoom the view's scale asks for.
+  function tilesInView(network) {
+    const [x, y, w, h] = state.viewBox;
+    const corner = unproject(x, y);
+    const far = unproject(x + w, y + h);
+    const [south0, west0, north0, east0] = network.bounds;
+    const south = Math.max(far.lat, south0);
+    const north = Math.min(corner.lat, north0);
+    const west = Math.max(corner.lon, west0);
+    const east = Math.min(far.lon, east0);
+    if (south > north || west > east) return [];
+    let z = tileZoom(network, south, north);
+    for (;;) {
+      const [x0, x1, y0, y1] = [tileX(west, z), tileX(east, z), tileY(north, z), tileY(south, z)];
+      if ((x1 - x0 + 1) * (y1 - y0 + 1) <= MAX_TILES || z === 0) {
+        const found = [];
+        for (let tx = x0; tx <= x1; tx += 1) {
+          for (let ty = y0; ty <= y1; ty += 1) {
+            found.push(network.tiles.replace("{z}", z).replace("{x}", tx).replace("{y}", ty));
           }
-          return `${points.join("")}Z`;
-        });
-        svg("path", { class: `area ${kind}`, d: parts.join(""), "data-network": network.name }, layer);
+        }
+        return found;
       }
-      for (const roadClass of ROAD_CLASSES) {
-        const lines = network.roads[roadClass];
-        if (!lines) continue;
-        const lineNames = (network.road_names || {})[roadClass] || [];
-        const parts = [];
-        lines.forEach((line, index) => {
-          const name = names[lineNames[index]];
-          let last = null;
-          for (let i = 0; i < line.length; i += 2) {
-            const [x, y] = project(
-              originLat + line[i] * network.unit,
-              originLon + line[i + 1] * network.unit,
-            );
-            parts.push(`${i === 0 ? "M" : "L"}${x.toFixed(1)} ${y.toFixed(1)}`);
-            if (name && last) state.named.push([last[0], last[1], x, y, name]);
-            last = [x, y];
-          }
-        });
-        svg(
-          "path",
-          {
-            class: `road ${roadClass}`,
-            d: parts.join(""),
-            "vector-effect": "non-scaling-stroke",
-            "data-network": network.name,
-          },
-          layer,
-        );
-      }
+      z -= 1;
     }
+  }
+
+  // One tile's JSON: from memory, else from the server (the browser's cache first: a tile's
+  // address changes with its network, so what the browser kept is never stale).
+  async function fetchTile(address) {
+    if (state.tiles.has(address)) {
+      const tile = state.tiles.get(address);
+      state.tiles.delete(address);
+      state.tiles.set(address, tile);
+      return { tile };
+    }
+    let response;
+    try {
+      response = await fetch(address, { credentials: "omit" });
+    } catch (error) {
+      return { error: `The streets could not be loaded (${error}).` };
+    }
+    if (response.status === 429) {
+      const retry = Number.parseInt(response.headers.get("Retry-After") || "", 10);
+      const wait = Number.isFinite(retry) ? retry : 60;
+      return { error: `Too many map requests from this address: the streets load again ${retryWords(wait)}.`, retry: wait };
+    }
+    if (response.status === 404) {
+      return { error: "The street network changed on the server: reload the page." };
+    }
+    if (!response.ok) return { error: `The streets could not be loaded (${response.status}).` };
+    const tile = await response.json();
+    state.tiles.set(address, tile);
+    while (state.tiles.size > KEEP_TILES) state.tiles.delete(state.tiles.keys().next().value);
+    return { tile };
+  }
+
+  // Load the tiles in view and draw them; the ones no longer in view go once the new ones
+  // are drawn, so the map never flashes empty.
+  async function loadTiles() {
+    const network = state.view;
+    if (!network || !state.viewBox) return;
+    const run = ++state.tileRun;
+    const wanted = tilesInView(network);
+    const answers = await Promise.all(wanted.map(fetchTile));
+    if (run !== state.tileRun || network !== state.view) return;
+    const problem = answers.find((answer) => answer.error);
+    wanted.forEach((address, i) => {
+      if (answers[i].tile && !state.drawn.has(address)) drawTile(network, address, answers[i].tile);
+    });
+    const keep = new Set(wanted);
+    for (const [address, drawn] of state.drawn) {
+      if (keep.has(address)) continue;
+      for (const group of drawn.groups) group.remove();
+      state.drawn.delete(address);
+    }
+    state.named = [...state.drawn.values()].flatMap((drawn) => drawn.named);
+    const omitted = new Set([...state.drawn.values()].flatMap((drawn) => drawn.tile.omitted));
+    const hint = $("zoom-hint");
+    hint.textContent = problem
+      ? problem.error
+      : omitted.size
+        ? `Zoom in to see all streets (not drawn at this scale: ${[...omitted].join(", ")}).`
+        : "";
+    hint.hidden = !hint.textContent;
+    if (problem && problem.retry) {
+      clearTimeout(state.tileTimer);
+      state.tileTimer = setTimeout(loadTiles, problem.retry * 1000);
+    }
+  }
+
+  // One tile's water, parks and streets, each in its layer (areas under every street).
+  function drawTile(network, address, tile) {
+    const [originLat, originLon] = tile.origin;
+    const nodes = tile.nodes;
+    const points = [];
+    for (let i = 0; i < nodes.length; i += 2) {
+      points.push(project(originLat + nodes[i] * tile.unit, originLon + nodes[i + 1] * tile.unit));
+    }
+    const areas = svg("g", { "data-tile": address }, $("area-layer"));
+    const roads = svg("g", { "data-tile": address }, $("road-layer"));
+    const named = [];
+    for (const kind of AREA_KINDS) {
+      const rings = tile[kind] || [];
+      if (!rings.length) continue;
+      const parts = rings.map((ring) => {
+        const corners = [];
+        for (let i = 0; i < ring.length; i += 2) {
+          const [x, y] = project(originLat + ring[i] * tile.unit, originLon + ring[i + 1] * tile.unit);
+          corners.push(`${i === 0 ? "M" : "L"}${x.toFixed(1)} ${y.toFixed(1)}`);
+        }
+        return `${corners.join("")}Z`;
+      });
+      svg("path", { class: `area ${kind}`, d: parts.join(""), "data-network": network.name }, areas);
+    }
+    for (const roadClass of ROAD_CLASSES) {
+      const pairs = tile.roads[roadClass];
+      if (!pairs) continue;
+      const edgeNames = (tile.road_names || {})[roadClass] || [];
+      const parts = [];
+      for (let i = 0; i < pairs.length; i += 2) {
+        const [x1, y1] = points[pairs[i]];
+        const [x2, y2] = points[pairs[i + 1]];
+        parts.push(`M${x1.toFixed(1)} ${y1.toFixed(1)}L${x2.toFixed(1)} ${y2.toFixed(1)}`);
+        const name = tile.names[edgeNames[i / 2]];
+        if (name) named.push([x1, y1, x2, y2, name]);
+      }
+      svg(
+        "path",
+        {
+          class: `road ${roadClass}`,
+          d: parts.join(""),
+          "vector-effect": "non-scaling-stroke",
+          "data-network": network.name,
+        },
+        roads,
+      );
+    }
+    state.drawn.set(address, { tile, groups: [areas, roads], named });
+  }
+
+  // The network's outline, and no tiles yet: `loadTiles` brings those in view.
+  function drawNetworks() {
+    for (const id of ["bounds-layer", "area-layer", "road-layer"]) $(id).replaceChildren();
+    state.drawn.clear();
+    state.named = [];
+    const network = state.view;
+    const [south, west, north, east] = network.bounds;
+    const [x0, y0] = project(north, west);
+    const [x1, y1] = project(south, east);
+    svg("rect", { class: "bounds", x: x0, y: y0, width: x1 - x0, height: y1 - y0 }, $("bounds-layer"));
   }
 
   // The map's SVG coordinates under a client (screen) position.
@@ -754,6 +882,7 @@
     if (!response.ok) {
       return showError("error", `The street networks could not be loaded (${response.status}).`);
     }
+    // The list only (names, bounds, where the tiles are): the streets come as tiles.
     state.networks = (await response.json()).networks;
     if (!state.networks.length) {
       $("network-info").textContent = "No street network is loaded: plans will be rejected.";
@@ -779,13 +908,16 @@
     $("network-info").textContent = `${network.name}: ${network.bounds.map((v) => v.toFixed(4)).join(", ")}`;
     fitView(network);
     drawNetworks();
+    loadTiles();
     redraw();
     const [south, west, north, east] = network.bounds;
     showAirSource({ lat: (south + north) / 2, lon: (west + east) / 2 });
   }
 
   function init() {
-    for (const id of ["network-layer", "route-layer", "marker-layer"]) svg("g", { id }, map);
+    const networkLayer = svg("g", { id: "network-layer" }, map);
+    for (const id of ["bounds-layer", "area-layer", "road-layer"]) svg("g", { id }, networkLayer);
+    for (const id of ["route-layer", "marker-layer"]) svg("g", { id }, map);
     const input = $("token");
     input.value = sessionStorage.getItem(TOKEN_KEY) || "";
     input.addEventListener("input", () => {
