@@ -142,7 +142,7 @@ def test_a_plan_is_drawn_and_described_and_a_forecast_charted(
         expect(item.locator(".dose")).to_contain_text("Dose ")
     expect(page.locator("#baseline")).to_contain_text("Direct route ")
     expect(page.locator("#baseline")).to_contain_text("relative dose ")
-    expect(page.locator(".legend").last).to_have_text(
+    expect(page.locator("section:has(#plan) .legend").last).to_have_text(
         re.compile(r"relative inhaled dose \(1 = an hour of light effort at WHO\s+guideline air\)")
     )
     expect(page.locator("#error")).to_be_hidden()
