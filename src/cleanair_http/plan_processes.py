@@ -1,11 +1,11 @@
 """The plan processes `cleanair serve` starts beside its API processes.
 
 A path search on a large network holds the interpreter that runs it for seconds at a time:
-run in an API process, it held back every request that process answered (a score's p99 went
-from about 20 ms to about 200 ms while two plans ran). So by default the API processes plan
-nothing themselves: the command forks plan processes, each running `cleanair worker`'s loop
-(`worker.run_plans`) on the same database, and the API processes' interpreters only answer
-requests.
+run in an API process, it held back every request that process answered (a score's p99 near
+a second while two plans ran on a million-node grid, `bench/loaded.py`). So by default the
+API processes plan nothing themselves: the command forks plan processes, each running
+`cleanair worker`'s loop (`worker.run_plans`) on the same database at a lower CPU priority,
+and the API processes' interpreters only answer requests.
 
 A plan submitted on a SQLite database reaches them through a pipe (`WakePipe`) the command
 makes before it forks: one byte per submitted plan wakes an idle runner at once, where
@@ -39,6 +39,10 @@ def plans_in_processes(settings: Settings) -> bool:
     """Whether `cleanair serve` runs its plans in plan processes: always when it plans at all,
     but on an in-memory database, which only the process that opened it sees."""
     return settings.plan_workers > 0 and str(settings.database) != ":memory:"
+
+
+#: How much lower than the API processes' the plan processes' CPU priority is (`nice`).
+PLAN_NICENESS = 10
 
 
 class WakePipe:
@@ -190,6 +194,9 @@ def _plan_process(
     # SIGTERM ends it as a stop would (status 0), not killed by the signal.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _interrupted)
+    # Plans are background work, requests are waited for: on a busy machine a request's
+    # turn on the CPU comes before a search's.
+    os.nice(PLAN_NICENESS)
     try:
         if inherited is not None:
             inherited.close()

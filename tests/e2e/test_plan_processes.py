@@ -1,9 +1,11 @@
 """End to end: `cleanair serve` plans in processes of its own. Each API process has a plan
 process beside it, which a submitted plan wakes at once through the command's pipe (not after
-its idle wait), whose metrics a scrape of the API shows, and which ends with the command."""
+its idle wait), which runs at a lower CPU priority, whose metrics a scrape of the API shows,
+and which ends with the command."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -12,6 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from cleanair_http.plan_processes import PLAN_NICENESS
 from support.servers import (
     STARTUP_S,
     children_of,
@@ -88,6 +91,13 @@ def test_plans_run_in_plan_processes_woken_at_once_and_counted_by_the_api(
             time.sleep(0.05)
         assert finished_plans(base, "failed") == 1  # counted by a plan process
         assert log.read_text().count("plan worker started") == workers
+        # The plan processes give way to the API processes on a busy CPU.
+        api = os.getpriority(os.PRIO_PROCESS, command.pid)
+        niceness = sorted(os.getpriority(os.PRIO_PROCESS, child) for child in children)
+        if workers == 1:
+            assert niceness == [api + PLAN_NICENESS]
+        else:
+            assert niceness == [api] * workers + [api + PLAN_NICENESS] * workers
     finally:
         stop(command, signal.SIGTERM, timeout=30)
     assert command.returncode == 0, log.read_text()
