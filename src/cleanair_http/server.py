@@ -110,6 +110,7 @@ def _serve_alone(
             listening,
             announce=True,
             polls_observations=True,
+            plans_here=planners is None,
             planners=planners,
             wakeups=wakeups,
         )
@@ -213,9 +214,8 @@ def _fork_serving(
                     listening,
                     announce=False,
                     polls_observations=index == 0,
-                    planners=None,
-                    wakeups=wakeups,
                     plans_here=not plans_in_processes(settings),
+                    wakeups=wakeups,
                 )
             except KeyboardInterrupt:  # stopped before it was serving (still opening, say)
                 status = 0
@@ -301,18 +301,18 @@ def _serve(
     *,
     announce: bool,
     polls_observations: bool = False,
+    plans_here: bool = True,
     planners: PlanProcesses | None = None,
     wakeups: WakePipe | None = None,
-    plans_here: bool | None = None,
 ) -> int:
     """One serving process, on `listening` when given (shared with others), else binding
     `host:port` itself; `announce` prints the banner once the deployment is open;
     `polls_observations` runs the live observation poller (when configured) in this one.
-    `plans_here` (by default: when it has no `planners`): whether it works on plans itself,
-    else `wakeups` (if any) tells the plan processes of submitted plans; `planners`, its own
-    plan processes, are told to stop the moment it is."""
+    `plans_here`: whether it works on plans itself, else plan processes do, which `wakeups`
+    (if any) tells of submitted plans; `planners`, the plan processes it started itself, are
+    told to stop the moment it is."""
     deployment = open_deployment(settings, polls_observations=polls_observations)
-    if not (planners is None if plans_here is None else plans_here):
+    if not plans_here:
         settings = attrs.evolve(settings, plan_workers=0)
     app = create_app(
         deployment.core,
