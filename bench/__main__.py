@@ -15,7 +15,8 @@
 9. Route quality against an exact constrained search on the same data, per length budget
    and at three hours (`bench/quality.py`), and the street-level NO2 contrast over a
    lattice of central Helsinki (`bench/street_lattice.py`).
-10. Score latency while plans run on a million-node network (`bench/loaded.py`).
+10. Score latency while plans run on a million-node network, served by real processes: the
+    default layout against a separate `cleanair worker` (`bench/loaded.py`).
 11. Credit debits on PostgreSQL against a bare conditional update (`bench/postgres.py`).
 12.-13. Plans per second with 1 and 2 `cleanair worker` processes over one PostgreSQL
    database, and how soon an idle worker in another process claims a submitted plan
@@ -482,7 +483,7 @@ async def main() -> None:
     await planning.main()
     await quality.main(import_network(DEFAULT_NETWORK_FILE, "helsinki"))
     street_lattice.main()
-    await loaded.main()
+    loaded.main()
     postgres.main()
     workers.main()
     await served_matrix()

@@ -43,6 +43,7 @@ def create_app(
     on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),
     plan_wakeups: PlanWakeups | None = None,
     background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
+    wake_planners: Callable[[], None] | None = None,
 ) -> Litestar:
     """A Litestar app over a wired core; the caller owns the core's lifetime. Pass
     `on_shutdown=[deployment.aclose]` to close the deployment on the app's own event loop
@@ -55,6 +56,10 @@ def create_app(
     `background` is work run for the app's lifetime, cancelled before `on_shutdown` runs
     (`Deployment.background`: the live observation poller); each must handle its own
     failures, as one that raises stops the app.
+
+    With `settings.plan_workers` above 0 the app works on plans itself, and a plan submitted
+    to it wakes its runners; otherwise a submitted plan calls `wake_planners`, if given (the
+    plan processes' `WakePipe`).
     """
 
     settings = settings or Settings()
@@ -136,7 +141,13 @@ def create_app(
         request_class=JsonBodyRequest,
         openapi_config=openapi_config(),
         state=State(
-            {"core": core, "settings": settings, "plan_worker": worker, "metrics": metrics}
+            {
+                "core": core,
+                "settings": settings,
+                "plan_worker": worker,
+                "wake_planners": wake_planners if worker is None else worker.notify,
+                "metrics": metrics,
+            }
         ),
         cors_config=cors_config(settings),
         compression_config=COMPRESSION,

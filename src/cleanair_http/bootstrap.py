@@ -238,6 +238,7 @@ def open_deployment(
     *,
     with_sources: bool = True,
     polls_observations: bool = False,
+    offload: Offload = in_thread,
 ) -> Deployment:
     """Open the store and (unless `with_sources` is false) the outside-world adapters, and
     wire the core over them. Close the result with `aclose` (or `close`).
@@ -246,6 +247,8 @@ def open_deployment(
     the place data takes a moment. `polls_observations` (with sources) adds the live
     observation poller to `Deployment.background` when `CLEANAIR_OPENAQ_API_KEY` is set: the
     server asks it of one process only, as every process shares the stored observations.
+    `offload` runs the core's path searches and the air's downscaling of large batches
+    (`in_abandoned_thread` in processes that only plan).
     """
     deployment = Deployment()
     deployment.database = database_label(settings.database)
@@ -281,6 +284,7 @@ def open_deployment(
                 metrics,
                 polls_observations=polls_observations,
                 clock=clock,
+                offload=offload,
             )
             if with_sources
             else None
@@ -291,7 +295,7 @@ def open_deployment(
             policy_from(settings),
             clock,
             sources=sources,
-            offload=in_thread,
+            offload=offload,
             store_calls=store_calls,
             metrics=metrics,
         )
@@ -310,11 +314,12 @@ def build_sources(
     *,
     polls_observations: bool = False,
     clock: Clock | None = None,
+    offload: Offload = in_thread,
 ) -> Sources:
     """The outside-world adapters the settings choose; each one holding a connection pool is
     registered with `deployment` for closing as it is opened. The remote ones tell `metrics`
     of their requests. With `polls_observations`, the OpenAQ poller (when its key is set)
-    joins `deployment.background`."""
+    joins `deployment.background`. `offload` runs the downscaling of large batches."""
     # Imported here: only the server needs the adapters (and httpx, Litestar), and the CLI
     # starts faster without.
     from cleanair_http.access_log import quiet_upstream_urls
@@ -348,7 +353,7 @@ def build_sources(
     # Street level over whichever background: inside a loaded network, the traffic of the
     # roads near a point; elsewhere the background alone. Wrapped even with no network, so
     # that one imported later gets its street level too.
-    street_level = street_level_air(background, grid, NetworkIncrements(networks), in_thread)
+    street_level = street_level_air(background, grid, NetworkIncrements(networks), offload)
     loaded = LoadedNetworks(networks)
 
     def reloaded(now_loaded: Sequence[StreetNetwork]) -> None:

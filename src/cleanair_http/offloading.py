@@ -6,10 +6,17 @@ debit, a read) use `here_or_in_thread`: tried right here with the store told not
 handed to a thread only when it would have had to (a lock held by another process, a CLI
 import say, or by this process's other threads). So the common case pays no thread hop, and
 a held lock still stalls only the requests that must write.
+
+Processes that only plan (`cleanair worker`, the plan processes `cleanair serve` starts) run
+their work with `in_abandoned_thread`, so that stopping never waits for a path search.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -27,3 +34,36 @@ async def in_thread(work: Callable[[], T], /) -> T:
 
 #: One-step store work: here when the store is free, else in a thread.
 here_or_in_thread = here_unless_blocked(in_thread)
+
+
+async def in_abandoned_thread(work: Callable[[], T], /) -> T:
+    """Run `work` in a daemon thread of its own and return its result; cancelled, return at
+    once and leave `work` to end on its own, unawaited.
+
+    A path search on a large network runs for tens of seconds and cannot be interrupted:
+    anyio's threads are waited for on cancellation and joined when the interpreter exits, so
+    a process told to stop would stop only once its search ended. A daemon thread is neither.
+    Only for work whose outcome may be dropped: a plan's search (its plan is handed back) and
+    the plan's outcome (fenced by its claim: stored once, by whichever worker holds it)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()  # as anyio's threads run: the caller's contextvars
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():  # not cancelled meanwhile
+            outcome()
+
+    def run() -> None:
+        try:
+            value = context.run(work)
+        except BaseException as exc:  # handed to the awaiting task, which raises it
+            error = exc
+            outcome = lambda: done.set_exception(error)  # noqa: E731
+        else:
+            outcome = lambda: done.set_result(value)  # noqa: E731
+        # The loop has closed when the awaiting process stopped without it: nothing to tell.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=run, name="cleanair plan work", daemon=True).start()
+    return await done

@@ -13,6 +13,12 @@ prometheus_client's multiprocess mode before anything imports it, so that every 
 writes its metrics there and a scrape of any of them adds up all; it removes the directory
 when they have all ended. A separate metrics port (`CLEANAIR_METRICS_PORT`) is served by the
 command itself, reading that directory: one address for the whole group.
+
+Route plans run in plan processes the command forks beside its API processes
+(`plan_processes`), one per API process, each with `CLEANAIR_PLAN_WORKERS` runners: no API
+process's interpreter ever runs a path search. They are stopped with the API processes, and
+metrics are then always gathered in the private directory, so that a scrape shows theirs too.
+A single-process `serve` is the API process and the parent of its plan process at once.
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 
+import attrs
 import uvicorn
 
 from cleanair_http.access_log import configure_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
+from cleanair_http.plan_processes import PlanProcesses, WakePipe, plans_in_processes
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
 from cleanair_http.terminal import cannot_listen, escape_nonprintable
@@ -64,12 +72,70 @@ def serve(
     try:
         if prepare is not None:
             prepare()
-        if workers == 1:
-            return _serve(settings, host, port, listening, announce=True, polls_observations=True)
+        if workers == 1 and not plans_in_processes(settings):
+            return _serve_alone(settings, host, port, listening, planners=None)
         with _shared_metrics(settings):
+            if workers == 1:
+                # As `_serve_processes` does: a new database and key are made here, once,
+                # rather than raced for by the two processes.
+                open_deployment(settings, with_sources=False).close()
+                with _wake_pipe(settings) as wakeups:
+                    planners = PlanProcesses.start(settings, 1, wakeups, inherited=listening)
+                    if wakeups is not None:
+                        wakeups.keep_writing_end()
+                    return _serve_alone(settings, host, port, listening, planners, wakeups)
             return _serve_processes(settings, host, listening, workers)
     finally:
         listening.close()
+
+
+def _serve_alone(
+    settings: Settings,
+    host: str,
+    port: int,
+    listening: socket.socket,
+    planners: PlanProcesses | None,
+    wakeups: WakePipe | None = None,
+) -> int:
+    """`serve` in one API process, the parent of `planners` (when plans run in processes)."""
+    # uvicorn shuts down on SIGTERM, then raises it again under the handler it found: this
+    # one ends the process as SIGINT does (status 0, as `--workers N`), not killed by it.
+    signal.signal(signal.SIGTERM, _interrupted)
+    status = 1
+    try:
+        status = _serve(
+            settings,
+            host,
+            port,
+            listening,
+            announce=True,
+            polls_observations=True,
+            plans_here=planners is None,
+            planners=planners,
+            wakeups=wakeups,
+        )
+    except KeyboardInterrupt:  # stopped before it was serving (still opening, say)
+        status = 0
+    finally:
+        if planners is not None:
+            planners.stop()  # already told, unless the server failed to start
+            if planners.wait():
+                status = 1
+    return status
+
+
+@contextlib.contextmanager
+def _wake_pipe(settings: Settings) -> Iterator[WakePipe | None]:
+    """The pipe that tells plan processes of submitted plans, for a SQLite database
+    (PostgreSQL tells them itself); closed in this process when the block ends."""
+    if settings.uses_postgres:
+        yield None
+        return
+    pipe = WakePipe()
+    try:
+        yield pipe
+    finally:
+        pipe.close()
 
 
 @contextlib.contextmanager
@@ -108,6 +174,26 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
     open_deployment(settings, with_sources=False).close()
     port = listening.getsockname()[1]
     _banner(settings, host, port, workers=workers)
+    with _wake_pipe(settings) as wakeups:
+        children = _fork_serving(settings, host, listening, workers, wakeups)
+        listening.close()
+        planners = (
+            PlanProcesses.start(settings, workers, wakeups)
+            if plans_in_processes(settings)
+            else PlanProcesses([])
+        )
+    return _supervise(settings, children, planners)
+
+
+def _fork_serving(
+    settings: Settings,
+    host: str,
+    listening: socket.socket,
+    workers: int,
+    wakeups: WakePipe | None,
+) -> list[int]:
+    """Fork `workers` API processes serving on `listening`; their pids."""
+    port = listening.getsockname()[1]
     children: list[int] = []
     for index in range(workers):
         pid = os.fork()
@@ -117,10 +203,19 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
             # here that ends the process as SIGINT does (status 0), not killed by the signal.
             signal.signal(signal.SIGTERM, _interrupted)
             try:
+                if wakeups is not None:
+                    wakeups.keep_writing_end()
                 # One process polls the live observations: they are stored for all, and N
                 # pollers would spend OpenAQ's rate limit N times over for the same values.
                 status = _serve(
-                    settings, host, port, listening, announce=False, polls_observations=index == 0
+                    settings,
+                    host,
+                    port,
+                    listening,
+                    announce=False,
+                    polls_observations=index == 0,
+                    plans_here=not plans_in_processes(settings),
+                    wakeups=wakeups,
                 )
             except KeyboardInterrupt:  # stopped before it was serving (still opening, say)
                 status = 0
@@ -129,7 +224,12 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
             finally:
                 os._exit(status)
         children.append(pid)
-    listening.close()
+    return children
+
+
+def _supervise(settings: Settings, children: list[int], planners: PlanProcesses) -> int:
+    """Pass a stop on to the API processes `children` and the plan processes, and wait for
+    them all; the command's exit status."""
 
     def pass_on(signum: int, _: FrameType | None) -> None:
         # Always SIGTERM: a terminal's Ctrl-C has already sent every process of the group a
@@ -138,6 +238,7 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
         for child in children:
             with contextlib.suppress(ProcessLookupError):  # that one has already ended
                 os.kill(child, signal.SIGTERM)
+        planners.stop()
 
     signal.signal(signal.SIGTERM, pass_on)
     signal.signal(signal.SIGINT, pass_on)
@@ -160,6 +261,7 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
             if os.waitstatus_to_exitcode(status) != 0:
                 failed += 1
                 log.error("a serving process ended with an error", extra={"pid": child})
+        failed += planners.wait()
     finally:
         if stop_metrics is not None:
             stop_metrics()
@@ -199,17 +301,26 @@ def _serve(
     *,
     announce: bool,
     polls_observations: bool = False,
+    plans_here: bool = True,
+    planners: PlanProcesses | None = None,
+    wakeups: WakePipe | None = None,
 ) -> int:
     """One serving process, on `listening` when given (shared with others), else binding
     `host:port` itself; `announce` prints the banner once the deployment is open;
-    `polls_observations` runs the live observation poller (when configured) in this one."""
+    `polls_observations` runs the live observation poller (when configured) in this one.
+    `plans_here`: whether it works on plans itself, else plan processes do, which `wakeups`
+    (if any) tells of submitted plans; `planners`, the plan processes it started itself, are
+    told to stop the moment it is."""
     deployment = open_deployment(settings, polls_observations=polls_observations)
+    if not plans_here:
+        settings = attrs.evolve(settings, plan_workers=0)
     app = create_app(
         deployment.core,
         settings,
         on_shutdown=[deployment.aclose],
         plan_wakeups=deployment.plan_wakeups,
         background=[*deployment.background, *deployment.watchers],
+        wake_planners=None if wakeups is None else wakeups.wake,
     )
     stop_metrics = None
     if announce:  # alone, so the metrics port (if any) is this process's own
@@ -245,7 +356,12 @@ def _serve(
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
     )
     worker = app.state.get("plan_worker")
-    server = _Server(config, worker.stop if isinstance(worker, PlanWorker) else None)
+    stop_planning: Callable[[], Awaitable[None]] | None = (
+        worker.stop if isinstance(worker, PlanWorker) else None
+    )
+    if planners is not None:
+        stop_planning = _async(planners.stop)
+    server = _Server(config, stop_planning)
     try:
         # A shared socket is handed over as the socket object: uvicorn's own `fd` option
         # rebuilds it as a UNIX socket, and TCP connections would lose TCP_NODELAY.
@@ -277,6 +393,13 @@ class _Server(uvicorn.Server):
         if self._stop_planning is not None:
             await self._stop_planning()
         await super().shutdown(sockets)
+
+
+def _async(call: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def called() -> None:
+        call()
+
+    return called
 
 
 def _banner(settings: Settings, host: str, port: int, *, workers: int) -> None:

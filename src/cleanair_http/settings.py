@@ -517,7 +517,9 @@ class Settings:
         _whole,
         2,
         bounds=Bounds(0),
-        help="route plans this process works on at once; 0 plans nothing",
+        help="route plans worked on at once beside each API process of `cleanair serve`, in "
+        "a plan process it starts (in the API process itself on an in-memory database); 0 "
+        "plans nothing",
     )
     plan_worker_idle_seconds: float = _setting(
         "CLEANAIR_PLAN_WORKER_IDLE_SECONDS",

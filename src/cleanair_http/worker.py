@@ -3,7 +3,11 @@
 API processes may then run with `CLEANAIR_PLAN_WORKERS=0`, so planning scales on machines of
 its own. Every worker of every machine claims plans from the shared database (a PostgreSQL
 URL, or a SQLite file on one machine). SIGTERM or SIGINT stops it: plans in progress are
-handed back, so the next worker takes them at once, and the database is closed.
+handed back, so the next worker takes them at once, and the database is closed. A path search
+still running is not waited for: it runs in a daemon thread (`in_abandoned_thread`), which
+neither the stop nor the interpreter's exit waits for.
+
+The plan processes `cleanair serve` starts run the same loop (`run_plans`).
 
 With `CLEANAIR_METRICS=on` and `CLEANAIR_METRICS_PORT` set, it serves its metrics (plans
 finished and their planning time, credits refunded for failed plans, upstream requests) on
@@ -14,11 +18,14 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Sequence
 
 import anyio
 
+from cleanair_core.routes.plans import PlanWakeups
 from cleanair_http.access_log import configure_logging
 from cleanair_http.bootstrap import open_deployment
+from cleanair_http.offloading import in_abandoned_thread
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings
 from cleanair_http.terminal import cannot_listen
@@ -38,36 +45,46 @@ def work(settings: Settings, concurrency: int) -> int:
         except OSError as exc:
             return cannot_listen(settings.metrics_host, settings.metrics_port, exc)
     try:
-        return _work(settings, concurrency)
+        return run_plans(settings, concurrency)
     finally:
         if stop_metrics is not None:
             stop_metrics()
 
 
-def _work(settings: Settings, concurrency: int) -> int:
-    deployment = open_deployment(settings)
+def run_plans(
+    settings: Settings,
+    runners: int,
+    *,
+    wakeups: PlanWakeups | None = None,
+    stop_signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+) -> int:
+    """Work on plans with `runners` runners until one of `stop_signals` arrives; the exit
+    status. `wakeups` tells of plans submitted elsewhere when the database cannot (SQLite)."""
+    deployment = open_deployment(settings, offload=in_abandoned_thread)
 
     async def main() -> None:
         worker = PlanWorker(
             deployment.core,
-            runners=concurrency,
+            runners=runners,
             idle_seconds=settings.plan_worker_idle_seconds,
-            wakeups=deployment.plan_wakeups,
+            wakeups=deployment.plan_wakeups or wakeups,
         )
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            log.info("plan worker started", extra={"runners": concurrency, **deployment.in_use()})
+        with anyio.open_signal_receiver(*stop_signals) as signals:
+            log.info("plan worker started", extra={"runners": runners, **deployment.in_use()})
             async with anyio.create_task_group() as watching:
                 for watch in deployment.watchers:  # networks imported meanwhile
                     watching.start_soon(watch)
                 async with worker.running():
                     async for received in signals:
                         log.info("plan worker stopping", extra={"signal": received.name})
-                        # Plans in progress are handed back now, without waiting for a path
-                        # search still running in its thread.
+                        # Plans in progress are handed back now; a path search still running
+                        # is abandoned in its daemon thread.
                         await worker.stop()
                         break
                 watching.cancel_scope.cancel()
-        await deployment.aclose()
+            # Still receiving: a second signal (a terminal's Ctrl-C and a service manager's
+            # SIGTERM) must not end the process in the middle of closing the database.
+            await deployment.aclose()
 
     try:
         anyio.run(main)

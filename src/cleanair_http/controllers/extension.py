@@ -101,9 +101,9 @@ async def submit_departures(
             step=timedelta(minutes=data.step_minutes),
         )
     )
-    worker = request.app.state.plan_worker
-    if worker is not None:
-        worker.notify()
+    wake_planners = request.app.state.wake_planners
+    if wake_planners is not None:
+        wake_planners()
     return responses.departures_submitted(plan_id)
 
 

@@ -50,9 +50,9 @@ async def submit_plan(
             start_time=data.start_time,
         )
     )
-    worker = request.app.state.plan_worker
-    if worker is not None:
-        worker.notify()
+    wake_planners = request.app.state.wake_planners
+    if wake_planners is not None:
+        wake_planners()
     return responses.plan_submitted(plan_id)
 
 

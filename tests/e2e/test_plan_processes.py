@@ -1,0 +1,105 @@
+"""End to end: `cleanair serve` plans in processes of its own. Each API process has a plan
+process beside it, which a submitted plan wakes at once through the command's pipe (not after
+its idle wait), which runs at a lower CPU priority, whose metrics a scrape of the API shows,
+and which ends with the command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cleanair_http.plan_processes import PLAN_NICENESS
+from support.servers import (
+    STARTUP_S,
+    children_of,
+    free_port,
+    pair,
+    plan_row,
+    server_env,
+    spawn,
+    stop,
+    wait_until_serving,
+)
+
+pytestmark = pytest.mark.e2e
+
+#: The plan processes' idle wait: the longest allowed, so that a plan claimed within
+#: CLAIMED_S was claimed on a wake-up.
+IDLE_S = 120.0
+CLAIMED_S = 30.0
+WALK = {
+    "start": {"latitude": 60.1699, "longitude": 24.9384},
+    "end": {"latitude": 60.1645, "longitude": 24.9525},
+    "activity_type": "walking",
+}
+
+
+def finished_plans(base: str, status: str) -> float:
+    text = httpx.get(f"{base}/metrics", timeout=10).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "cleanair_plans_finished_total" and sample.labels["status"] == status
+    )
+
+
+def wait_for_lines(log: Path, text: str, count: int) -> None:
+    deadline = time.monotonic() + STARTUP_S
+    while log.read_text().count(text) < count:
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_plans_run_in_plan_processes_woken_at_once_and_counted_by_the_api(
+    tmp_path: Path, workers: int
+) -> None:
+    env = server_env(
+        tmp_path,
+        CLEANAIR_PLAN_WORKERS="1",
+        CLEANAIR_PLAN_WORKER_IDLE_SECONDS=str(IDLE_S),
+        CLEANAIR_METRICS="on",
+    )
+    database = env["CLEANAIR_DATABASE"]
+    log = tmp_path / "serve.log"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = spawn(env, log, "serve", "--port", str(port), "--workers", str(workers))
+    try:
+        # An API process and a plan process each (the single API process is the command).
+        processes = 2 * workers if workers > 1 else 1
+        children = wait_until_serving(command, log, processes, f"{base}/livez")
+        # Each plan process has looked for plans once, and waits; each API process says it
+        # plans nothing itself.
+        wait_for_lines(log, "plan worker started", workers)
+        wait_for_lines(log, '"plan_runners": 0', workers)
+        headers = pair(env, base)
+        submitted = httpx.post(f"{base}/v1/routes", json=WALK, headers=headers, timeout=10)
+        assert submitted.status_code == 202, submitted.text
+        request_id = submitted.json()["request_id"]
+        # With no street network the plan fails (refunded) as soon as it is claimed.
+        deadline = time.monotonic() + CLAIMED_S
+        while plan_row(database, request_id)[0] != "failed":
+            assert time.monotonic() < deadline, f"not claimed in {CLAIMED_S} s: {log.read_text()}"
+            time.sleep(0.05)
+        assert finished_plans(base, "failed") == 1  # counted by a plan process
+        assert log.read_text().count("plan worker started") == workers
+        # The plan processes give way to the API processes on a busy CPU.
+        api = os.getpriority(os.PRIO_PROCESS, command.pid)
+        niceness = sorted(os.getpriority(os.PRIO_PROCESS, child) for child in children)
+        if workers == 1:
+            assert niceness == [api + PLAN_NICENESS]
+        else:
+            assert niceness == [api] * workers + [api + PLAN_NICENESS] * workers
+    finally:
+        stop(command, signal.SIGTERM, timeout=30)
+    assert command.returncode == 0, log.read_text()
+    assert not any(Path(f"/proc/{child}").exists() for child in children)
+    assert children_of(command.pid) == set()
