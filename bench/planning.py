@@ -38,6 +38,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+import numpy.typing as npt
 
 from cleanair_core.air.pollutants import Concentrations
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
@@ -46,6 +47,7 @@ from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distance_m, distances_m
 from cleanair_core.routes.network import (
     Access,
+    Corridor,
     FloatArray,
     Path,
     PlanActivityType,
@@ -109,8 +111,15 @@ class TimedRouter:
     def __init__(self, router: ScipyRouter) -> None:
         self._router = router
         self.network = router.network
+        self.chord_ratio = router.chord_ratio
         self.seconds = 0.0
         self.searches = 0
+
+    def nodes_within(self, point: Point, radius_m: float) -> npt.NDArray[np.intp]:
+        return self._router.nodes_within(point, radius_m)
+
+    def corridor(self, activity: PlanActivityType, nodes: npt.NDArray[np.intp]) -> TimedCorridor:
+        return TimedCorridor(self, self._router.corridor(activity, nodes))
 
     def snap(self, point: Point, activity: PlanActivityType) -> Snap | None:
         return self._router.snap(point, activity)
@@ -137,6 +146,32 @@ class TimedRouter:
         finally:
             self.seconds += time.perf_counter() - started
             self.searches += 1
+
+
+class TimedCorridor:
+    """A corridor whose searches add to its router's time."""
+
+    def __init__(self, router: TimedRouter, corridor: Corridor) -> None:
+        self._router = router
+        self._corridor = corridor
+
+    def path(
+        self, origin: int, destination: int, costs: FloatArray, limit: float | None = None
+    ) -> Path | None:
+        started = time.perf_counter()
+        try:
+            return self._corridor.path(origin, destination, costs, limit)
+        finally:
+            self._router.seconds += time.perf_counter() - started
+            self._router.searches += 1
+
+    def lengths_from(self, origin: int, limit: float) -> FloatArray:
+        started = time.perf_counter()
+        try:
+            return self._corridor.lengths_from(origin, limit)
+        finally:
+            self._router.seconds += time.perf_counter() - started
+            self._router.searches += 1
 
 
 class TimedNetworks:

@@ -30,9 +30,10 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from cleanair_core.geo import EARTH_RADIUS_M, Point
+from cleanair_core.geo import EARTH_RADIUS_M, Point, distances_m
 from cleanair_core.routes.network import (
     Access,
+    Corridor,
     FloatArray,
     Path,
     PlanActivityType,
@@ -58,6 +59,7 @@ class _Arcs:
     pairs_to: Int64Array  # per group: to node
     starts: Int64Array  # per group: first arc
     keys: Int64Array  # per group: from * n + to, sorted
+    first_group: Int64Array  # per node and one more: its first group (groups go by from node)
 
 
 @attrs.frozen
@@ -86,6 +88,16 @@ class ScipyRouter(Router):
         self._mode = {activity: bike if activity is bike else foot for activity in PlanActivityType}
         self._arcs = {mode: self._build_arcs(mode) for mode in (foot, bike)}
         self._snappers: dict[PlanActivityType, _Snapper | None] = {}
+        chords = distances_m(
+            network.node_lat[network.edge_from],
+            network.node_lon[network.edge_from],
+            network.node_lat[network.edge_to],
+            network.node_lon[network.edge_to],
+        )
+        self.chord_ratio = float(max(1.0, float(np.max(chords / network.edge_length, initial=1.0))))
+        # Nodes by latitude: `nodes_within` reads a band of it, not every node.
+        self._by_lat = np.argsort(network.node_lat, kind="stable")
+        self._lat_sorted = network.node_lat[self._by_lat]
 
     def _build_arcs(self, activity: PlanActivityType) -> _Arcs:
         net = self.network
@@ -103,7 +115,8 @@ class ScipyRouter(Router):
         order = np.argsort(keys, kind="stable")
         keys, edge, src, dst = keys[order], edge[order], src[order], dst[order]
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else edges[:0]
-        return _Arcs(edge, src[starts], dst[starts], starts, keys[starts])
+        first_group = np.searchsorted(src[starts], np.arange(net.node_count + 1))
+        return _Arcs(edge, src[starts], dst[starts], starts, keys[starts], first_group)
 
     def snap(self, point: Point, activity: PlanActivityType) -> Snap | None:
         snapper = self._snapper(activity)
@@ -160,6 +173,30 @@ class ScipyRouter(Router):
         from scipy.spatial import cKDTree
 
         return _Snapper(cKDTree(points), usable[owner].astype(np.int64))
+
+    def nodes_within(self, point: Point, radius_m: float) -> npt.NDArray[np.intp]:
+        net = self.network
+        if not radius_m >= 0:
+            return np.empty(0, dtype=np.intp)
+        # Bounds a little wider than the sphere's: the exact distance decides.
+        reach = math.degrees(radius_m / EARTH_RADIUS_M) * (1 + 1e-9) + 1e-9
+        lo, hi = np.searchsorted(self._lat_sorted, [point.lat - reach, point.lat + reach + 1e-12])
+        band = self._by_lat[lo:hi]
+        top = min(abs(point.lat) + reach, 90.0)
+        if top < 89.0 and reach < 45.0:
+            # Along a parallel, a point `radius_m` away is at most this many degrees of
+            # longitude off (on the band's poleward edge, where the degrees are shortest).
+            wide = math.degrees(
+                math.asin(min(1.0, math.sin(math.radians(reach)) / math.cos(math.radians(top))))
+            )
+            off = np.abs((net.node_lon[band] - point.lon + 180.0) % 360.0 - 180.0)
+            band = band[off <= wide * (1 + 1e-9) + 1e-9]
+        near = distances_m(point.lat, point.lon, net.node_lat[band], net.node_lon[band])
+        found: npt.NDArray[np.intp] = np.sort(band[near <= radius_m]).astype(np.intp)
+        return found
+
+    def corridor(self, activity: PlanActivityType, nodes: npt.NDArray[np.intp]) -> _Corridor:
+        return _Corridor(self.network, self._arcs[self._mode[activity]], nodes)
 
     def path(
         self,
@@ -231,6 +268,104 @@ class ScipyRouter(Router):
             best = first + int(np.argmin(arc_costs[first:last]))
             edges.append(int(arcs.edge[best]))
         return edges
+
+
+def _ranges(first: Int64Array, last: Int64Array) -> Int64Array:
+    """The integers of [first[i], last[i]) for every i, concatenated."""
+    sizes = last - first
+    total = int(sizes.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(sizes) - sizes
+    ranges: Int64Array = np.arange(total, dtype=np.int64) + np.repeat(first - offsets, sizes)
+    return ranges
+
+
+class _Corridor(Corridor):
+    """The arcs of one activity between a set of nodes, as a compact sparse graph: nodes
+    renumbered in their order (so each search sees them as the router would), its groups
+    of parallel arcs kept. Each search fills in the costs of those arcs only."""
+
+    def __init__(self, network: StreetNetwork, arcs: _Arcs, nodes: npt.NDArray[np.intp]) -> None:
+        node_count = self._node_count = network.node_count
+        self._lengths = network.edge_length
+        self._nodes = np.unique(np.asarray(nodes, dtype=np.int64))
+        k = self._nodes.size
+        local = np.full(node_count, -1, dtype=np.int64)
+        local[self._nodes] = np.arange(k, dtype=np.int64)
+        self._local = local
+        # The groups leaving the nodes (consecutive per node), then those ending inside too.
+        groups = _ranges(arcs.first_group[self._nodes], arcs.first_group[self._nodes + 1])
+        groups = groups[local[arcs.pairs_to[groups]] >= 0]
+        group_ends = np.r_[arcs.starts[1:], len(arcs.edge)]
+        first, last = arcs.starts[groups], group_ends[groups]
+        self._edge = arcs.edge[_ranges(first, last)]
+        sizes = last - first
+        self._starts = np.cumsum(sizes) - sizes
+        rows = local[arcs.pairs_from[groups]]
+        self._columns = local[arcs.pairs_to[groups]]
+        self._keys = rows * k + self._columns  # increasing, as the router's keys
+        self._indptr = np.searchsorted(rows, np.arange(k + 1))
+
+    def path(
+        self, origin: int, destination: int, costs: FloatArray, limit: float | None = None
+    ) -> Path | None:
+        local = self._local
+        if local[origin] < 0 or local[destination] < 0:
+            return None
+        if origin == destination:
+            return Path([origin], [])
+        searched = self._search(int(local[origin]), costs, limit)
+        if searched is None:
+            return None
+        distances, predecessors, arc_costs = searched
+        end = int(local[destination])
+        if predecessors[end] < 0 or not np.isfinite(distances[end]):
+            return None
+        steps = [end]
+        while steps[-1] != local[origin]:
+            steps.append(int(predecessors[steps[-1]]))
+        steps.reverse()
+        along = np.asarray(steps, dtype=np.int64)
+        groups = np.searchsorted(self._keys, along[:-1] * self._nodes.size + along[1:])
+        ends = np.r_[self._starts[1:], len(self._edge)]
+        edges = []
+        for group in groups.tolist():
+            first, last = int(self._starts[group]), int(ends[group])
+            edges.append(int(self._edge[first + int(np.argmin(arc_costs[first:last]))]))
+        return Path(self._nodes[along].tolist(), edges)
+
+    def lengths_from(self, origin: int, limit: float) -> FloatArray:
+        lengths = np.full(self._node_count, np.inf)
+        if self._local[origin] < 0:
+            return lengths
+        lengths[origin] = 0.0
+        searched = self._search(int(self._local[origin]), self._lengths, limit)
+        if searched is not None:
+            lengths[self._nodes] = searched[0]
+        return lengths
+
+    def _search(
+        self, origin: int, costs: FloatArray, limit: float | None
+    ) -> tuple[FloatArray, npt.NDArray[np.int32], FloatArray] | None:
+        if len(self._edge) == 0:
+            return None
+        arc_costs = np.asarray(costs, dtype=np.float64)[self._edge]
+        cheapest = np.minimum.reduceat(arc_costs, self._starts)
+        k = self._nodes.size
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import dijkstra
+
+        # Built from its parts, no sorting: an arc of infinite cost is never relaxed.
+        graph = csr_matrix((cheapest, self._columns, self._indptr), shape=(k, k))
+        distances, predecessors = dijkstra(
+            graph,
+            directed=True,
+            indices=origin,
+            return_predecessors=True,
+            limit=np.inf if limit is None else limit,
+        )
+        return distances, predecessors, arc_costs
 
 
 class LoadedNetworks:
