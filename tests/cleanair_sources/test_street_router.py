@@ -290,6 +290,8 @@ def test_a_corridor_searches_only_between_its_nodes() -> None:
     assert found.edges == [2, 3, 4]
     assert corridor.path(0, 1, network.edge_length) is None
     assert corridor.lengths_from(0, 100.0).tolist() == [0.0, np.inf, 30.0, 10.0, 20.0]
+    unsorted = router.corridor(WALK, np.array([4, 0, 3, 2, 3], dtype=np.intp))
+    assert unsorted.lengths_from(0, 100.0).tolist() == [0.0, np.inf, 30.0, 10.0, 20.0]
 
 
 @settings(max_examples=100, deadline=None)
