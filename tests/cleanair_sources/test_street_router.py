@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cleanair_core.geo import Point, distances_m
+from cleanair_core.geo import EARTH_RADIUS_M, Point, distances_m
 from cleanair_core.routes.network import Access, PlanActivityType, RoadClass, StreetNetwork
-from cleanair_sources.street_router import LoadedNetworks, ScipyRouter
+from cleanair_sources.street_router import SNAP_SPACING_M, LoadedNetworks, ScipyRouter
 from support.networks import DLAT, DLON, ORIGIN, grid
 
 WALK, CYCLE = PlanActivityType.WALKING, PlanActivityType.CYCLING
@@ -318,3 +318,61 @@ def test_nodes_within_a_radius_are_those_the_great_circle_puts_there(
     found = ScipyRouter(network).nodes_within(ORIGIN, radius)
     expected = np.flatnonzero(distances_m(ORIGIN.lat, ORIGIN.lon, lat, lon) <= radius)
     assert found.tolist() == expected.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(-0.01, 0.01), st.floats(-0.02, 0.02)), min_size=2, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=12),
+    st.lists(st.tuples(st.floats(-0.012, 0.012), st.floats(-0.024, 0.024)), min_size=1, max_size=5),
+)
+def test_snapping_takes_the_edge_of_the_nearest_of_its_points(
+    offsets: list[tuple[float, float]],
+    extra: list[tuple[int, int]],
+    queries: list[tuple[float, float]],
+) -> None:
+    """The tree of pieces finds what a tree of every point SNAP_SPACING_M apart finds."""
+    n = len(offsets)
+    pairs = [(i, i + 1) for i in range(n - 1)]  # connected: every node reaches every other
+    pairs += [(a % n, b % n) for a, b in extra if a % n != b % n]
+    lat = np.array([ORIGIN.lat + a for a, _ in offsets])
+    lon = np.array([ORIGIN.lon + o for _, o in offsets])
+    frm = np.array([a for a, _ in pairs], dtype=np.int32)
+    to = np.array([b for _, b in pairs], dtype=np.int32)
+    length = np.maximum(distances_m(lat[frm], lon[frm], lat[to], lon[to]), 0.5)
+    network = StreetNetwork(
+        "scattered",
+        lat,
+        lon,
+        frm,
+        to,
+        length,
+        np.full(len(pairs), RoadClass.LOCAL, dtype=np.uint8),
+        np.full(len(pairs), Access.FOOT, dtype=np.uint8),
+    )
+    router = ScipyRouter(network)
+    lat0 = (lat.min() + lat.max()) / 2
+    scale = np.cos(np.radians(lat0)) * EARTH_RADIUS_M
+
+    def xy(a: np.ndarray, o: np.ndarray) -> np.ndarray:
+        return np.column_stack((np.radians(o) * scale, np.radians(a) * EARTH_RADIUS_M))
+
+    a, b = xy(lat[frm], lon[frm]), xy(lat[to], lon[to])
+    steps = np.maximum(1, np.ceil(length / SNAP_SPACING_M)).astype(np.int64)
+    owner = np.repeat(np.arange(len(pairs)), steps + 1)
+    k = np.arange(owner.size) - np.repeat(np.cumsum(steps + 1) - (steps + 1), steps + 1)
+    points = a[owner] + (k / steps[owner])[:, None] * (b[owner] - a[owner])
+    for dlat, dlon in queries:
+        point = Point(ORIGIN.lat + dlat, ORIGIN.lon + dlon)
+        here = xy(np.array([point.lat]), np.array([point.lon]))[0]
+        distances = np.linalg.norm(points - here, axis=1)
+        nearest = int(np.argmin(distances))
+        snap = router.snap(point, WALK)
+        assert snap is not None
+        assert snap.distance_m == pytest.approx(float(distances[nearest]), rel=1e-9, abs=1e-6)
+        # The nearer end of an edge with a point that near: the nearest point's edge's.
+        edge = int(owner[nearest])
+        ends = [int(frm[edge]), int(to[edge])]
+        expected = min(np.linalg.norm(xy(lat[ends], lon[ends]) - here, axis=1))
+        chosen = np.linalg.norm(xy(lat[[snap.node]], lon[[snap.node]]) - here, axis=1)[0]
+        assert chosen == pytest.approx(expected, rel=1e-9, abs=1e-6)
