@@ -321,11 +321,12 @@ def test_earliest_arrivals_are_the_whole_networks_shortest_lengths(
 
 def test_a_network_whose_lengths_are_shorter_than_straight_lines_keeps_its_shortest_paths() -> None:
     # 0 and 1 are 1 km apart, joined by a 10 km edge; the way round by 2, 33 km north, is
-    # 600 m long: every corridor must reach that far.
+    # 600 m long: every corridor must reach that far. Four more nodes far south keep the
+    # corridors small parts of the network.
     network = StreetNetwork(
         "short",
-        np.array([ORIGIN.lat, ORIGIN.lat, ORIGIN.lat + 0.3]),
-        np.array([ORIGIN.lon, ORIGIN.lon + 0.018, ORIGIN.lon + 0.009]),
+        np.array([ORIGIN.lat, ORIGIN.lat, ORIGIN.lat + 0.3, *[ORIGIN.lat - 0.5] * 4]),
+        np.array([ORIGIN.lon, ORIGIN.lon + 0.018, ORIGIN.lon + 0.009, *[ORIGIN.lon] * 4]),
         np.array([0, 0, 2], dtype=np.int32),
         np.array([1, 2, 1], dtype=np.int32),
         np.array([10_000.0, 300.0, 300.0]),

@@ -98,6 +98,9 @@ MAX_SEARCHES = 24
 #: most 1.41 times), and a short trip's may be far more (a river, a railway).
 SHORTEST_DETOUR = 1.5
 SHORTEST_SLACK_M = 1_000.0
+#: A search over more than this share of a network's nodes searches the whole network: its
+#: own corridor would cost more to build than it saves.
+WHOLE_NETWORK_SHARE = 0.5
 
 EdgeIndices: TypeAlias = "npt.NDArray[np.intp]"
 
@@ -325,7 +328,8 @@ def _shortest(
     bound = SHORTEST_DETOUR * straight + SHORTEST_SLACK_M
     while True:
         nodes = _between(router, here, there, bound)
-        if nodes.size == network.node_count:
+        if nodes.size > WHOLE_NETWORK_SHARE * network.node_count:
+            # Most of the network: building its corridor costs more than it saves.
             return router.path(origin, destination, activity, network.edge_length)
         found = router.corridor(activity, nodes).path(
             origin, destination, network.edge_length, bound
@@ -361,7 +365,10 @@ def _earliest_arrivals(
     here = router.network.node(origin)
     # Each node's shortest path no longer than `longest` keeps to the disc of that radius.
     disc = router.nodes_within(here, longest * router.chord_ratio * (1 + 1e-9) + 1e-6)
-    along = router.corridor(activity, disc).lengths_from(origin, longest)[nodes]
+    if disc.size > WHOLE_NETWORK_SHARE * router.network.node_count:
+        along = router.lengths_from(origin, activity, longest)[nodes]
+    else:
+        along = router.corridor(activity, disc).lengths_from(origin, longest)[nodes]
     straight = distances_m(
         here.lat, here.lon, router.network.node_lat[nodes], router.network.node_lon[nodes]
     )
