@@ -465,11 +465,21 @@ class EmbeddedModel:
         hours = _hours_since_epoch(hour)
         if lat.size == 0:
             return np.empty((0, 5))
-        cells = np.stack(
-            [np.rint(lat * _CELL_QUANTUM), np.rint(lon * _CELL_QUANTUM)], axis=1
-        ).astype(np.int64)
-        distinct, which = np.unique(cells, axis=0, return_inverse=True)
-        fields = np.array([self._cell(int(r), int(c)) for r, c in distinct.tolist()])
+        # Beyond the poles and the date line a cell's fields are its edge's (`_compute_cell`
+        # clamps): clipped there, one integer stands for each cell, and np.unique of those is
+        # several times faster than of the rows of a 2-D array.
+        edge = 180 * _CELL_QUANTUM + 1
+        rows = np.clip(np.rint(lat * _CELL_QUANTUM), -edge, edge).astype(np.int64)
+        columns = np.clip(np.rint(lon * _CELL_QUANTUM), -edge, edge).astype(np.int64)
+        span = edge + 1
+        keys, which = np.unique((rows + span) * (2 * span) + (columns + span), return_inverse=True)
+        key_rows, key_columns = np.divmod(keys, 2 * span)
+        fields = np.array(
+            [
+                self._cell(r - span, c - span)
+                for r, c in zip(key_rows.tolist(), key_columns.tolist(), strict=True)
+            ]
+        )
         static = fields[which.reshape(-1)]
         b_pm25, b_pm10, b_no2, b_o3, b_so2 = (static[:, k] for k in range(5))
         u_pm25, u_pm10, u_no2, u_so2, titration, hemi = (static[:, k] for k in range(5, 11))
@@ -540,9 +550,17 @@ class EmbeddedModel:
         i0, j0, d0 = np.floor(gi), np.floor(gj), math.floor(gt)
         wi, wj, wt = gi - i0, gj - j0, gt - d0
         wi, wj, wt = wi * wi * (3 - 2 * wi), wj * wj * (3 - 2 * wj), _smoothstep(wt)
-        nodes = np.stack([i0, j0 % _WEATHER_NODES_LON], axis=1).astype(np.int64)
-        distinct, which = np.unique(nodes, axis=0, return_inverse=True)
-        blocks = np.array([self._weather_block(int(i), int(j), d0) for i, j in distinct.tolist()])
+        nodes = i0.astype(np.int64) * _WEATHER_NODES_LON + (j0 % _WEATHER_NODES_LON).astype(
+            np.int64
+        )
+        keys, which = np.unique(nodes, return_inverse=True)
+        rows, columns = np.divmod(keys, _WEATHER_NODES_LON)
+        blocks = np.array(
+            [
+                self._weather_block(i, j, d0)
+                for i, j in zip(rows.tolist(), columns.tolist(), strict=True)
+            ]
+        )
         z = blocks[which.reshape(-1)]
         vi, vj, vt = 1.0 - wi, 1.0 - wj, 1.0 - wt
         z1 = vi * (vj * (vt * z[:, 0] + wt * z[:, 2]) + wj * (vt * z[:, 4] + wt * z[:, 6])) + wi * (

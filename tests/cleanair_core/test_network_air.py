@@ -162,3 +162,14 @@ def test_a_source_that_computes_its_values_is_asked_arrays_off_the_event_loop() 
 
 async def in_a_thread(work: Callable[[], T], /) -> T:
     return await asyncio.to_thread(work)
+
+
+def test_only_the_nodes_asked_count_as_written() -> None:
+    network = grid(10, 10)
+    cache, air = NetworkAir(whole_network_nodes=0), CountingAir()
+    some = np.array([3, 40, 41], dtype=np.intp)
+    asyncio.run(cache.at_nodes(network, air, some, [HOUR], np.zeros(some.size, np.intp)))
+    flags = network.node_count
+    assert cache.bytes_written == 3 * len(SCORED) * 8 + flags
+    assert cache.bytes_held == network.node_count * (len(SCORED) * 8 + 1)
+    assert cache.network_hours == 1

@@ -15,16 +15,18 @@ from hypothesis import strategies as st
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
 from cleanair_core.errors import PlanRejected
-from cleanair_core.geo import Point, distance_m
-from cleanair_core.routes.network import Access, Path, PlanActivityType, StreetNetwork
+from cleanair_core.geo import Point, distance_m, distances_m
+from cleanair_core.routes.network import Access, Path, PlanActivityType, RoadClass, StreetNetwork
 from cleanair_core.routes.planner import (
     SNAP_DISTANCE_M,
+    _earliest_arrivals,
+    _shortest,
     plan_routes,
     shared_share,
 )
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlanResult
-from cleanair_sources.street_router import LoadedNetworks
+from cleanair_sources.street_router import LoadedNetworks, ScipyRouter
 from support.networks import DLAT, DLON, ORIGIN, grid
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -293,3 +295,96 @@ def test_a_goal_rounds_the_exact_cut_once() -> None:
     assert cut == pytest.approx(3.49, abs=1e-4)
     assert cleanest.dose_delta_pct == 3.5
     assert cleanest.goal.description.startswith("3 % less pollution inhaled")
+
+
+def scattered_network(
+    points: list[tuple[float, float]], edges: list[tuple[int, int, float]]
+) -> StreetNetwork:
+    """Nodes around ORIGIN (offsets in degrees); each edge's length is its straight line
+    times a factor, below 1 too (a network whose lengths are not straight lines)."""
+    lat = np.array([ORIGIN.lat + a for a, _ in points])
+    lon = np.array([ORIGIN.lon + o for _, o in points])
+    frm = np.array([a for a, _, _ in edges], dtype=np.int32)
+    to = np.array([b for _, b, _ in edges], dtype=np.int32)
+    chords = distances_m(lat[frm], lon[frm], lat[to], lon[to])
+    lengths = np.maximum(chords * np.array([f for _, _, f in edges]), 1.0)
+    return StreetNetwork(
+        "scattered",
+        lat,
+        lon,
+        frm,
+        to,
+        lengths,
+        np.full(len(edges), RoadClass.LOCAL, dtype=np.uint8),
+        np.full(len(edges), Access.FOOT | Access.BIKE, dtype=np.uint8),
+    )
+
+
+scattered = st.integers(2, 14).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.tuples(st.floats(-0.3, 0.3), st.floats(-0.6, 0.6)), min_size=n, max_size=n),
+        st.lists(
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.floats(0.3, 4.0)),
+            min_size=1,
+            max_size=40,
+        ).map(lambda es: [e for e in es if e[0] != e[1]] or [(0, 1, 1.0)]),
+        st.integers(0, n - 1),
+        st.integers(0, n - 1),
+    )
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(scattered)
+def test_the_baseline_searched_in_a_corridor_is_as_short_as_over_the_whole_network(
+    case: tuple[list[tuple[float, float]], list[tuple[int, int, float]], int, int],
+) -> None:
+    points, edges, origin, destination = case
+    network = scattered_network(points, edges)
+    router = ScipyRouter(network)
+    found = _shortest(router, origin, destination, WALK)
+    whole = router.path(origin, destination, WALK, network.edge_length)
+    assert (found is None) == (whole is None)
+    if found is not None and whole is not None:
+        assert float(network.edge_length[found.edges].sum()) == pytest.approx(
+            float(network.edge_length[whole.edges].sum()), rel=1e-12
+        )
+
+
+@settings(max_examples=150, deadline=None)
+@given(scattered, st.floats(0.0, 100_000.0))
+def test_earliest_arrivals_are_the_whole_networks_shortest_lengths(
+    case: tuple[list[tuple[float, float]], list[tuple[int, int, float]], int, int],
+    longest: float,
+) -> None:
+    points, edges, origin, _ = case
+    network = scattered_network(points, edges)
+    router = ScipyRouter(network)
+    nodes = np.arange(network.node_count, dtype=np.intp)
+    here = network.node(origin)
+    along = router.lengths_from(origin, WALK, longest)
+    straight = distances_m(here.lat, here.lon, network.node_lat, network.node_lon)
+    expected = np.where(np.isfinite(along), along, straight)
+    assert _earliest_arrivals(router, origin, WALK, nodes, longest).tolist() == expected.tolist()
+
+
+def test_a_network_whose_lengths_are_shorter_than_straight_lines_keeps_its_shortest_paths() -> None:
+    # 0 and 1 are 1 km apart, joined by a 10 km edge; the way round by 2, 33 km north, is
+    # 600 m long: every corridor must reach that far. Four more nodes far south keep the
+    # corridors small parts of the network.
+    network = StreetNetwork(
+        "short",
+        np.array([ORIGIN.lat, ORIGIN.lat, ORIGIN.lat + 0.3, *[ORIGIN.lat - 0.5] * 4]),
+        np.array([ORIGIN.lon, ORIGIN.lon + 0.018, ORIGIN.lon + 0.009, *[ORIGIN.lon] * 4]),
+        np.array([0, 0, 2], dtype=np.int32),
+        np.array([1, 2, 1], dtype=np.int32),
+        np.array([10_000.0, 300.0, 300.0]),
+        np.full(3, RoadClass.LOCAL, dtype=np.uint8),
+        np.full(3, Access.FOOT, dtype=np.uint8),
+    )
+    router = ScipyRouter(network)
+    found = _shortest(router, 0, 1, WALK)
+    assert found is not None
+    assert found.nodes == [0, 2, 1]
+    nodes = np.arange(3, dtype=np.intp)
+    assert _earliest_arrivals(router, 0, WALK, nodes, 700.0).tolist() == [0.0, 600.0, 300.0]

@@ -202,3 +202,37 @@ def test_replaced_increments_are_used_with_their_own_cell_means() -> None:
 
     # The cell's mean is computed again from the new increments, not kept from the old.
     assert (len(before.cells), len(after.cells)) == (1, 1)
+
+
+class CellTraffic:
+    """A mean per cell that tells the cells apart; none for cells south of 60.2."""
+
+    def at(self, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
+        return np.zeros((lats.size, 4))
+
+    def cell_mean(self, cell: GridCell) -> np.ndarray | None:
+        if cell.south < 60.2:
+            return None
+        return np.array([cell.south, cell.west, cell.north, cell.east])
+
+
+# Points on a 0.05 degree lattice lie on the cells' borders half of the time.
+coordinates = st.one_of(
+    st.floats(0.0, 0.5, allow_nan=False), st.integers(0, 10).map(lambda k: k * 0.05)
+)
+
+
+@given(st.lists(st.tuples(coordinates, coordinates), max_size=80))
+def test_cell_means_of_many_points_are_each_points_own(offsets: list[tuple[float, float]]) -> None:
+    """The array version (one `cell_of` per cell) gives every point its own cell's mean."""
+    base = ConstantBackground()
+    air = StreetLevelAir(base, base, CellTraffic())
+    lats = np.array([60.0 + a for a, _ in offsets])
+    lons = np.array([24.0 + o for _, o in offsets])
+    current = air._current
+    expected = [air._cell_mean(current, a, o) for a, o in zip(lats, lons, strict=True)]
+    means = air._cell_means_of(current, lats, lons)
+    for row, mean in enumerate(expected):
+        assert means[row].tolist() == (mean.tolist() if mean is not None else [math.nan] * 4) or (
+            mean is None and np.isnan(means[row]).all()
+        )

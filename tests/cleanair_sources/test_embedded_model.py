@@ -333,3 +333,16 @@ def test_the_array_answer_is_the_sample_by_sample_answer(
 def test_no_points_is_an_empty_array(model: EmbeddedModel) -> None:
     air = model.air_at_hour(np.array([]), np.array([]), datetime(2026, 1, 1, tzinfo=UTC))
     assert air.shape == (0, len(SCORED))
+
+
+def test_the_array_answer_holds_at_the_poles_and_across_the_date_line(
+    model: EmbeddedModel,
+) -> None:
+    """Cells at the grid's edges (their centres beyond them) agree in both answers."""
+    lats = np.array([90.0, -90.0, 89.996, -89.996, 0.0, 0.0, 45.0, -45.0])
+    lons = np.array([0.0, 10.0, 179.996, -179.996, 180.0, -180.0, 179.994, -179.994])
+    at = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    air = model.air_at_hour(lats, lons, at)
+    for row, (a, o) in enumerate(zip(lats.tolist(), lons.tolist(), strict=True)):
+        one = model.concentrations_at(Point(a, o), at)
+        assert air[row].tolist() == pytest.approx([one[p] for p in SCORED], rel=1e-12, abs=1e-12)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cleanair_core.geo import Point
+from cleanair_core.geo import EARTH_RADIUS_M, Point, distances_m
 from cleanair_core.routes.network import Access, PlanActivityType, RoadClass, StreetNetwork
-from cleanair_sources.street_router import LoadedNetworks, ScipyRouter
+from cleanair_sources.street_router import SNAP_SPACING_M, LoadedNetworks, ScipyRouter
 from support.networks import DLAT, DLON, ORIGIN, grid
 
 WALK, CYCLE = PlanActivityType.WALKING, PlanActivityType.CYCLING
@@ -217,3 +217,162 @@ def test_cycling_snaps_onto_the_part_where_every_node_reaches_every_other() -> N
     walked = router.snap(beside_dead_end, WALK)  # on foot the stub is two-way
     assert walked is not None
     assert walked.node == cols - 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(graphs, st.data())
+def test_a_corridor_holding_every_path_within_the_limit_finds_the_routers_answer(
+    graph: tuple[int, list[tuple[int, int, float]], int, int], data: st.DataObject
+) -> None:
+    n, edges, origin, destination = graph
+    flags = [
+        data.draw(st.sampled_from([Access.FOOT | Access.BIKE, Access.FOOT | Access.BIKE_FORWARD]))
+        for _ in edges
+    ]
+    network = network_of(n, edges, flags)
+    router = ScipyRouter(network)
+    costs = np.array([data.draw(st.floats(0.5, 50.0)) for _ in edges])
+    limit = data.draw(st.floats(1.0, 400.0))
+    extra = data.draw(st.lists(st.integers(0, n - 1), max_size=n))
+    for activity in (WALK, CYCLE):
+        weighted = reference_graph(
+            n, [(a, b, c) for (a, b, _), c in zip(edges, costs, strict=True)], flags, activity
+        )
+        from_origin = nx.single_source_dijkstra_path_length(weighted, origin)
+        to_end = nx.single_source_dijkstra_path_length(weighted.reverse(), destination)
+        # Every node of a path cheaper than the limit, and any others.
+        inside = [
+            v for v in range(n) if from_origin.get(v, np.inf) + to_end.get(v, np.inf) <= limit
+        ]
+        nodes = np.array(sorted({*inside, *extra, origin, destination}), dtype=np.intp)
+        corridor = router.corridor(activity, nodes)
+        ours = corridor.path(origin, destination, costs, limit)
+        theirs = router.path(origin, destination, activity, costs, limit)
+        assert (ours is None) == (theirs is None)
+        if ours is not None and theirs is not None:
+            assert ours.nodes[0] == origin
+            assert ours.nodes[-1] == destination
+            assert set(ours.nodes) <= set(nodes.tolist())
+            assert float(costs[ours.edges].sum()) == pytest.approx(float(costs[theirs.edges].sum()))
+
+
+@settings(max_examples=100, deadline=None)
+@given(graphs, st.data())
+def test_corridor_lengths_are_the_routers_where_their_paths_keep_to_it(
+    graph: tuple[int, list[tuple[int, int, float]], int, int], data: st.DataObject
+) -> None:
+    n, edges, origin, _ = graph
+    flags = [
+        data.draw(st.sampled_from([Access.FOOT | Access.BIKE, Access.FOOT | Access.BIKE_FORWARD]))
+        for _ in edges
+    ]
+    network = network_of(n, edges, flags)
+    router = ScipyRouter(network)
+    limit = data.draw(st.floats(0.0, 500.0))
+    extra = data.draw(st.lists(st.integers(0, n - 1), max_size=n))
+    for activity in (WALK, CYCLE):
+        full = router.lengths_from(origin, activity, limit)
+        # Every node within the limit holds its shortest path: they keep to the corridor.
+        nodes = np.array(sorted({*np.flatnonzero(np.isfinite(full)).tolist(), *extra}))
+        lengths = router.corridor(activity, nodes.astype(np.intp)).lengths_from(origin, limit)
+        assert np.array_equal(lengths, full)
+
+
+def test_a_corridor_searches_only_between_its_nodes() -> None:
+    # 0-1-2 is the short way round, 0-3-4-2 the long one.
+    edges = [(0, 1, 10.0), (1, 2, 10.0), (0, 3, 10.0), (3, 4, 10.0), (4, 2, 10.0)]
+    network = network_of(5, edges, [Access.FOOT | Access.BIKE] * 5)
+    router = ScipyRouter(network)
+    corridor = router.corridor(WALK, np.array([0, 2, 3, 4], dtype=np.intp))
+    found = corridor.path(0, 2, network.edge_length)
+    assert found is not None
+    assert found.nodes == [0, 3, 4, 2]
+    assert found.edges == [2, 3, 4]
+    assert corridor.path(0, 1, network.edge_length) is None
+    assert corridor.lengths_from(0, 100.0).tolist() == [0.0, np.inf, 30.0, 10.0, 20.0]
+    unsorted = router.corridor(WALK, np.array([4, 0, 3, 2, 3], dtype=np.intp))
+    assert unsorted.lengths_from(0, 100.0).tolist() == [0.0, np.inf, 30.0, 10.0, 20.0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(-0.05, 0.05), st.floats(-0.1, 0.1)), min_size=1, max_size=60),
+    st.floats(0.0, 12_000.0),
+)
+def test_nodes_within_a_radius_are_those_the_great_circle_puts_there(
+    offsets: list[tuple[float, float]], radius: float
+) -> None:
+    lat = np.array([ORIGIN.lat + a for a, _ in offsets])
+    lon = np.array([ORIGIN.lon + o for _, o in offsets])
+    edges = [(0, i, 1.0) for i in range(1, len(offsets))] or [(0, 0, 1.0)]
+    network = StreetNetwork(
+        "points",
+        lat,
+        lon,
+        np.array([a for a, _, _ in edges], dtype=np.int32),
+        np.array([b for _, b, _ in edges], dtype=np.int32),
+        np.ones(len(edges)),
+        np.full(len(edges), RoadClass.LOCAL, dtype=np.uint8),
+        np.full(len(edges), Access.FOOT, dtype=np.uint8),
+    )
+    found = ScipyRouter(network).nodes_within(ORIGIN, radius)
+    expected = np.flatnonzero(distances_m(ORIGIN.lat, ORIGIN.lon, lat, lon) <= radius)
+    assert found.tolist() == expected.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(-0.01, 0.01), st.floats(-0.02, 0.02)), min_size=2, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=12),
+    st.lists(st.tuples(st.floats(-0.012, 0.012), st.floats(-0.024, 0.024)), min_size=1, max_size=5),
+)
+def test_snapping_takes_the_edge_of_the_nearest_of_its_points(
+    offsets: list[tuple[float, float]],
+    extra: list[tuple[int, int]],
+    queries: list[tuple[float, float]],
+) -> None:
+    """The tree of pieces finds what a tree of every point SNAP_SPACING_M apart finds."""
+    n = len(offsets)
+    pairs = [(i, i + 1) for i in range(n - 1)]  # connected: every node reaches every other
+    pairs += [(a % n, b % n) for a, b in extra if a % n != b % n]
+    lat = np.array([ORIGIN.lat + a for a, _ in offsets])
+    lon = np.array([ORIGIN.lon + o for _, o in offsets])
+    frm = np.array([a for a, _ in pairs], dtype=np.int32)
+    to = np.array([b for _, b in pairs], dtype=np.int32)
+    length = np.maximum(distances_m(lat[frm], lon[frm], lat[to], lon[to]), 0.5)
+    network = StreetNetwork(
+        "scattered",
+        lat,
+        lon,
+        frm,
+        to,
+        length,
+        np.full(len(pairs), RoadClass.LOCAL, dtype=np.uint8),
+        np.full(len(pairs), Access.FOOT, dtype=np.uint8),
+    )
+    router = ScipyRouter(network)
+    lat0 = (lat.min() + lat.max()) / 2
+    scale = np.cos(np.radians(lat0)) * EARTH_RADIUS_M
+
+    def xy(a: np.ndarray, o: np.ndarray) -> np.ndarray:
+        return np.column_stack((np.radians(o) * scale, np.radians(a) * EARTH_RADIUS_M))
+
+    a, b = xy(lat[frm], lon[frm]), xy(lat[to], lon[to])
+    steps = np.maximum(1, np.ceil(length / SNAP_SPACING_M)).astype(np.int64)
+    owner = np.repeat(np.arange(len(pairs)), steps + 1)
+    k = np.arange(owner.size) - np.repeat(np.cumsum(steps + 1) - (steps + 1), steps + 1)
+    points = a[owner] + (k / steps[owner])[:, None] * (b[owner] - a[owner])
+    for dlat, dlon in queries:
+        point = Point(ORIGIN.lat + dlat, ORIGIN.lon + dlon)
+        here = xy(np.array([point.lat]), np.array([point.lon]))[0]
+        distances = np.linalg.norm(points - here, axis=1)
+        nearest = int(np.argmin(distances))
+        snap = router.snap(point, WALK)
+        assert snap is not None
+        assert snap.distance_m == pytest.approx(float(distances[nearest]), rel=1e-9, abs=1e-6)
+        # The nearer end of an edge with a point that near: the nearest point's edge's.
+        edge = int(owner[nearest])
+        ends = [int(frm[edge]), int(to[edge])]
+        expected = min(np.linalg.norm(xy(lat[ends], lon[ends]) - here, axis=1))
+        chosen = np.linalg.norm(xy(lat[[snap.node]], lon[[snap.node]]) - here, axis=1)[0]
+        assert chosen == pytest.approx(expected, rel=1e-9, abs=1e-6)

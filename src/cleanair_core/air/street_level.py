@@ -303,19 +303,41 @@ class StreetLevelAir:
         return answers
 
     def _cell_means_of(self, current: _Current, lats: FloatArray, lons: FloatArray) -> FloatArray:
-        """Each point's cell mean (a row per point; NaN where the networks miss its cell)."""
+        """Each point's cell mean (a row per point; NaN where the networks miss its cell).
+
+        One `cell_of` per cell, not per point (a plan asks for tens of thousands of points
+        in a few hundred cells): the cell of the first point not yet placed, then every
+        point well inside that cell's box, which is that cell's too (a grid's cells do
+        not overlap); a point on a border, or within rounding of one, is placed by its own
+        `cell_of`."""
         import numpy as np
 
         means = np.full((lats.size, len(STREET_POLLUTANTS)), np.nan)
-        for row, (lat, lon) in enumerate(zip(lats.tolist(), lons.tolist(), strict=True)):
-            mean = self._cell_mean(current, lat, lon)
+        order = np.argsort(lats, kind="stable")
+        lat, lon = lats[order], lons[order]
+        placed = np.zeros(lats.size, dtype=np.bool_)
+        first = 0
+        while first < lats.size:
+            cell = self._grid.cell_of(float(lat[first]), float(lon[first]))
+            lo = int(np.searchsorted(lat, cell.south + _BORDER_DEG, side="right"))
+            hi = int(np.searchsorted(lat, cell.north - _BORDER_DEG, side="left"))
+            band = np.arange(lo, hi)
+            inside = (lon[band] > cell.west + _BORDER_DEG) & (lon[band] < cell.east - _BORDER_DEG)
+            band = band[~placed[band] & inside]
+            members = np.append(band, first)
+            placed[members] = True
+            mean = self._mean_of(current, cell)
             if mean is not None:
-                means[row] = mean
+                means[order[members]] = mean
+            rest = np.flatnonzero(~placed[first:])
+            first = first + int(rest[0]) if rest.size else lats.size
         return means
 
     def _cell_mean(self, current: _Current, lat: float, lon: float) -> FloatArray | None:
+        return self._mean_of(current, self._grid.cell_of(lat, lon))
+
+    def _mean_of(self, current: _Current, cell: GridCell) -> FloatArray | None:
         increments, cell_means = current
-        cell = self._grid.cell_of(lat, lon)
         try:
             return cell_means[cell]
         except KeyError:
@@ -327,6 +349,9 @@ class StreetLevelAir:
 
 
 _CELL_MEANS_KEPT = 4096
+#: Points this near a cell's border (degrees; 0.1 mm) are placed by `cell_of` itself: a
+#: grid's own borders are computed in floating point, and neighbours may overlap by rounding.
+_BORDER_DEG = 1e-9
 _Current = tuple[TrafficIncrements, dict[GridCell, "FloatArray | None"]]
 
 

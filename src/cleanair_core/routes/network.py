@@ -337,10 +337,46 @@ class StreetNetworkStore(Protocol):
     def delete_network(self, name: str) -> bool: ...
 
 
+class Corridor(Protocol):
+    """Searches on the arcs between a chosen set of nodes of one network (`Router.corridor`).
+
+    Costs are still given for every edge of the network; only the arcs whose two ends are in
+    the set are searched. A search's answer is the router's own wherever the paths it is
+    after (every path cheaper than `limit`) keep to the set, which is what makes it exact
+    for a plan: no route within the detour limit leaves the ellipse around its ends.
+    """
+
+    def path(
+        self, origin: int, destination: int, costs: FloatArray, limit: float | None = None
+    ) -> Path | None:
+        """As `Router.path`, on the corridor's arcs (None when an end is outside it)."""
+        ...
+
+    def lengths_from(self, origin: int, limit: float) -> FloatArray:
+        """As `Router.lengths_from` (one value per node of the network), on the corridor's
+        arcs: `inf` at every node outside it."""
+        ...
+
+
 class Router(Protocol):
     """Shortest paths on one network with costs chosen per search."""
 
     network: StreetNetwork
+    #: The most an edge's straight line (`geo.distances_m` between its ends) exceeds its
+    #: length, as a factor of at least 1 (1 for an imported network, whose lengths are
+    #: those straight lines): a path of length L keeps within L x this of its ends.
+    chord_ratio: float
+
+    def nodes_within(self, point: Point, radius_m: float) -> npt.NDArray[np.intp]:
+        """The nodes at most `radius_m` (great-circle, `geo.distances_m`) from `point`, in
+        increasing order: without a pass over every node of a large network."""
+        ...
+
+    def corridor(self, activity: PlanActivityType, nodes: npt.NDArray[np.intp]) -> Corridor:
+        """Searches for `activity` restricted to the arcs between `nodes` (built once, for
+        the many searches of one plan: their cost then grows with the corridor, not with
+        the network)."""
+        ...
 
     def snap(self, point: Point, activity: PlanActivityType) -> Snap | None:
         """The nearer end of the usable edge nearest to `point` (None without any)."""

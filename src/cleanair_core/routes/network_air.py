@@ -5,8 +5,9 @@ need the same values. `NetworkAir` keeps, per (network, source, hour), one array
 pollutants at every node, filled in as plans ask for nodes not asked before (a small network
 all at once), so a second plan in the same area and hour asks the source for nothing.
 Memory: 41 bytes per node and hour (5 float64 and a flag: 0.2 MB for the shipped Helsinki
-network, 2.1 MB for the generated 105,000-edge city, 41 MB for a million nodes); at most
-`max_bytes` in all, the least recently used network-hours going first.
+network, 2.1 MB for the generated 105,000-edge city, 41 MB for a million nodes) are counted
+against `max_bytes`, the least recently used network-hours going first; of a large network
+only the pages of the nodes plans have reached are ever written, and so resident.
 
 Plans running at once may compute the same nodes twice; the values are the same, so the cost
 is time, never a wrong answer.
@@ -56,7 +57,21 @@ class NetworkAir:
 
     @property
     def bytes_held(self) -> int:
+        """The memory counted against `max_bytes`: every node of every network-hour held."""
         return sum(values.nbytes + known.nbytes for values, known in self._hours.values())
+
+    @property
+    def network_hours(self) -> int:
+        """How many (network, source, hour) entries are held."""
+        return len(self._hours)
+
+    @property
+    def bytes_written(self) -> int:
+        """The part of `bytes_held` that holds air: the nodes asked so far, and the flags."""
+        return sum(
+            int(known.sum()) * values.itemsize * len(SCORED) + known.nbytes
+            for values, known in self._hours.values()
+        )
 
     async def at_nodes(
         self,
@@ -94,8 +109,11 @@ class NetworkAir:
         key = (network, source, hour)
         entry = self._hours.get(key)
         if entry is None:
+            # Rows are read only once known, so they are left unwritten: the system then
+            # maps the memory of the nodes plans reach, not a million nodes' worth at once
+            # (filling it took most of a city-scale plan's first second in an hour).
             entry = (
-                np.full((network.node_count, len(SCORED)), np.nan),
+                np.empty((network.node_count, len(SCORED))),
                 np.zeros(network.node_count, dtype=np.bool_),
             )
             self._hours[key] = entry

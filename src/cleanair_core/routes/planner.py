@@ -58,6 +58,7 @@ from cleanair_core.routes.frontier import (
     supported_routes,
 )
 from cleanair_core.routes.network import (
+    Corridor,
     FloatArray,
     Path,
     PlanActivityType,
@@ -97,6 +98,15 @@ MAX_ROUTES = len(LENGTH_BUDGETS) + 1
 MAX_CANDIDATES = 8
 #: Most path searches spent on the frontier per plan.
 MAX_SEARCHES = 24
+#: The baseline is first looked for among the nodes a path of SHORTEST_DETOUR times the
+#: straight line plus SHORTEST_SLACK_M can pass (`_shortest`), a bound doubled while no path
+#: keeps to it: city streets are typically 1.2-1.4 times the straight line (a grid's are at
+#: most 1.41 times), and a short trip's may be far more (a river, a railway).
+SHORTEST_DETOUR = 1.5
+SHORTEST_SLACK_M = 1_000.0
+#: A search over more than this share of a network's nodes searches the whole network: its
+#: own corridor would cost more to build than it saves.
+WHOLE_NETWORK_SHARE = 0.5
 
 EdgeIndices: TypeAlias = "npt.NDArray[np.intp]"
 
@@ -132,6 +142,9 @@ class PlanGraph:
     #: load over every hour such a route can reach them in (`doses` itself when that is one
     #: hour for every node).
     least_doses: FloatArray
+    #: The plan's searches run on it: every edge with a finite dose, and every route no
+    #: longer than MAX_DETOUR over the baseline, lies in it.
+    corridor: Corridor
 
     @property
     def shortest(self) -> float:
@@ -144,7 +157,7 @@ class PlanGraph:
         """Cheapest paths between the ends for per-edge costs."""
 
         def search(costs: FloatArray, limit: float | None) -> Path | None:
-            return self.router.path(self.origin, self.destination, activity, costs, limit)
+            return self.corridor.path(self.origin, self.destination, costs, limit)
 
         return search
 
@@ -169,17 +182,16 @@ async def plan_graph(
     lengths = network.edge_length
     speed = speed_m_s(activity.activity)
 
-    def prepare() -> tuple[int, int, Path, EdgeIndices, FloatArray, FloatArray]:
-        # CPU work on the whole network (the first snap builds the snapping tree): not on
-        # the event loop.
+    def prepare() -> tuple[int, int, Path, EdgeIndices, FloatArray, FloatArray, Corridor]:
+        # CPU work (the first snap builds the snapping tree): not on the event loop.
         origin = _snap(router, request.start, activity, "start")
         destination = _snap(router, request.end, activity, "end")
-        baseline_path = router.path(origin, destination, activity, lengths)
+        baseline_path = _shortest(router, origin, destination, activity)
         if baseline_path is None:
             raise PlanRejected(f"No {activity.value} route connects the start and the end")
         shortest = float(lengths[np.asarray(baseline_path.edges, dtype=np.int64)].sum())
         longest = shortest * (1 + MAX_DETOUR)
-        nodes = _ellipse(network, request.start, request.end, longest)
+        nodes = _ellipse(router, request.start, request.end, longest)
         nodes = np.union1d(nodes, np.asarray(baseline_path.nodes, dtype=np.intp))
         earliest = _earliest_arrivals(router, origin, activity, nodes, longest)
         # A route no longer than `longest` still has at least the straight line to the end
@@ -187,9 +199,14 @@ async def plan_graph(
         end = network.node(destination)
         to_end = distances_m(end.lat, end.lon, network.node_lat[nodes], network.node_lon[nodes])
         latest = np.maximum(longest - to_end, earliest)
-        return origin, destination, baseline_path, nodes, earliest / speed, latest / speed
+        # Every search of the plan runs between these nodes only: an edge with an end
+        # outside `nodes` has no dose (it is never used), and every route no longer than
+        # `longest` keeps to the ellipse around the snapped ends, whatever the search.
+        between = _between(router, network.node(origin), end, longest)
+        corridor = router.corridor(activity, np.union1d(nodes, between))
+        return origin, destination, baseline_path, nodes, earliest / speed, latest / speed, corridor
 
-    origin, destination, baseline_path, nodes, earliest, latest = await run(prepare)
+    origin, destination, baseline_path, nodes, earliest, latest, corridor = await run(prepare)
     kept = network_air or NetworkAir()
     air = await _walked_air(kept, network, nodes, earliest, source, request.start_time, run)
     columns = _dose_columns(air)
@@ -221,7 +238,9 @@ async def plan_graph(
         least = loads  # no route meets cleaner air later: the search's own doses bound all
     doses = await run(lambda: _edge_doses(network, loads))
     least_doses = doses if least is loads else await run(lambda: _edge_doses(network, least))
-    return PlanGraph(router, origin, destination, baseline_path, lengths, doses, least_doses)
+    return PlanGraph(
+        router, origin, destination, baseline_path, lengths, doses, least_doses, corridor
+    )
 
 
 async def plan_routes(
@@ -352,6 +371,46 @@ def _snap(router: Router, point: Point, activity: PlanActivityType, end: str) ->
     return snap.node
 
 
+def _shortest(
+    router: Router, origin: int, destination: int, activity: PlanActivityType
+) -> Path | None:
+    """The shortest usable path, searched between the nodes a path no longer than a bound
+    can pass (every node of such a path is within the bound of both ends, together), the
+    bound doubled until the path is found or the corridor holds every node: the same path
+    as a search of the whole network, which a city-scale network makes slow."""
+    import numpy as np
+
+    network = router.network
+    here, there = network.node(origin), network.node(destination)
+    straight = distances_m(here.lat, here.lon, np.array([there.lat]), np.array([there.lon]))[0]
+    bound = SHORTEST_DETOUR * straight + SHORTEST_SLACK_M
+    while True:
+        nodes = _between(router, here, there, bound)
+        if nodes.size > WHOLE_NETWORK_SHARE * network.node_count:
+            # Most of the network: building its corridor costs more than it saves.
+            return router.path(origin, destination, activity, network.edge_length)
+        found = router.corridor(activity, nodes).path(
+            origin, destination, network.edge_length, bound
+        )
+        if found is not None:
+            return found
+        bound *= 2
+
+
+def _between(router: Router, a: Point, b: Point, bound: float) -> EdgeIndices:
+    """The nodes whose straight-line distances to `a` and to `b` add up to at most `bound`
+    (times the router's `chord_ratio`, with room for rounding): every node a path between
+    them no longer than `bound` can pass."""
+    import numpy as np
+
+    reach = bound * router.chord_ratio * (1 + 1e-9) + 1e-6
+    near = router.nodes_within(a, reach)
+    lat, lon = router.network.node_lat[near], router.network.node_lon[near]
+    total = distances_m(a.lat, a.lon, lat, lon) + distances_m(b.lat, b.lon, lat, lon)
+    nodes: EdgeIndices = near[total <= reach].astype(np.intp)
+    return nodes
+
+
 def _earliest_arrivals(
     router: Router, origin: int, activity: PlanActivityType, nodes: EdgeIndices, longest: float
 ) -> FloatArray:
@@ -361,8 +420,13 @@ def _earliest_arrivals(
     `longest` no route within the detour limit passes: the straight line stands in."""
     import numpy as np
 
-    along = router.lengths_from(origin, activity, longest)[nodes]
     here = router.network.node(origin)
+    # Each node's shortest path no longer than `longest` keeps to the disc of that radius.
+    disc = router.nodes_within(here, longest * router.chord_ratio * (1 + 1e-9) + 1e-6)
+    if disc.size > WHOLE_NETWORK_SHARE * router.network.node_count:
+        along = router.lengths_from(origin, activity, longest)[nodes]
+    else:
+        along = router.corridor(activity, disc).lengths_from(origin, longest)[nodes]
     straight = distances_m(
         here.lat, here.lon, router.network.node_lat[nodes], router.network.node_lon[nodes]
     )
@@ -370,17 +434,16 @@ def _earliest_arrivals(
     return metres
 
 
-def _ellipse(network: StreetNetwork, start: Point, end: Point, longest: float) -> EdgeIndices:
+def _ellipse(router: Router, start: Point, end: Point, longest: float) -> EdgeIndices:
     """The nodes a route from start to end no longer than `longest` can pass (the sum of
     their straight-line distances to both ends is at most that, plus the snapping reach)."""
     import numpy as np
 
-    lat, lon = network.node_lat, network.node_lon
-    inside = (
-        distances_m(start.lat, start.lon, lat, lon) + distances_m(end.lat, end.lon, lat, lon)
-        <= longest + 2 * SNAP_DISTANCE_M  # the ends may be snapped that far away
-    )
-    nodes: EdgeIndices = np.flatnonzero(inside)
+    reach = longest + 2 * SNAP_DISTANCE_M  # the ends may be snapped that far away
+    near = router.nodes_within(start, reach)
+    lat, lon = router.network.node_lat[near], router.network.node_lon[near]
+    inside = distances_m(start.lat, start.lon, lat, lon) + distances_m(end.lat, end.lon, lat, lon)
+    nodes: EdgeIndices = near[inside <= reach].astype(np.intp)
     return nodes
 
 
