@@ -482,6 +482,17 @@ class CleanAir:
         """Delete plans finished longer ago than the retention period."""
         return routes.prune_plans(self.context)
 
+    def seconds_until_air_preparation(self) -> float:
+        """Seconds until `prepare_network_air` should run: shortly before the source's next
+        hour (0 when that time has come)."""
+        return routes.seconds_until_air_preparation(self.context)
+
+    async def prepare_network_air(self) -> int:
+        """Compute the next hours' air at every node of every loaded network, so the first
+        plans of the hour wait on none; how many network-hours. See
+        `cleanair_core.use_cases.routes.prepare_network_air`."""
+        return await routes.prepare_network_air(self.context)
+
     # -- health ----------------------------------------------------------------------------
 
     async def readiness(self) -> Readiness:

@@ -8,13 +8,15 @@ search is still running in its thread, which is then left to end on its own and 
 is never stored (the runner is cancelled before it can store it, and a later claim of the plan
 fences it out). Path searches run in worker threads, off the event loop. A process that dies
 leaves its leases to expire and another (or the restarted one) takes the plans again.
-Finished plans are pruned after the retention period.
+Finished plans are pruned after the retention period, and shortly before each hour turns the
+next hours' air is computed at every node of the loaded networks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -29,6 +31,9 @@ from cleanair_http.offloading import in_thread
 log = logging.getLogger("cleanair.plans")
 
 PRUNE_SECONDS = 3600.0
+#: After the next hours' air is prepared, a rest that outlasts the lead it was prepared with
+#: (`cleanair_core.use_cases.routes.AIR_PREPARATION_LEAD`), so the hour has turned.
+AIR_PREPARED_REST_SECONDS = 15 * 60.0
 
 #: Waits the given seconds; `anyio.sleep` unless a test drives the worker on a manual clock.
 Sleep = Callable[[float], Awaitable[None]]
@@ -98,6 +103,7 @@ class PlanWorker:
                 for _ in range(self._runners):
                     group.start_soon(self._runner)
                 group.start_soon(self._pruner)
+                group.start_soon(self._air_preparer)
 
     async def stop(self) -> None:
         """Stop claiming plans and hand back every plan being worked on, now.
@@ -203,6 +209,30 @@ class PlanWorker:
             group.cancel_scope.cancel()
         if self._wake.is_set():
             self._wake = anyio.Event()
+
+    async def _air_preparer(self) -> None:
+        """Shortly before each hour turns, the next hours' node air (issue 25): the first
+        plans of an hour then wait on none. A failure is logged and tried the next hour."""
+        while True:
+            wait = self._core.seconds_until_air_preparation()
+            if wait > 0:
+                await self._sleep(wait)
+                continue  # the clock is asked again: a sleep may end early or late
+            started = time.perf_counter()
+            try:
+                prepared = await self._core.prepare_network_air()
+            except Exception:
+                log.exception("could not prepare the next hour's air")
+            else:
+                if prepared:
+                    log.info(
+                        "prepared the next hour's air",
+                        extra={
+                            "network_hours": prepared,
+                            "seconds": round(time.perf_counter() - started, 3),
+                        },
+                    )
+            await self._sleep(AIR_PREPARED_REST_SECONDS)
 
     async def _pruner(self) -> None:
         while True:

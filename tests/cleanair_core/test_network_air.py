@@ -8,17 +8,21 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+import attrs
 import numpy as np
 import pytest
 
+from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
+from cleanair_core.ports import Sources
 from cleanair_core.routes.network import FloatArray, PlanActivityType
 from cleanair_core.routes.network_air import NetworkAir, hours_reached
 from cleanair_core.routes.planner import plan_routes
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlanResult
 from cleanair_sources.street_router import LoadedNetworks
+from cleanair_storage.memory import MemoryStore
 from support.networks import grid
 
 HOUR = datetime(2026, 11, 24, 9, tzinfo=UTC)
@@ -173,3 +177,53 @@ def test_only_the_nodes_asked_count_as_written() -> None:
     assert cache.bytes_written == 3 * len(SCORED) * 8 + flags
     assert cache.bytes_held == network.node_count * (len(SCORED) * 8 + 1)
     assert cache.network_hours == 1
+
+
+# -- prepared ahead of the hour (issue 25) -----------------------------------------------------
+
+
+def preparing_core(air: object, at: datetime, network_air: NetworkAir) -> CleanAir:
+    """A core with `air` over a grid network, on a manual clock at `at`."""
+    sources = Sources(air, networks=LoadedNetworks([grid(6, 8)]))  # type: ignore[arg-type]
+    core = CleanAir(
+        MemoryStore(), TokenKeys(generate_key()), Policy(), ManualClock(at), sources=sources
+    )
+    core.context = attrs.evolve(core.context, network_air=network_air)
+    return core
+
+
+@pytest.mark.parametrize(
+    ("minute", "seconds"),
+    [(0, 50 * 60), (15, 35 * 60), (49, 60), (50, 0), (59, 0)],
+)
+def test_the_next_hours_air_is_due_ten_minutes_before_the_hour(minute: int, seconds: float) -> None:
+    core = preparing_core(CountingAir(), HOUR + timedelta(minutes=minute), NetworkAir())
+    assert core.seconds_until_air_preparation() == seconds
+
+
+def test_preparing_fills_the_next_two_hours_so_the_next_hours_plans_ask_no_node_air() -> None:
+    """A plan in the next hour weighs its walk between that hour's air and the next's: both
+    are computed ahead, at every node, so its node air asks the source nothing."""
+    air, cache = GriddedCountingAir(), NetworkAir(whole_network_nodes=0)
+    core = preparing_core(air, HOUR + timedelta(minutes=50), cache)
+    assert asyncio.run(core.prepare_network_air()) == 2
+    assert cache.network_hours == 2
+    asked = len(air.arrays)
+    assert core.sources is not None
+    assert core.sources.networks is not None
+    networks = core.sources.networks
+    network = networks.loaded[0]
+    request = PlanRequest(
+        network.node(0), network.node(47), PlanActivityType.WALKING, HOUR + timedelta(hours=1)
+    )
+    asyncio.run(plan_routes(request, networks, air, network_air=cache))
+    assert len(air.arrays) == asked
+
+
+def test_a_source_that_waits_on_the_network_is_not_prepared() -> None:
+    """Open-Meteo would be asked for every node of a city each hour, for plans that may not
+    come: its node air is asked as plans need it."""
+    air = CountingAir()
+    core = preparing_core(air, HOUR + timedelta(minutes=55), NetworkAir())
+    assert asyncio.run(core.prepare_network_air()) == 0
+    assert air.asked == []

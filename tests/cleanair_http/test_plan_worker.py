@@ -31,6 +31,7 @@ from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.plans import AnyPlanResult, Plan, PlanStatus
+from cleanair_core.use_cases.routes import AIR_PREPARATION_LEAD
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
 from cleanair_http.plan_worker import PRUNE_SECONDS, PlanWorker
@@ -589,3 +590,43 @@ def test_a_database_outage_is_two_log_lines_not_a_traceback_a_second(
         ("INFO", "the database is available again; planning resumes"),
     ]
     assert not any(r.exc_info for r in caplog.records)
+
+
+class PreparingCore(CleanAir):
+    """Records when the worker prepares the next hours' node air."""
+
+    prepared_at: list[datetime]
+
+    async def prepare_network_air(self) -> int:
+        self.prepared_at.append(self.clock.now())
+        return await super().prepare_network_air()
+
+
+def test_the_worker_prepares_the_next_hours_air_shortly_before_each_hour(
+    tmp_path: Path,
+) -> None:
+    clock, air = ManualClock(NOW), HeldAir()
+    store = SqliteStore(tmp_path / "cleanair.db")
+    plain = make_core(store, clock, air)
+    core = PreparingCore(
+        store, plain.keys, plain.policy, clock, sources=plain.sources, offload=in_thread
+    )
+    core.prepared_at = []
+    sleep = ClockSleep(clock)
+    lead = AIR_PREPARATION_LEAD.total_seconds()
+    first = NOW.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+
+    async def main() -> None:
+        async with PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep).running():
+            await anyio.wait_all_tasks_blocked()
+            assert core.prepared_at == []
+            for hour in range(3):
+                turn = first + timedelta(hours=hour)
+                sleep.advance((turn - clock.now()).total_seconds() - lead)
+                await sleep.until(lambda: len(core.prepared_at) == hour + 1)  # noqa: B023
+                assert core.prepared_at[-1] == turn - AIR_PREPARATION_LEAD
+
+    try:
+        anyio.run(main)
+    finally:
+        store.close()

@@ -96,6 +96,21 @@ class NetworkAir:
                 result[mine] = values[nodes[mine]]
         return result
 
+    async def prepare(
+        self,
+        network: StreetNetwork,
+        source: GriddedAir,
+        hour: datetime,
+        offload: Offload = inline,
+    ) -> None:
+        """Compute the air at every node of `network` for `hour` ahead of the plans that
+        will ask for it (the first plan of an hour then waits on no node air)."""
+        import numpy as np
+
+        await self._filled(
+            network, source, hour, np.arange(network.node_count, dtype=np.intp), offload
+        )
+
     async def _filled(
         self,
         network: StreetNetwork,

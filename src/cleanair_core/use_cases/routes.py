@@ -11,7 +11,8 @@ from cleanair_core.access.connections import Authorized
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType, speed_m_s
 from cleanair_core.air.exposure import EnvironmentType
-from cleanair_core.air.quality_source import AirQualitySource
+from cleanair_core.air.point_score import current_hour
+from cleanair_core.air.quality_source import AirQualitySource, GriddedAir
 from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import NotFound, OperatorError, PlanRejected, PlanTooLong, Unprocessable
 from cleanair_core.geo import Point, distance_m
@@ -255,6 +256,46 @@ def _fail(ctx: Context, plan: Plan, reason: str, started: datetime) -> Plan | No
         ctx.metrics.credits_refunded(BILLABLES[plan.kind], refunded.credits)
     ctx.metrics.plan_finished(PlanStatus.FAILED, (now - started).total_seconds())
     return plans.failed(plan, reason, now)
+
+
+#: How long before an hour turns its air is prepared at the nodes of every loaded network.
+AIR_PREPARATION_LEAD = timedelta(minutes=10)
+
+
+def seconds_until_air_preparation(ctx: Context) -> float:
+    """Seconds until the next hours' node air should be prepared (`prepare_network_air`):
+    AIR_PREPARATION_LEAD before the source's next hour begins; 0 when that time has come."""
+    step = max(1, _source_interval(ctx))
+    now = ctx.now()
+    turn = current_hour(now, step) + timedelta(seconds=step)
+    return max(0.0, (turn - AIR_PREPARATION_LEAD - now).total_seconds())
+
+
+async def prepare_network_air(ctx: Context) -> int:
+    """Compute, before the hour turns, the node air a plan starting in the next hour needs:
+    that hour's and the one after it (a walk is weighed between the two; see
+    `planner._walked_air`), at every node of every loaded network, on the offload. Only a
+    source that computes its values (`GriddedAir`) is prepared: one that waits on the
+    network would be asked for every node of a city each hour for plans that may not come.
+    Returns how many network-hours were prepared."""
+    sources = ctx.sources
+    if sources is None or sources.networks is None:
+        return 0
+    source = sources.air_quality
+    if not isinstance(source, GriddedAir):
+        return 0
+    step = max(1, source.update_interval)
+    turn = current_hour(ctx.now(), step) + timedelta(seconds=step)
+    prepared = 0
+    for network in sources.networks.loaded:
+        for hour in (turn, turn + timedelta(seconds=step)):
+            await ctx.network_air.prepare(network, source, hour, ctx.offload)
+            prepared += 1
+    return prepared
+
+
+def _source_interval(ctx: Context) -> int:
+    return 3600 if ctx.sources is None else ctx.sources.air_quality.update_interval
 
 
 def save_network(ctx: Context, network: StreetNetwork) -> None:
