@@ -30,7 +30,7 @@ from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.offload import Offload
 from cleanair_core.ports import Store
-from cleanair_http.access_log import configure_logging
+from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import Deployment, build_sources
 from cleanair_http.offloading import here_or_in_thread, in_thread
@@ -47,7 +47,8 @@ async def bare() -> dict[str, bool]:
 
 def beside_bare(app: ASGIApp) -> ASGIApp:
     """`app`, with `/bare` answered by a bare Litestar app instead."""
-    bare_app = Litestar([bare], openapi_config=None)
+    # No logging config: Litestar's default would replace the JSON lines the app is served with.
+    bare_app = Litestar([bare], openapi_config=None, logging_config=None)
 
     async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == "/bare":
@@ -107,6 +108,7 @@ def main() -> None:
                 try:
                     serve(database, key, listening, settings)
                 finally:
+                    stop_logging()
                     os._exit(0)
             children.append(pid)
         print(f"READY {port} {token.token}", flush=True)
