@@ -13,8 +13,8 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Collection
-from queue import SimpleQueue
 from typing import Any, TextIO
 
 from litestar.enums import ScopeType
@@ -89,12 +89,26 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
 ACCESS_LOG_LEVELS = {"info": logging.INFO, "debug": logging.DEBUG, "off": logging.CRITICAL + 1}
 
 
+#: One encoder for every line: json.dumps with an argument makes a new one each call.
+_ENCODER = json.JSONEncoder(default=str)
+
+
 class JsonFormatter(logging.Formatter):
     """Log records as one JSON object per line, extra fields included."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._second = -1
+        self._stamp = ""
+
     def format(self, record: logging.LogRecord) -> str:
+        # Lines come many to the second: its stamp is made once.
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z")
+            self._second = second
         entry: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "time": self._stamp,
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -104,7 +118,13 @@ class JsonFormatter(logging.Formatter):
             entry["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:  # formatted when it was handed over (`_Handover`)
             entry["exception"] = record.exc_text
-        return json.dumps(entry, default=str)
+        return _ENCODER.encode(entry)
+
+
+#: How often the writer thread wakes to write the lines logged meanwhile. Logging a line never
+#: wakes it (that would be a system call and a thread switch a request); a line waits this
+#: long at most.
+WRITE_INTERVAL_S = 0.05
 
 
 class _Writer:
@@ -114,70 +134,46 @@ class _Writer:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream  # replaced by `configure_logging`, while stopped
         self.formatter = JsonFormatter()
-        # Serialises writes once stopped, when any thread may write.
-        self.lock = threading.Lock()
-        self.queue: SimpleQueue[logging.LogRecord | threading.Event | None] | None = None
+        # Appended to by any thread with no lock (deque appends are atomic).
+        self.pending: deque[logging.LogRecord] = deque()
+        self.lock = threading.Lock()  # one thread writes the stream at a time, in order
+        self.wake = threading.Event()
         self.thread: threading.Thread | None = None
         self.paused = False  # stopped for a fork, to start again after it
 
     def start(self) -> None:
-        self.queue = SimpleQueue()
-        self.thread = threading.Thread(
-            target=self._run, args=(self.queue,), name="cleanair-log-writer", daemon=True
-        )
+        self.wake.clear()
+        self.thread = threading.Thread(target=self._run, name="cleanair-log-writer", daemon=True)
         self.thread.start()
 
     def stop(self) -> None:
         """Write every line handed over so far and end the thread; later lines are written
         by whoever logs them."""
-        queue, thread = self.queue, self.thread
-        if queue is None or thread is None:
+        thread = self.thread
+        if thread is None:
             return
-        self.queue = self.thread = None
-        queue.put(None)
+        self.thread = None
+        self.wake.set()
         thread.join()
-        # A line handed over as the thread was told to end (another thread's) is not lost.
-        while not queue.empty():
-            item = queue.get()
-            if isinstance(item, logging.LogRecord):
-                self.write([item])
+        self.flush()
 
     def put(self, record: logging.LogRecord) -> None:
-        queue = self.queue
-        if queue is None:
-            with self.lock:
-                self.write([record])
-        else:
-            queue.put(record)
+        self.pending.append(record)
+        if self.thread is None:
+            self.flush()
 
     def flush(self) -> None:
-        """Return once every line handed over so far is written."""
-        queue = self.queue
-        if queue is None:
-            return
-        written = threading.Event()
-        queue.put(written)
-        written.wait()
+        """Write every line handed over so far, from this thread."""
+        with self.lock:
+            records = []
+            while self.pending:
+                records.append(self.pending.popleft())
+            self.write(records)
 
-    def _run(self, queue: SimpleQueue[logging.LogRecord | threading.Event | None]) -> None:
-        while True:
-            batch: list[logging.LogRecord] = []
-            item = queue.get()
-            # What has piled up meanwhile goes out in one write: one system call, not one a line.
-            while True:
-                if item is None:
-                    self.write(batch)
-                    return
-                if isinstance(item, threading.Event):
-                    self.write(batch)
-                    batch = []
-                    item.set()
-                else:
-                    batch.append(item)
-                if queue.empty():
-                    break
-                item = queue.get()
-            self.write(batch)
+    def _run(self) -> None:
+        while self.thread is not None:
+            self.wake.wait(WRITE_INTERVAL_S)
+            self.flush()
 
     def write(self, records: list[logging.LogRecord]) -> None:
         lines = []
@@ -188,6 +184,7 @@ class _Writer:
                 logging.Handler().handleError(record)
         if not lines:
             return
+        # What piled up goes out in one write: one system call, not one a line.
         try:
             self.stream.write("".join(lines))
             self.stream.flush()
@@ -261,6 +258,8 @@ def _pause_writer() -> None:
 
 def _resume_writer() -> None:
     if _WRITER.paused:
+        # A thread writing on the spot as the process forked holds the lock in the copy.
+        _WRITER.lock = threading.Lock()
         _WRITER.paused = False
         _WRITER.start()
 
