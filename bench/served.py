@@ -24,6 +24,7 @@ from pathlib import Path
 
 import uvicorn
 from litestar import Litestar, get
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
@@ -51,7 +52,7 @@ def beside_bare(app: ASGIApp) -> ASGIApp:
     bare_app = Litestar([bare], openapi_config=None, logging_config=None)
 
     async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/bare":
+        if scope["type"] == ScopeType.HTTP and scope["path"] == "/bare":
             await bare_app(scope, receive, send)
         else:
             await app(scope, receive, send)

@@ -143,10 +143,9 @@ def test_a_clean_stop_writes_every_line_in_the_order_each_thread_logged_it(
         root.setLevel(level)
     written = lines(stream.getvalue())
     assert len(written) == sum(per_thread)
-    for thread, count in enumerate(per_thread):
-        assert [line["n"] for line in written if line["logger_thread"] == thread] == list(
-            range(count)
-        )
+    for index, count in enumerate(per_thread):
+        in_order = [line["n"] for line in written if line["logger_thread"] == index]
+        assert in_order == list(range(count))
 
 
 @pytest.mark.usefixtures("restored_logging")
