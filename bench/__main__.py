@@ -234,13 +234,21 @@ def post_request(path: str, token: str, body: bytes) -> bytes:
 
 
 async def served(
-    database: str = "sqlite", processes: int = 1, only: tuple[str, ...] | None = None
+    database: str = "sqlite",
+    processes: int = 1,
+    only: tuple[str, ...] | None = None,
+    *,
+    access_log: str = "info",
+    metrics: str = "on",
 ) -> dict[str, Stats]:
-    """Each request's figures against one bench server (see `bench/served.py`); `only`
-    limits the requests measured."""
+    """Each request's figures against one bench server (see `bench/served.py`), with the
+    shipped access log and metrics unless told; `only` limits the requests measured."""
+    # The access log goes to a file, as a service manager's journal takes it: not the terminal.
+    log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the server has ended)
     server = subprocess.Popen(
-        [sys.executable, "-m", "bench.served", database, str(processes)],
+        [sys.executable, "-m", "bench.served", database, str(processes), access_log, metrics],
         stdout=subprocess.PIPE,
+        stderr=log_file,
         text=True,
     )
     try:
@@ -279,6 +287,7 @@ async def served(
     finally:
         server.terminate()
         server.wait(timeout=10)
+        log_file.close()
 
 
 # -- 3., 4. and 5. core alone --------------------------------------------------------------------

@@ -80,10 +80,10 @@ def create_app(
     if settings.metrics_enabled:
         # Imported only now: prometheus_client must not be imported before the multiprocess
         # directory is set (`cleanair_http.metrics`).
-        from cleanair_http.metrics import MetricsController, prometheus_config, prometheus_metrics
+        from cleanair_http.metrics import MetricsController, count_requests, prometheus_metrics
 
         metrics = prometheus_metrics()
-        middleware.append(prometheus_config().middleware)
+        middleware.append(count_requests)
         if settings.metrics_port is None:
             route_handlers.append(MetricsController)
 

@@ -37,7 +37,7 @@ from types import FrameType
 import attrs
 import uvicorn
 
-from cleanair_http.access_log import configure_logging
+from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
@@ -222,6 +222,7 @@ def _fork_serving(
             except BaseException as exc:  # os._exit skips the usual report: make it here
                 print(f"cleanair: {escape_nonprintable(str(exc))}", file=sys.stderr, flush=True)
             finally:
+                stop_logging()  # os._exit skips atexit, where the last lines would be written
                 os._exit(status)
         children.append(pid)
     return children
