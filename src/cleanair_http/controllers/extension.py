@@ -11,7 +11,7 @@ from litestar.params import JSONBody
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_http import extension_schemas as ext
 from cleanair_http import responses
-from cleanair_http.auth import authorization_of, core_of
+from cleanair_http.auth import authorization_of, core_of, pending_hit_of
 from cleanair_http.controllers.airquality import AQ_READ, client_label_of, point_of
 from cleanair_http.openapi import SECURITY, error_responses
 
@@ -52,6 +52,7 @@ async def point_conditions(
         wifi=scan,
         client=client,
         indexes=list(data.indexes) if data.indexes is not None else None,
+        pending=pending_hit_of(request),
     )
     return responses.conditions(result)
 
