@@ -6,7 +6,7 @@ from datetime import datetime
 
 from cleanair_core.credits.ledger import Usage, grant_window, month_key, windows_at
 from cleanair_core.ports import AdmissionRead
-from cleanair_storage.postgres.connections import PostgresConnections, _connection
+from cleanair_storage.postgres.connections import PostgresConnections, connection_of_row
 
 #: One statement, so one round trip and one snapshot: the connection, its owner's standing,
 #: its rate-limit counter and its pool's three window counters.
@@ -47,7 +47,7 @@ class PostgresAdmission(PostgresConnections):
             return AdmissionRead(None)
         standing, start, count, month_used, day_used, granted = row[8:]
         return AdmissionRead(
-            _connection(row[:8]),
+            connection_of_row(row[:8]),
             standing,
             None if start is None else (int(start), int(count)),
             Usage(month_used or 0, day_used or 0, granted or 0),
