@@ -6,7 +6,8 @@ resources say how they are closed: `Store.close`.
 
 Storage (`cleanair_storage` ships in-memory, SQLite and PostgreSQL adapters):
     AccountStore, ConnectionStore, PairingCodeStore (access); CreditLedger, RateLimitStore,
-    ClientLabelStore (credits); AccessPointStore, ObservationStore (air); PlanStore (with the
+    ClientLabelStore (credits); AdmissionStore (across access and credits: a request's one
+    read); AccessPointStore, ObservationStore (air); PlanStore (with the
     ledger and a unit of work: PlanBook), StreetNetworkStore (routes); gathered into `Store`,
     whose `transaction()` is the unit of work.
 The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
@@ -22,12 +23,13 @@ Monitoring: Metrics (credits charged and refunded, plans finished, upstream requ
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Protocol
 
 import attrs
 
 from cleanair_core.access.accounts import AccountStore
-from cleanair_core.access.connections import ConnectionStore
+from cleanair_core.access.connections import Connection, ConnectionStore
 from cleanair_core.access.pairing import PairingCodeStore
 from cleanair_core.air.observations import ObservationStore
 from cleanair_core.air.places import IpLocator, PlaceNamer
@@ -36,7 +38,7 @@ from cleanair_core.air.street_level import BackgroundGrid, TrafficIncrements
 from cleanair_core.air.wifi import AccessPointStore, WifiGeolocator
 from cleanair_core.clock import Clock
 from cleanair_core.credits.attribution import ClientLabelStore
-from cleanair_core.credits.ledger import CreditLedger
+from cleanair_core.credits.ledger import CreditLedger, Usage
 from cleanair_core.credits.rate_limits import RateLimitStore
 from cleanair_core.metrics import Metrics, Upstream
 from cleanair_core.offload import Offload
@@ -46,6 +48,8 @@ from cleanair_core.routes.plans import PlanBook, PlanStore
 __all__ = [
     "AccessPointStore",
     "AccountStore",
+    "AdmissionRead",
+    "AdmissionStore",
     "AirQualitySource",
     "BackgroundGrid",
     "ClientLabelStore",
@@ -71,7 +75,35 @@ __all__ = [
 ]
 
 
+@attrs.frozen
+class AdmissionRead:
+    """What one read of the store says of a request's bearer token (`AdmissionStore`)."""
+
+    #: The connection holding the token's hash; None (and nothing else) when there is none.
+    connection: Connection | None
+    #: Its owner's standing: a user's premium plan, a partner's being active; None when the
+    #: account is gone.
+    standing: bool | None = None
+    #: The connection's rate-limit counter asked for, as `(window_start, count)`; None when
+    #: it has none.
+    counter: tuple[int, int] | None = None
+    #: The usage of its owner's credit pool at the instant asked for.
+    usage: Usage = attrs.field(factory=lambda: Usage(0, 0))
+
+
+class AdmissionStore(Protocol):
+    """Storage port for what every authenticated request reads before it runs: the token's
+    connection, its owner's standing, its rate-limit counter and its pool's usage, in one read
+    (one round trip on a server database)."""
+
+    def admission(self, token_hash: str, rate_limit: str, at: datetime) -> AdmissionRead:
+        """The connection whose token hash is `token_hash`, its owner's standing, its counter
+        under the key `<rate_limit>:<connection id>` and its owner's pool's `usage` at `at`."""
+        ...
+
+
 class Store(
+    AdmissionStore,
     AccountStore,
     ConnectionStore,
     PairingCodeStore,
@@ -135,3 +167,10 @@ class Sources:
     background: str = "embedded-model"
     #: The remote sources whose upstream state the readiness probe reports.
     upstreams: tuple[UpstreamHealth, ...] = ()
+    #: Whether `air_quality` answers without an upstream request (the embedded model and
+    #: stored observations): a call that needs nothing else is then charged once answered,
+    #: in one write, with no hold. False (a hold for every call) unless the adapter says so.
+    local_air: bool = False
+    #: Whether `wifi` resolves a scan without an upstream request (the operator's own access
+    #: points).
+    local_wifi: bool = False

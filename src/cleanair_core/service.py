@@ -46,9 +46,10 @@ from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.enrichment import EnrichedRoute, Waypoint
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
 from cleanair_core.routes.plans import DEFAULT_STEP, Plan, PlanKind
-from cleanair_core.use_cases import access, air, credits, health, routes
+from cleanair_core.use_cases import access, admission, air, credits, health, routes
+from cleanair_core.use_cases.admission import Admitted
 from cleanair_core.use_cases.context import Context
-from cleanair_core.use_cases.credits import PoolReport
+from cleanair_core.use_cases.credits import PendingHit, PoolReport
 from cleanair_core.use_cases.health import Readiness
 
 E = TypeVar("E", bound=StrEnum)
@@ -289,6 +290,35 @@ class CleanAir:
         """The caller behind a raw bearer token; raises NotAuthenticated."""
         return access.authenticate_token(self.context, token)
 
+    def admit(
+        self,
+        token: str,
+        *,
+        rule: RateLimit | None = None,
+        scope: Scope | None = None,
+        premium: bool = True,
+        user_owned: bool = False,
+        defer_hit: bool = False,
+    ) -> Admitted:
+        """Authenticate a raw bearer token, apply the rate limit `rule` (default: the general
+        one) and authorize `scope` when given, on one read of the store; with `defer_hit`,
+        the hit is left pending for the call's final charge. See
+        `cleanair_core.use_cases.admission.admit`."""
+        return admission.admit(
+            self.context,
+            token,
+            rule=rule,
+            scope=scope,
+            premium=premium,
+            user_owned=user_owned,
+            defer_hit=defer_hit,
+        )
+
+    def count_pending_hit(self, pending: PendingHit) -> bool:
+        """Count a request's pending rate-limit hit that its call did not (it failed before
+        its charge); a no-op once counted. Whether it went over the limit."""
+        return credits.count_pending_hit(self.context, pending)
+
     def authorize(
         self, caller: Caller, scope: Scope, *, premium: bool = True, user_owned: bool = False
     ) -> Authorized:
@@ -329,10 +359,14 @@ class CleanAir:
         point: Point | None = None,
         wifi: Sequence[WifiAccessPoint] = (),
         client: str | None = None,
+        pending: PendingHit | None = None,
     ) -> PointScore:
         """The Clean Air Score at a point or a Wi-Fi scan's place (1 credit; proof for
-        `Scope.AQ_READ`). See `cleanair_core.use_cases.air.score`."""
-        return await air.score(self.context, proof, point=point, wifi=wifi, client=client)
+        `Scope.AQ_READ`; `pending` as `admit` left it). See
+        `cleanair_core.use_cases.air.score`."""
+        return await air.score(
+            self.context, proof, point=point, wifi=wifi, client=client, pending=pending
+        )
 
     async def conditions(
         self,
@@ -342,11 +376,18 @@ class CleanAir:
         wifi: Sequence[WifiAccessPoint] = (),
         client: str | None = None,
         indexes: Sequence[str] | None = None,
+        pending: PendingHit | None = None,
     ) -> Conditions:
         """A point's conditions now: score, concentrations, official indexes, provenance
         (`use_cases.air.conditions`; 1 credit)."""
         return await air.conditions(
-            self.context, proof, point=point, wifi=wifi, client=client, indexes=indexes
+            self.context,
+            proof,
+            point=point,
+            wifi=wifi,
+            client=client,
+            indexes=indexes,
+            pending=pending,
         )
 
     async def forecast(
@@ -359,6 +400,7 @@ class CleanAir:
         activity: ActivityType | str = ActivityType.OTHER,
         environment: EnvironmentType | str = EnvironmentType.OUTDOOR,
         client_address: str | None = None,
+        pending: PendingHit | None = None,
     ) -> Forecast:
         """Hourly scores and concentrations for a local day (2 credits; proof for
         `Scope.AQ_READ`). `activity` and `environment` are the enums or the contract's strings
@@ -373,6 +415,7 @@ class CleanAir:
             activity=contract_value(ActivityType, activity),
             environment=contract_value(EnvironmentType, environment),
             client_address=client_address,
+            pending=pending,
         )
 
     async def enrich_route(
@@ -383,6 +426,7 @@ class CleanAir:
         start_time: datetime | None = None,
         activity: ActivityType | str = ActivityType.OTHER,
         environment: EnvironmentType | str = EnvironmentType.OUTDOOR,
+        pending: PendingHit | None = None,
     ) -> EnrichedRoute:
         """The air at every waypoint and the route's summary (1 credit each; proof for
         `Scope.AQ_ROUTES`). `activity` and `environment` as for `forecast`. See
@@ -394,6 +438,7 @@ class CleanAir:
             start_time=start_time,
             activity=contract_value(ActivityType, activity),
             environment=contract_value(EnvironmentType, environment),
+            pending=pending,
         )
 
     def submit_plan(

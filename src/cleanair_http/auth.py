@@ -1,24 +1,36 @@
-"""Bearer authentication, the rate limit and authorization: one middleware, one store call.
+"""Bearer authentication, the rate limit and authorization: one middleware, one read.
 
 A route declares what its callers need with `opt=requires(...)`; the bearer middleware, which
-runs for every route not excluded from auth, checks the token, counts the rate limit and
-authorizes the caller in one step. There are no per-route guards: Litestar copies the route
-handler for every guard it runs, and each guard was a trip of its own to the store, which
-together cost a score request about a tenth of its time.
+runs for every route not excluded from auth, admits the request (`CleanAir.admit`): it checks
+the token, the rate limit and the caller's scope and plan on one read of the store. There are
+no per-route guards: Litestar copies the route handler for every guard it runs, and each guard
+was a trip of its own to the store, which together cost a score request about a tenth of its
+time.
+
+A charged route (`requires(..., charged=True)`) leaves the request's rate-limit hit pending:
+its call counts it in the same write as its charge. When the call ends before its charge (a
+body that fails validation, say), the middleware counts the hit once the response is done,
+so every request counts against the limit.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from typing import Any
 
 import attrs
 from litestar.connection import ASGIConnection
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
+from litestar.types import Receive, Send
+from litestar.types import Scope as AsgiScope
 
 from cleanair_core.access.connections import Authorized, Caller
 from cleanair_core.access.scopes import Scope
-from cleanair_core.errors import NotAuthenticated
+from cleanair_core.errors import NotAuthenticated, StoreUnavailable
 from cleanair_core.service import CleanAir
+from cleanair_core.use_cases.admission import Admitted
+from cleanair_core.use_cases.credits import PendingHit
 
 AnyConnection = ASGIConnection[Any, Any, Any, Any]
 #: The key of a route's `opt` holding its `Access`.
@@ -36,6 +48,8 @@ class Access:
     user_owned: bool = False
     #: Plan polling counts against its own limit (60 a minute) instead of the general one.
     polls: bool = False
+    #: The route's call charges credits and counts the rate-limit hit with its charge.
+    charged: bool = False
 
 
 def requires(
@@ -44,10 +58,11 @@ def requires(
     premium: bool = True,
     user_owned: bool = False,
     polls: bool = False,
+    charged: bool = False,
 ) -> dict[str, Access]:
     """A route's `opt`: the rate limit, then `scope` (when given) and premium, and a
-    user-owned connection when asked."""
-    return {ACCESS: Access(scope, premium, user_owned, polls)}
+    user-owned connection when asked; `charged` leaves the hit to the call's charge."""
+    return {ACCESS: Access(scope, premium, user_owned, polls, charged)}
 
 
 def core_of(connection: AnyConnection) -> CleanAir:
@@ -65,31 +80,52 @@ def caller_of(connection: AnyConnection) -> Caller:
 
 def authorization_of(connection: AnyConnection) -> Authorized:
     """The proof the middleware made for a route that `requires` a scope."""
-    authorized = connection.scope.get("auth")
-    if not isinstance(authorized, Authorized):
+    admitted = connection.scope.get("auth")
+    if not isinstance(admitted, Admitted) or admitted.proof is None:
         raise NotAuthenticated()
-    return authorized
+    return admitted.proof
+
+
+def pending_hit_of(connection: AnyConnection) -> PendingHit | None:
+    """The request's rate-limit hit a charged route's call is to count with its charge."""
+    admitted = connection.scope.get("auth")
+    return admitted.pending if isinstance(admitted, Admitted) else None
 
 
 def _checked(core: CleanAir, token: str, access: Access | None) -> AuthenticationResult:
-    """Authenticate `token`, count the rate limit and authorize, in this order (401, 429, 403):
-    one atomic store write at most (the rate-limit hit), so it may run on the event loop."""
-    caller = core.authenticate(token)
+    """Authenticate `token`, check the rate limit and authorize, in this order (401, 429, 403):
+    one read, and one atomic write at most (the rate-limit hit, unless left to the charge),
+    so it may run on the event loop."""
     if access is None:
-        return AuthenticationResult(user=caller, auth=None)
-    core.enforce_rate_limit(caller, core.policy.plan_polls if access.polls else None)
-    if access.scope is None:
-        return AuthenticationResult(user=caller, auth=None)
-    proof = core.authorize(
-        caller, access.scope, premium=access.premium, user_owned=access.user_owned
+        return AuthenticationResult(user=core.authenticate(token), auth=None)
+    admitted = core.admit(
+        token,
+        rule=core.policy.plan_polls if access.polls else None,
+        scope=access.scope,
+        premium=access.premium,
+        user_owned=access.user_owned,
+        defer_hit=access.charged,
     )
-    return AuthenticationResult(user=caller, auth=proof)
+    return AuthenticationResult(user=admitted.caller, auth=admitted)
 
 
 class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
     """Rejects (401) any request without a valid `Authorization: Bearer <token>`, so no route,
     an embedder's extra one included, ever runs for an unchecked token; then applies the
     route's `Access` (429, 403)."""
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            admitted = scope.get("auth")
+            pending = admitted.pending if isinstance(admitted, Admitted) else None
+            if pending is not None and not pending.counted:
+                core: CleanAir = scope["app"].state.core
+                # The answer has gone: a store that cannot count the hit now costs the
+                # limit one request, never the caller an error.
+                with contextlib.suppress(StoreUnavailable):
+                    await core.store_calls(functools.partial(core.count_pending_hit, pending))
 
     async def authenticate_request(self, connection: AnyConnection) -> AuthenticationResult:
         header = connection.headers.get("authorization", "")

@@ -401,6 +401,8 @@ def build_sources(
         networks=loaded,
         upstreams=upstreams,
         background="cams" if settings.air_quality_source == "open-meteo" else "embedded-model",
+        local_air=not upstreams,
+        local_wifi=isinstance(wifi, LocalWifiGeolocator),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Self
 
 import attrs
 
-from cleanair_core.access.accounts import Owner, Partner, User
+from cleanair_core.access.accounts import Owner, OwnerKind, Partner, User
 from cleanair_core.access.connections import Connection
 from cleanair_core.access.pairing import (
     GUESS_WINDOW,
@@ -41,7 +41,10 @@ from cleanair_core.credits.ledger import (
     GRANT_LABEL,
     CreditLimits,
     Debit,
+    FinalCharge,
     LedgerEntry,
+    OverRateLimit,
+    Settlement,
     Usage,
     check_fits,
     day_key,
@@ -50,7 +53,8 @@ from cleanair_core.credits.ledger import (
     window_keys,
     windows_at,
 )
-from cleanair_core.errors import DuplicateEntry
+from cleanair_core.errors import CreditsExhausted, DuplicateEntry
+from cleanair_core.ports import AdmissionRead
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
 from cleanair_core.routes.plans import (
     AnyPlanResult,
@@ -170,6 +174,31 @@ class MemoryStore:
             connection_id = self._by_hash.get(token_hash)
             return None if connection_id is None else self._connections[connection_id]
 
+    def admission(self, token_hash: str, rate_limit: str, at: datetime) -> AdmissionRead:
+        with self._lock:
+            connection = self.connection_by_token_hash(token_hash)
+            if connection is None:
+                return AdmissionRead(None)
+            owner = connection.owner
+            account = (
+                self._users.get(owner.name)
+                if owner.kind is OwnerKind.USER
+                else self._partners.get(owner.name)
+            )
+            standing = (
+                None
+                if account is None
+                else account.premium
+                if isinstance(account, User)
+                else account.active
+            )
+            return AdmissionRead(
+                connection,
+                standing,
+                self._counters.get(f"{rate_limit}:{connection.id}"),
+                self.usage(owner.key, at),
+            )
+
     def connections_of(self, owner: Owner) -> list[Connection]:
         with self._lock:
             found = [c for c in self._connections.values() if c.owner == owner]
@@ -226,6 +255,24 @@ class MemoryStore:
             if debit.hold_until is not None:
                 self._holds[entry.id] = debit.hold_until
             return entry
+
+    def settle_charges(
+        self, charges: Sequence[FinalCharge], limits: CreditLimits
+    ) -> list[Settlement]:
+        settled: list[Settlement] = []
+        with self._lock:
+            for charge in charges:
+                hit = charge.hit
+                if hit is not None and (
+                    self.hit(hit.key, hit.window_start, hit.window_seconds) > hit.limit
+                ):
+                    settled.append(OverRateLimit())
+                    continue
+                try:
+                    settled.append(self.debit(charge.debit, limits))
+                except CreditsExhausted as exc:
+                    settled.append(exc)
+        return settled
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
         with self._lock:

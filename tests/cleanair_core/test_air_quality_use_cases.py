@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
+from typing import Any
 
 import pytest
 
@@ -248,7 +249,8 @@ def test_forecast_and_enrichment_take_the_contracts_strings_for_the_enums(store:
 
 def test_strings_outside_the_contracts_enums_are_unprocessable_and_free(store: Store) -> None:
     core, caller, _ = setup(store)
-    for bad in ({"activity": "Running"}, {"environment": "outside"}):
+    bads: list[dict[str, Any]] = [{"activity": "Running"}, {"environment": "outside"}]
+    for bad in bads:
         with pytest.raises(Unprocessable):
             asyncio.run(
                 core.forecast(

@@ -26,7 +26,14 @@ from hypothesis.stateful import (
 )
 
 from cleanair_core.clock import ManualClock
-from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry
+from cleanair_core.credits.ledger import (
+    CreditLimits,
+    Debit,
+    FinalCharge,
+    LedgerEntry,
+    OverRateLimit,
+)
+from cleanair_core.credits.rate_limits import RateHit
 from cleanair_core.errors import CreditsExhausted
 from cleanair_core.ports import Store
 from cleanair_storage.memory import MemoryStore
@@ -39,6 +46,8 @@ DAILY = 25
 LIMITS = CreditLimits(monthly=MONTHLY, daily=DAILY)
 POOLS = ("user:alice", "partner:acme")
 START = datetime(2026, 1, 30, 20, 0, tzinfo=UTC)
+#: Final charges' rate limit: this many requests per connection a minute.
+PER_MINUTE = 3
 
 
 def month_of(at: datetime) -> tuple[int, int]:
@@ -114,6 +123,8 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         self.model: dict[int, ModelEntry] = {}
         #: Operators' grants: (pool, credits, when).
         self.grants: list[tuple[str, int, datetime]] = []
+        #: Final charges' rate-limit hits: (key, minute) -> count.
+        self.hits: dict[tuple[str, int], int] = {}
 
     def teardown(self) -> None:
         self.memory.close()
@@ -182,6 +193,71 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         key = len(self.model)
         self.model[key] = ModelEntry(pool, amount, now, label, hold_until=hold_until)
         return Granted(key, from_memory.id, from_durable.id)
+
+    @rule(
+        target=granted,
+        charges=st.lists(
+            st.tuples(
+                st.sampled_from(POOLS),
+                st.integers(min_value=1, max_value=12),
+                st.sampled_from([None, "conn-a", "conn-b"]),
+            ),
+            min_size=1,
+            max_size=5,
+        ),
+    )
+    def settle_final_charges(self, charges: list[tuple[str, int, str | None]]) -> object:
+        """A batch of final charges (a group commit): each counts its request's hit, then
+        debits at once, or is refused whole, in order, seeing the ones before it."""
+        now = self.clock.now()
+        minute = int(now.timestamp()) // 60 * 60
+        batch = [
+            FinalCharge(
+                Debit(pool, "conn", "score", amount, now),
+                # A connection draws from its owner's pool only: its key names the pool.
+                None if key is None else RateHit(f"{pool}/{key}", minute, 60, PER_MINUTE),
+            )
+            for pool, amount, key in charges
+        ]
+        from_memory = self.memory.settle_charges(batch, LIMITS)
+        from_durable = self.durable.settle_charges(batch, LIMITS)
+        assert len(from_memory) == len(from_durable) == len(batch)
+        made = []
+        for (pool, amount, key), memory, durable in zip(
+            charges, from_memory, from_durable, strict=True
+        ):
+            if key is not None:
+                count = self.hits.get((f"{pool}/{key}", minute), 0) + 1
+                self.hits[(f"{pool}/{key}", minute)] = count
+                if count > PER_MINUTE:
+                    assert isinstance(memory, OverRateLimit), memory
+                    assert isinstance(durable, OverRateLimit), durable
+                    continue
+            month_used, day_used = self.model_usage(pool, now)
+            if month_used + amount > MONTHLY + self.model_granted(pool, now):
+                expected_retry: int | None = whole_seconds_until(now, next_month_start(now))
+            elif day_used + amount > DAILY:
+                expected_retry = whole_seconds_until(now, next_day_start(now))
+            else:
+                expected_retry = None
+            if expected_retry is not None:
+                assert isinstance(memory, CreditsExhausted), memory
+                assert isinstance(durable, CreditsExhausted), durable
+                assert memory.retry_after == durable.retry_after == expected_retry
+                continue
+            assert isinstance(memory, LedgerEntry), memory
+            assert isinstance(durable, LedgerEntry), durable
+            for entry in (memory, durable):
+                assert (entry.pool, entry.amount, entry.at, entry.reverses) == (
+                    pool,
+                    amount,
+                    now,
+                    None,
+                )
+            model_key = len(self.model)
+            self.model[model_key] = ModelEntry(pool, amount, now, "score")
+            made.append(Granted(model_key, memory.id, durable.id))
+        return multiple(*made)
 
     @rule(pool=st.sampled_from(POOLS), amount=st.integers(min_value=1, max_value=40))
     def grant(self, pool: str, amount: int) -> None:

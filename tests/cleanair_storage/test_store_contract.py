@@ -13,9 +13,17 @@ from cleanair_core.access.connections import Connection
 from cleanair_core.access.pairing import PairingCode
 from cleanair_core.access.scopes import Scope
 from cleanair_core.clock import ManualClock
-from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
+from cleanair_core.credits.ledger import (
+    CreditLimits,
+    Debit,
+    FinalCharge,
+    LedgerEntry,
+    OverRateLimit,
+    Usage,
+)
+from cleanair_core.credits.rate_limits import RateHit
 from cleanair_core.errors import CreditsExhausted, DuplicateEntry, Limit, RateLimited
-from cleanair_core.ports import Store
+from cleanair_core.ports import AdmissionRead, Store
 
 # Microseconds on purpose: timestamps must survive the round trip through each adapter.
 T0 = datetime(2026, 3, 10, 9, 30, 15, 250_000, tzinfo=UTC)
@@ -556,6 +564,120 @@ def test_a_refund_drops_the_hold(store: Store) -> None:
     assert store.sweep_holds(HOLD_END, "lost") == 0
     assert store.confirm_charge(entry.id) is False
     assert [e.amount for e in store.entries(POOL)] == [4, -4]
+
+
+# -- final charges: a rate-limit hit and a debit in one write ----------------------------------
+
+
+def final(
+    amount: int, *, pool: str = POOL, key: str | None = "req:c1", limit: int = 3
+) -> FinalCharge:
+    hit = None if key is None else RateHit(key, 600, 60, limit)
+    return FinalCharge(Debit(pool, "c1", "score", amount, T0), hit)
+
+
+def test_final_charges_count_their_hits_and_debit_in_order(store: Store) -> None:
+    settled = store.settle_charges(
+        [final(2), final(3, pool=OTHER_POOL, key=None), final(4)], LIMITS
+    )
+    assert [type(s) for s in settled] == [LedgerEntry, LedgerEntry, LedgerEntry]
+    first, other, second = settled
+    assert isinstance(first, LedgerEntry)
+    assert isinstance(second, LedgerEntry)
+    assert (first.pool, first.amount, first.label, first.at) == (POOL, 2, "score", T0)
+    assert isinstance(other, LedgerEntry)
+    assert other.pool == OTHER_POOL
+    assert store.entries(POOL) == [first, second]
+    assert store.usage(POOL, T0) == Usage(month=6, day=6)
+    assert store.usage(OTHER_POOL, T0) == Usage(month=3, day=3)
+    # Two hits were counted under the key, none for the charge without one.
+    assert store.hit("req:c1", 600) == 3
+    assert store.sweep_holds(T0 + timedelta(days=40), "lost") == 0  # final: never held
+
+
+def test_a_final_charge_over_its_rate_limit_debits_nothing(store: Store) -> None:
+    settled = store.settle_charges([final(1, limit=2) for _ in range(3)], LIMITS)
+    assert [type(s) for s in settled] == [LedgerEntry, LedgerEntry, OverRateLimit]
+    assert store.usage(POOL, T0) == Usage(month=2, day=2)
+    assert len(store.entries(POOL)) == 2
+
+
+def test_a_final_charge_that_does_not_fit_debits_nothing_but_counts_its_hit(
+    store: Store,
+) -> None:
+    settled = store.settle_charges([final(8), final(3), final(2)], LIMITS)
+    assert isinstance(settled[0], LedgerEntry)
+    refused = settled[1]
+    assert isinstance(refused, CreditsExhausted)
+    assert refused.limit is Limit.DAILY_BURST
+    assert refused.retry_after == debit_retry_after_day()
+    assert isinstance(settled[2], LedgerEntry)  # what the refused one left
+    assert store.usage(POOL, T0) == Usage(month=10, day=10)
+    assert store.hit("req:c1", 600) == 4
+
+
+def test_a_final_charge_sees_the_months_grants(store: Store) -> None:
+    wide = CreditLimits(monthly=50, daily=100)
+    store.grant(POOL, 5, "support", T0)
+    debit(store, 50, limits=wide)
+    settled = store.settle_charges([final(5, key=None), final(1, key=None)], wide)
+    assert isinstance(settled[0], LedgerEntry)
+    refused = settled[1]
+    assert isinstance(refused, CreditsExhausted)
+    assert refused.limit is Limit.MONTHLY_POOL
+
+
+def test_a_final_charge_with_a_hold_is_refused_by_the_core() -> None:
+    with pytest.raises(ValueError, match="never held"):
+        FinalCharge(Debit(POOL, "c1", "score", 1, T0, hold_until=T0))
+
+
+def test_no_final_charges_settle_to_nothing(store: Store) -> None:
+    assert store.settle_charges([], LIMITS) == []
+
+
+def debit_retry_after_day() -> int:
+    midnight = datetime(2026, 3, 11, tzinfo=UTC)
+    return int((midnight - T0).total_seconds()) + 1  # rounded up
+
+
+# -- the admission read -----------------------------------------------------------------------
+
+
+def test_admission_reads_connection_standing_counter_and_usage(store: Store) -> None:
+    store.add_user(User("alice", True, T0))
+    connection = make_connection(token_hash="h" * 64)
+    store.add_connection(connection)
+    debit(store, 3)
+    store.grant(POOL, 7, "support", T0)
+    key = f"req:{connection.id}"
+    store.hit(key, 600)
+    store.hit(key, 600)
+    store.hit(f"polls:{connection.id}", 600)
+    read = store.admission("h" * 64, "req", T0)
+    assert read == AdmissionRead(connection, True, (600, 2), Usage(month=3, day=3, granted=7))
+    store.set_premium("alice", False)
+    assert store.admission("h" * 64, "other", T0) == AdmissionRead(
+        connection, False, None, Usage(month=3, day=3, granted=7)
+    )
+
+
+def test_admission_of_a_partner_reads_whether_it_is_active(store: Store) -> None:
+    store.add_partner(Partner("acme", True, T0))
+    connection = make_connection(Owner(OwnerKind.PARTNER, "acme"), token_hash="p" * 64)
+    store.add_connection(connection)
+    assert store.admission("p" * 64, "req", T0).standing is True
+    store.set_partner_active("acme", False)
+    read = store.admission("p" * 64, "req", T0)
+    assert (read.connection, read.standing, read.counter) == (connection, False, None)
+    assert read.usage == Usage(0, 0)
+
+
+def test_admission_of_an_unknown_token_or_a_gone_account(store: Store) -> None:
+    assert store.admission("x" * 64, "req", T0) == AdmissionRead(None)
+    connection = make_connection(token_hash="g" * 64)  # alice was never added
+    store.add_connection(connection)
+    assert store.admission("g" * 64, "req", T0).standing is None
 
 
 # -- rate-limit counters ----------------------------------------------------------------------

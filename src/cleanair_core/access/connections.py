@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -119,16 +120,29 @@ def authenticate(
         raise NotAuthenticated()
     token_hash = keys.hash_token(token)
     connection = connections.connection_by_token_hash(token_hash)
+
+    def partner_active() -> bool:
+        assert connection is not None
+        partner = accounts.get_partner(connection.owner.name)
+        return partner is not None and partner.active
+
+    return caller_of(connection, token_hash, partner_active)
+
+
+def caller_of(
+    connection: Connection | None, token_hash: str, partner_active: Callable[[], bool]
+) -> Caller:
+    """The caller of the connection found for `token_hash`, or NotAuthenticated: none was
+    found, it is revoked, or its owner is a partner no longer active (`partner_active`, asked
+    only then)."""
     # The lookup is keyed by an HMAC, so its timing says nothing about the token; the explicit
     # comparison keeps the check constant-time whatever index the adapter uses.
     if connection is None or not same_hash(connection.token_hash, token_hash):
         raise NotAuthenticated()
     if connection.revoked:
         raise NotAuthenticated()
-    if connection.owner.kind is OwnerKind.PARTNER:
-        partner = accounts.get_partner(connection.owner.name)
-        if partner is None or not partner.active:
-            raise NotAuthenticated()
+    if connection.owner.kind is OwnerKind.PARTNER and not partner_active():
+        raise NotAuthenticated()
     return Caller(connection.id, connection.owner, connection.scopes)
 
 
@@ -153,9 +167,28 @@ def authorize(
 
     Raises MissingScope, NotPremium or PartnerConnectionRefused, in that order.
     """
+    return authorize_with(
+        caller,
+        scope,
+        lambda: require_premium(caller, accounts),
+        premium=premium,
+        user_owned=user_owned,
+    )
+
+
+def authorize_with(
+    caller: Caller,
+    scope: Scope,
+    check_premium: Callable[[], None],
+    *,
+    premium: bool = True,
+    user_owned: bool = False,
+) -> Authorized:
+    """`authorize`, with the premium check (raising NotPremium) made by `check_premium`: for
+    a caller whose owner's standing was read with its connection."""
     caller.require_scope(scope)
     if premium:
-        require_premium(caller, accounts)
+        check_premium()
     if user_owned:
         caller.require_user_owned()
     return Authorized(caller, scope, premium, user_owned)

@@ -20,6 +20,7 @@ from typing import Protocol
 
 import attrs
 
+from cleanair_core.credits.rate_limits import RateHit
 from cleanair_core.errors import CreditsExhausted, Limit
 
 
@@ -211,12 +212,45 @@ class Debit:
     hold_until: datetime | None = None
 
 
+@attrs.frozen
+class FinalCharge:
+    """A charge for an answer already computed: its debit (never held) and, when the request's
+    rate-limit hit is not counted yet, that hit, written together (`settle_charges`)."""
+
+    debit: Debit
+    hit: RateHit | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.debit.hold_until is not None:
+            raise ValueError("a final charge is never held")
+
+
+@attrs.frozen
+class OverRateLimit:
+    """A final charge refused because its request went over its rate limit: nothing debited."""
+
+
+#: What settling one final charge came to: its ledger entry, or why nothing was debited.
+Settlement = LedgerEntry | OverRateLimit | CreditsExhausted
+
+
 class CreditLedger(Protocol):
     """Storage port for the append-only credit ledger and the holds on unconfirmed debits."""
 
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
         """Atomically check with `check_fits` and append (with its hold, if it has one);
         raises CreditsExhausted."""
+
+    def settle_charges(
+        self, charges: Sequence[FinalCharge], limits: CreditLimits
+    ) -> list[Settlement]:
+        """Settle `charges` in order, all in one transaction with one commit (a group commit):
+        for each, count its hit (if any) as `RateLimitStore.hit` does; over its limit, it is
+        `OverRateLimit`; else its debit is checked with `check_fits` against what the charges
+        before it left (CreditsExhausted, returned, when it does not fit) and appended, final.
+        A refused charge debits nothing, but its hit stays counted. A hit's key belongs to
+        one pool (a connection draws on its owner's pool only), so only the order of each
+        pool's charges matters: an adapter may take pools in an order of its own."""
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
         """Append the reversing entry of debit `entry_id` and drop its hold; None when

@@ -46,6 +46,33 @@ class RateLimitStore(Protocol):
         starts it again from its own window."""
 
 
+@attrs.frozen
+class RateHit:
+    """One request's hit on `key`'s counter (`RateLimitStore.hit`), over its rule when the
+    window's count passes `limit`: what a final charge counts in the same write as its debit."""
+
+    key: str
+    window_start: int
+    window_seconds: int
+    limit: int
+
+
+def hit_of(rule: RateLimit, subject: str, at: datetime) -> RateHit:
+    """The hit a request of `subject` at `at` makes under `rule`."""
+    return RateHit(f"{rule.name}:{subject}", rule.window_start(at), rule.window_seconds, rule.limit)
+
+
+def counted_before(counter: tuple[int, int] | None, hit: RateHit) -> int:
+    """What `hit` finds already counted in a counter read as `(window_start, count)`: as
+    `RateLimitStore.hit` would count it, without counting it."""
+    if counter is None:
+        return 0
+    start, count = counter
+    if hit.window_start > start or hit.window_start < start - hit.window_seconds:
+        return 0  # the hit would start the counter again
+    return count
+
+
 def enforce(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
     """Count this request and raise RateLimited when it is over the rule's limit."""
     count = store.hit(f"{rule.name}:{subject}", rule.window_start(at), rule.window_seconds)

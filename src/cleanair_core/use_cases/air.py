@@ -32,8 +32,8 @@ from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import LocationUnresolved, Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
-from cleanair_core.use_cases.context import Context
-from cleanair_core.use_cases.credits import charge
+from cleanair_core.use_cases.context import Context, needs_upstream
+from cleanair_core.use_cases.credits import PendingHit, charged
 
 
 async def score(
@@ -43,18 +43,23 @@ async def score(
     point: Point | None = None,
     wifi: Sequence[WifiAccessPoint] = (),
     client: str | None = None,
+    pending: PendingHit | None = None,
 ) -> PointScore:
     """The Clean Air Score at a point, or at the place a Wi-Fi scan resolves to (1 credit).
 
     Coordinates win over the scan (no lookup is made). Raises Unprocessable (not charged)
     when neither is given, LocationUnresolved (refunded) when the scan cannot be resolved
-    and SourceUnavailable (refunded) without data.
+    and SourceUnavailable (refunded) without data. `pending` is the request's rate-limit hit
+    when its admission left it to the charge.
     """
     caller = proof.caller_for(Scope.AQ_READ)
     if point is None and not wifi:
         raise Unprocessable()  # at least one location source is a rule of the request
     sources = ctx.require_sources()
-    async with charge(ctx, caller, Billable.SCORE, client=client):
+    upstream = needs_upstream(sources, wifi_lookup=point is None)
+    async with charged(
+        ctx, caller, Billable.SCORE, upstream=upstream, client=client, pending=pending
+    ):
         located = await resolve_point(point, wifi, sources.wifi)
         return await score_at(sources.air_quality, located, ctx.now())
 
@@ -67,6 +72,7 @@ async def conditions(
     wifi: Sequence[WifiAccessPoint] = (),
     client: str | None = None,
     indexes: Sequence[str] | None = None,
+    pending: PendingHit | None = None,
 ) -> Conditions:
     """A point's conditions now (the extension API; 1 credit, the score's scope): the score,
     the concentrations, the official indexes asked for (default: the point's country's,
@@ -78,7 +84,10 @@ async def conditions(
     if indexes is not None and (not indexes or any(code not in INDEX_CODES for code in indexes)):
         raise Unprocessable()
     sources = ctx.require_sources()
-    async with charge(ctx, caller, Billable.CONDITIONS, client=client):
+    upstream = needs_upstream(sources, wifi_lookup=point is None)
+    async with charged(
+        ctx, caller, Billable.CONDITIONS, upstream=upstream, client=client, pending=pending
+    ):
         located = await resolve_point(point, wifi, sources.wifi)
         places = sources.places
         # The first lookup reads the place data (half a second): never on the event loop.
@@ -99,6 +108,7 @@ async def forecast(
     activity: ActivityType = ActivityType.OTHER,
     environment: EnvironmentType = EnvironmentType.OUTDOOR,
     client_address: str | None = None,
+    pending: PendingHit | None = None,
 ) -> Forecast:
     """Hourly scores and concentrations for the local `day` in `timezone` (2 credits).
 
@@ -111,7 +121,8 @@ async def forecast(
     check_in_window(day, zone, ctx.now())
     sources = ctx.require_sources()
     place = forecast_place(sources, point, client_address)
-    async with charge(ctx, caller, Billable.FORECAST):
+    upstream = needs_upstream(sources)
+    async with charged(ctx, caller, Billable.FORECAST, upstream=upstream, pending=pending):
         return await forecast_hours(
             sources.air_quality,
             place.point,

@@ -10,6 +10,7 @@ import attrs
 
 from cleanair_core.clock import Clock
 from cleanair_core.credits.charging import HeldCharges
+from cleanair_core.credits.final_charges import GroupCommit
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.keys import TokenKeys
 from cleanair_core.metrics import NO_METRICS, Metrics
@@ -41,6 +42,14 @@ class Context:
     network_air: NetworkAir = attrs.field(factory=NetworkAir)
     #: Hears of credits charged and refunded and of plans finished.
     metrics: Metrics = NO_METRICS
+    #: Where final charges queue to be committed together (on `store_calls`).
+    final_charges: GroupCommit = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: GroupCommit(self.store, self.policy.credits, self.store_calls),
+            takes_self=True,
+        ),
+    )
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -49,3 +58,9 @@ class Context:
         if self.sources is None:
             raise SourceUnavailable("No air-quality source is configured")
         return self.sources
+
+
+def needs_upstream(sources: Sources, *, wifi_lookup: bool = False) -> bool:
+    """Whether a call may wait on an upstream service (its charge is then held while it
+    runs): the air source is remote, or a Wi-Fi scan goes to a remote geolocator."""
+    return not sources.local_air or (wifi_lookup and not sources.local_wifi)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import attrs
 
 from cleanair_core.access.accounts import Owner, OwnerKind
@@ -9,6 +12,7 @@ from cleanair_core.access.connections import Caller
 from cleanair_core.credits import rate_limits
 from cleanair_core.credits.attribution import attribution_label, validate_client_label
 from cleanair_core.credits.charging import Charge
+from cleanair_core.credits.final_charges import ChargeOnAnswer, retry_after
 from cleanair_core.credits.ledger import (
     MAX_GRANT,
     MAX_GRANT_REASON,
@@ -16,12 +20,13 @@ from cleanair_core.credits.ledger import (
     Debit,
     LedgerEntry,
     Quota,
+    Usage,
     cost_of,
     month_key,
     quota_of,
 )
-from cleanair_core.credits.rate_limits import RateLimit
-from cleanair_core.errors import OperatorError
+from cleanair_core.credits.rate_limits import RateHit, RateLimit
+from cleanair_core.errors import OperatorError, RateLimited
 from cleanair_core.routes.plans import UNDELIVERED_PLAN_ERROR
 from cleanair_core.use_cases.context import Context
 
@@ -90,6 +95,34 @@ def grant_credits(ctx: Context, user_name: str, amount: int, reason: str) -> Poo
     return pool_report(ctx, user_name)
 
 
+@attrs.define(eq=False)
+class PendingHit:
+    """A request's rate-limit hit, checked at its admission against the counter read then but
+    not yet counted: a final charge counts it in the same write as its debit; whatever else
+    the request comes to, `count_pending_hit` counts it on its own."""
+
+    hit: RateHit
+    #: The caller's pool's usage, read at admission with the counter.
+    usage: Usage
+    counted: bool = False
+
+    def take(self) -> RateHit | None:
+        """The hit, for the one write that counts it (None once taken)."""
+        if self.counted:
+            return None
+        self.counted = True
+        return self.hit
+
+
+def count_pending_hit(ctx: Context, pending: PendingHit) -> bool:
+    """Count a pending hit not counted yet; whether it went over the limit (another request
+    took the window's last one since the admission read)."""
+    hit = pending.take()
+    if hit is None:
+        return False
+    return ctx.store.hit(hit.key, hit.window_start, hit.window_seconds) > hit.limit
+
+
 def enforce_rate_limit(ctx: Context, caller: Caller, rule: RateLimit | None = None) -> None:
     """Count a request of `caller` against `rule` (default: the general request limit)."""
     rule = rule or ctx.policy.requests
@@ -99,6 +132,77 @@ def enforce_rate_limit(ctx: Context, caller: Caller, rule: RateLimit | None = No
 def quota(ctx: Context, caller: Caller) -> Quota:
     usage = ctx.store.usage(caller.owner.key, ctx.now())
     return quota_of(usage, ctx.policy.credits)
+
+
+def charge_on_answer(
+    ctx: Context,
+    caller: Caller,
+    billable: Billable,
+    units: int = 1,
+    client: str | None = None,
+    pending: PendingHit | None = None,
+) -> ChargeOnAnswer:
+    """The charge of a call that depends on no upstream, as an async context manager: the
+    block computes the answer, then leaving it counts the request's `pending` hit and debits
+    the cost in one write, with no hold (`cleanair_core.credits.final_charges`)."""
+    now = ctx.now()
+
+    def debit() -> Debit:  # reads the store (the client label): runs where the write does
+        return Debit(
+            pool=caller.owner.key,
+            connection_id=str(caller.connection_id),
+            label=attribution_label(client, billable, ctx.store),
+            amount=cost_of(billable, units),
+            at=now,
+        )
+
+    return ChargeOnAnswer(
+        ctx.final_charges,
+        debit,
+        cost_of(billable, units),
+        ctx.policy.credits,
+        ctx.clock,
+        hit=(lambda: None) if pending is None else pending.take,
+        usage=None if pending is None else pending.usage,
+        metrics=ctx.metrics,
+        endpoint=billable,
+    )
+
+
+@contextlib.asynccontextmanager
+async def charged(
+    ctx: Context,
+    caller: Caller,
+    billable: Billable,
+    *,
+    upstream: bool,
+    units: int = 1,
+    client: str | None = None,
+    pending: PendingHit | None = None,
+) -> AsyncIterator[None]:
+    """The charge of a call whose block computes the answer: held while an `upstream` call
+    may take long (`charge_held`), else made once the answer is there (`charge_on_answer`)."""
+    if upstream:
+        async with await charge_held(ctx, caller, billable, units, client, pending):
+            yield
+    else:
+        async with charge_on_answer(ctx, caller, billable, units, client, pending):
+            yield
+
+
+async def charge_held(
+    ctx: Context,
+    caller: Caller,
+    billable: Billable,
+    units: int = 1,
+    client: str | None = None,
+    pending: PendingHit | None = None,
+) -> Charge:
+    """`charge` for a call that depends on an upstream, once its request's `pending` hit is
+    counted (RateLimited when over the limit)."""
+    if pending is not None and await ctx.store_calls(lambda: count_pending_hit(ctx, pending)):
+        raise RateLimited(retry_after(pending.hit, ctx.now()))
+    return charge(ctx, caller, billable, units, client)
 
 
 def charge(

@@ -45,8 +45,8 @@ from cleanair_core.routes.plans import (
     is_expected_failure,
 )
 from cleanair_core.routes.times import as_utc, check_data_window, waypoint_times
-from cleanair_core.use_cases.context import Context
-from cleanair_core.use_cases.credits import charge
+from cleanair_core.use_cases.context import Context, needs_upstream
+from cleanair_core.use_cases.credits import PendingHit, charge, charged
 
 
 async def enrich_route(
@@ -57,6 +57,7 @@ async def enrich_route(
     start_time: datetime | None = None,
     activity: ActivityType = ActivityType.OTHER,
     environment: EnvironmentType = EnvironmentType.OUTDOOR,
+    pending: PendingHit | None = None,
 ) -> EnrichedRoute:
     """Measures at every waypoint at its own time and the route's summary (1 credit each).
 
@@ -74,7 +75,14 @@ async def enrich_route(
     given = [as_utc(start_time)] if start_time is not None else []
     check_data_window(given + times, ctx.now())
     sources = ctx.require_sources()
-    async with charge(ctx, caller, Billable.ROUTE_ENRICHMENT, units=len(waypoints)):
+    async with charged(
+        ctx,
+        caller,
+        Billable.ROUTE_ENRICHMENT,
+        upstream=needs_upstream(sources),
+        units=len(waypoints),
+        pending=pending,
+    ):
         return await enrich_route_at(sources.air_quality, points, times, activity, environment)
 
 

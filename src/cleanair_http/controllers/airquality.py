@@ -16,11 +16,11 @@ from cleanair_core.errors import Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.routes.enrichment import Waypoint
 from cleanair_http import responses, schemas
-from cleanair_http.auth import authorization_of, core_of, requires
+from cleanair_http.auth import authorization_of, core_of, pending_hit_of, requires
 from cleanair_http.client_address import client_address
 from cleanair_http.openapi import SECURITY, error_responses
 
-AQ_READ = requires(Scope.AQ_READ)
+AQ_READ = requires(Scope.AQ_READ, charged=True)
 
 
 def point_of(lat: float | None, lon: float | None) -> Point | None:
@@ -67,7 +67,11 @@ async def score_point(
     # The scan is only turned into core values when it will be used: coordinates win.
     scan = [WifiAccessPoint(ap.mac, ap.rssi) for ap in data.wifi or ()] if point is None else []
     result = await core_of(request).score(
-        authorization_of(request), point=point, wifi=scan, client=client
+        authorization_of(request),
+        point=point,
+        wifi=scan,
+        client=client,
+        pending=pending_hit_of(request),
     )
     return responses.score(result)
 
@@ -109,6 +113,7 @@ async def forecast_day(
         activity=data.activity_type or ActivityType.OTHER,
         environment=data.environment_type or EnvironmentType.OUTDOOR,
         client_address=address,
+        pending=pending_hit_of(request),
     )
     return responses.forecast(forecast)
 
@@ -116,7 +121,7 @@ async def forecast_day(
 @post(
     "/v1/airquality/routes",
     status_code=200,
-    opt=requires(Scope.AQ_ROUTES),
+    opt=requires(Scope.AQ_ROUTES, charged=True),
     security=SECURITY,
     summary="Enrich a route",
     tags=["air quality"],
@@ -147,5 +152,6 @@ async def enrich_route(
         start_time=data.start_time,
         activity=data.activity_type or ActivityType.OTHER,
         environment=data.environment_type or EnvironmentType.OUTDOOR,
+        pending=pending_hit_of(request),
     )
     return responses.enriched_route(route)

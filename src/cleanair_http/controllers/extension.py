@@ -15,7 +15,7 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.times import as_utc
 from cleanair_http import extension_schemas as ext
 from cleanair_http import responses
-from cleanair_http.auth import authorization_of, core_of, requires
+from cleanair_http.auth import authorization_of, core_of, pending_hit_of, requires
 from cleanair_http.controllers.airquality import AQ_READ, client_label_of, point_of
 from cleanair_http.controllers.routes import plan_id_of
 from cleanair_http.offloading import in_thread
@@ -58,6 +58,7 @@ async def point_conditions(
         wifi=scan,
         client=client,
         indexes=list(data.indexes) if data.indexes is not None else None,
+        pending=pending_hit_of(request),
     )
     return responses.conditions(result)
 

@@ -14,7 +14,7 @@ from cleanair_storage.postgres.database import PostgresDatabase
 _COLUMNS = "id, owner_kind, owner_name, name, scopes, token_hash, created_at, revoked_at"
 
 
-def _connection(row: tuple[Any, ...]) -> Connection:
+def connection_of_row(row: tuple[Any, ...]) -> Connection:
     return Connection(
         id=uuid.UUID(str(row[0])),
         owner=Owner(OwnerKind(str(row[1])), str(row[2])),
@@ -52,7 +52,7 @@ class PostgresConnections(PostgresDatabase):
                 f"SELECT {_COLUMNS} FROM connections WHERE token_hash = %s",  # noqa: S608
                 (token_hash,),
             ).fetchone()
-        return None if row is None else _connection(row)
+        return None if row is None else connection_of_row(row)
 
     def connections_of(self, owner: Owner) -> list[Connection]:
         with self._conn() as conn:
@@ -61,7 +61,7 @@ class PostgresConnections(PostgresDatabase):
                 "WHERE owner_kind = %s AND owner_name = %s ORDER BY created_at, seq",
                 (owner.kind.value, owner.name),
             ).fetchall()
-        return [_connection(row) for row in rows]
+        return [connection_of_row(row) for row in rows]
 
     def revoke_connection(self, connection_id: uuid.UUID, at: datetime) -> bool:
         with self._conn() as conn:

@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
 from cleanair_storage.postgres.migrations import migrate
 from cleanair_storage.postgres.schema import MIGRATIONS
+from cleanair_storage.postgres.settle import CREATE_SETTLE
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -69,6 +70,12 @@ def with_connection_options(url: str) -> str:
 FAIL_PENDING_PLAN = (
     "UPDATE plans SET status = 'failed', error = %s, finished_at = %s, lease_until = NULL"
 )
+
+
+def _configure(conn: Connection) -> None:
+    """Every pooled connection, when it opens: the session's functions (see `settle`)."""
+    conn.execute(CREATE_SETTLE)
+    conn.commit()
 
 
 def _as_port_error(method: Callable[P, R]) -> Callable[P, R]:
@@ -123,6 +130,7 @@ class PostgresDatabase:
             max_size=pool_size,
             timeout=timeout,
             kwargs={"options": "-c timezone=UTC"},
+            configure=_configure,
             open=False,
             name="cleanair",
         )

@@ -21,7 +21,10 @@ from cleanair_core.credits.ledger import (
     GRANT_LABEL,
     CreditLimits,
     Debit,
+    FinalCharge,
     LedgerEntry,
+    OverRateLimit,
+    Settlement,
     Usage,
     check_fits,
     day_key,
@@ -32,6 +35,7 @@ from cleanair_core.credits.ledger import (
 )
 from cleanair_core.errors import CreditsExhausted, StoreUnavailable
 from cleanair_storage.postgres.database import FAIL_PENDING_PLAN, Connection, PostgresDatabase
+from cleanair_storage.postgres.settle import SETTLE
 
 #: Times a debit is tried when its windows refuse it but then show room (a refund between).
 _DEBIT_TRIES = 3
@@ -57,6 +61,15 @@ _DEBIT = (
     " SELECT (SELECT id FROM entry),"
     " 1 / (CASE (SELECT count(*) FROM granted) WHEN 1 THEN 0 ELSE 1 END)"
 )
+
+
+def _refusal(debit: Debit, usage: Usage, limits: CreditLimits) -> CreditsExhausted:
+    """Why `debit` did not fit `usage`: the window that blocks it, and until when."""
+    try:
+        check_fits(usage, debit.amount, limits, debit.at)
+    except CreditsExhausted as exc:
+        return exc
+    raise AssertionError("the settle function refused a debit that fits")
 
 
 class PostgresLedger(PostgresDatabase):
@@ -198,6 +211,57 @@ class PostgresLedger(PostgresDatabase):
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
         with self._statement() as conn:
             return self._debit(conn, debit, limits)
+
+    def settle_charges(
+        self, charges: Sequence[FinalCharge], limits: CreditLimits
+    ) -> list[Settlement]:
+        if not charges:
+            return []
+        # Pools in one order in every batch (see `settle`), so batches never deadlock; a
+        # pool's own charges keep theirs, as the port promises.
+        order = sorted(range(len(charges)), key=lambda i: charges[i].debit.pool)
+        batch = [charges[i] for i in order]
+        debits = [c.debit for c in batch]
+        with self._statement() as conn:  # one round trip, one transaction
+            rows = conn.execute(
+                SETTLE,
+                (
+                    [None if c.hit is None else c.hit.key for c in batch],
+                    [0 if c.hit is None else c.hit.window_start for c in batch],
+                    [0 if c.hit is None else c.hit.window_seconds for c in batch],
+                    [0 if c.hit is None else c.hit.limit for c in batch],
+                    [d.pool for d in debits],
+                    [d.connection_id for d in debits],
+                    [d.label for d in debits],
+                    [d.amount for d in debits],
+                    [d.at for d in debits],
+                    [month_key(d.at) for d in debits],
+                    [day_key(d.at) for d in debits],
+                    limits.monthly,
+                    limits.daily,
+                ),
+            ).fetchall()
+        settled: list[Settlement | None] = [None] * len(charges)
+        for n, entry_id, month_used, day_used, granted in rows:
+            debit = debits[n - 1]
+            outcome: Settlement
+            if entry_id is not None:
+                outcome = LedgerEntry(
+                    int(entry_id),
+                    debit.pool,
+                    debit.connection_id,
+                    debit.label,
+                    debit.amount,
+                    debit.at,
+                    month_key(debit.at),
+                    day_key(debit.at),
+                )
+            elif month_used is None:
+                outcome = OverRateLimit()
+            else:
+                outcome = _refusal(debit, Usage(month_used, day_used, granted), limits)
+            settled[order[n - 1]] = outcome
+        return [s for s in settled if s is not None]
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
         with self._conn() as conn:

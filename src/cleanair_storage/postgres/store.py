@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from cleanair_storage.postgres.access_points import PostgresAccessPoints
 from cleanair_storage.postgres.accounts import PostgresAccounts
+from cleanair_storage.postgres.admission import PostgresAdmission
 from cleanair_storage.postgres.client_labels import PostgresClientLabels
-from cleanair_storage.postgres.connections import PostgresConnections
 from cleanair_storage.postgres.database import port_errors
 from cleanair_storage.postgres.networks import PostgresStreetNetworks
 from cleanair_storage.postgres.observations import PostgresObservations
@@ -16,8 +16,8 @@ from cleanair_storage.postgres.rate_limits import PostgresRateLimits
 
 @port_errors
 class PostgresStore(
+    PostgresAdmission,  # and, through it, the connections
     PostgresAccounts,
-    PostgresConnections,
     PostgresPairingCodes,
     PostgresPlans,  # and, through it, the credit ledger its transactions share
     PostgresRateLimits,

@@ -11,7 +11,10 @@ from cleanair_core.credits.ledger import (
     GRANT_LABEL,
     CreditLimits,
     Debit,
+    FinalCharge,
     LedgerEntry,
+    OverRateLimit,
+    Settlement,
     Usage,
     check_fits,
     day_key,
@@ -20,6 +23,7 @@ from cleanair_core.credits.ledger import (
     window_keys,
     windows_at,
 )
+from cleanair_core.errors import CreditsExhausted
 from cleanair_storage.sqlite.database import (
     FAIL_PENDING_PLAN,
     LOOKUP_CHUNK,
@@ -27,6 +31,7 @@ from cleanair_storage.sqlite.database import (
     instant_or_none,
     timestamp,
 )
+from cleanair_storage.sqlite.rate_limits import count_hit
 
 
 class SqliteLedger(SqliteDatabase):
@@ -110,6 +115,26 @@ class SqliteLedger(SqliteDatabase):
     def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
         with self._write() as conn:
             return self._debit(conn, debit, limits)
+
+    def settle_charges(
+        self, charges: Sequence[FinalCharge], limits: CreditLimits
+    ) -> list[Settlement]:
+        settled: list[Settlement] = []
+        # One BEGIN IMMEDIATE and one COMMIT for the whole batch: a commit is most of a
+        # write's cost, and the batch's requests are answered only once it is done.
+        with self._write() as conn:
+            for charge in charges:
+                hit = charge.hit
+                if hit is not None and (
+                    count_hit(conn, hit.key, hit.window_start, hit.window_seconds) > hit.limit
+                ):
+                    settled.append(OverRateLimit())
+                    continue
+                try:
+                    settled.append(self._debit(conn, charge.debit, limits))
+                except CreditsExhausted as exc:  # checked before anything was written
+                    settled.append(exc)
+        return settled
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
         with self._write() as conn:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from cleanair_storage.sqlite.access_points import SqliteAccessPoints
 from cleanair_storage.sqlite.accounts import SqliteAccounts
+from cleanair_storage.sqlite.admission import SqliteAdmission
 from cleanair_storage.sqlite.client_labels import SqliteClientLabels
-from cleanair_storage.sqlite.connections import SqliteConnections
 from cleanair_storage.sqlite.database import port_errors
 from cleanair_storage.sqlite.networks import SqliteStreetNetworks
 from cleanair_storage.sqlite.observations import SqliteObservations
@@ -16,8 +16,8 @@ from cleanair_storage.sqlite.rate_limits import SqliteRateLimits
 
 @port_errors
 class SqliteStore(
+    SqliteAdmission,  # and, through it, the connections
     SqliteAccounts,
-    SqliteConnections,
     SqlitePairingCodes,
     SqlitePlans,  # and, through it, the credit ledger its transactions share
     SqliteRateLimits,

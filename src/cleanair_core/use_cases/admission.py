@@ -1,0 +1,79 @@
+"""A request's admission: authentication, its rate limit, authorization and the quota check,
+all decided on one read of the store (`AdmissionStore`).
+
+For a charged call that depends on no upstream, the rate-limit hit is not written here: it is
+left pending (`PendingHit`) for the call's final charge, which counts it and debits the cost
+in one write. Any other request counts its hit at once, a write of its own.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from cleanair_core.access.accounts import OwnerKind
+from cleanair_core.access.connections import Authorized, Caller, authorize_with, caller_of
+from cleanair_core.access.scopes import Scope
+from cleanair_core.access.tokens import token_environment
+from cleanair_core.credits import rate_limits
+from cleanair_core.credits.final_charges import retry_after
+from cleanair_core.credits.rate_limits import RateLimit, counted_before, hit_of
+from cleanair_core.errors import Forbidden, NotAuthenticated, NotPremium, RateLimited
+from cleanair_core.use_cases.context import Context
+from cleanair_core.use_cases.credits import PendingHit, count_pending_hit
+
+
+@attrs.frozen
+class Admitted:
+    """What a request's admission found: its caller, the proof for the scope asked (None when
+    none was) and, when its hit was left to its final charge, that hit."""
+
+    caller: Caller
+    proof: Authorized | None = None
+    pending: PendingHit | None = None
+
+
+def admit(
+    ctx: Context,
+    token: str,
+    *,
+    rule: RateLimit | None = None,
+    scope: Scope | None = None,
+    premium: bool = True,
+    user_owned: bool = False,
+    defer_hit: bool = False,
+) -> Admitted:
+    """Authenticate `token`, apply `rule` (default: the general request limit) and authorize
+    `scope` (when given), in this order (NotAuthenticated, RateLimited, then MissingScope,
+    NotPremium or PartnerConnectionRefused), on one read of the store.
+
+    With `defer_hit` (and a scope), a request the counter read leaves room for is admitted
+    with its hit pending; a request refused authorization counts it before the error."""
+    if token_environment(token) is not ctx.policy.environment:
+        raise NotAuthenticated()
+    token_hash = ctx.keys.hash_token(token)
+    rule = rule or ctx.policy.requests
+    now = ctx.now()
+    read = ctx.store.admission(token_hash, rule.name, now)
+    caller = caller_of(read.connection, token_hash, lambda: bool(read.standing))
+    pending = None
+    if defer_hit and scope is not None:
+        hit = hit_of(rule, str(caller.connection_id), now)
+        if counted_before(read.counter, hit) >= hit.limit:
+            raise RateLimited(retry_after(hit, now))
+        pending = PendingHit(hit, read.usage)
+    else:
+        rate_limits.enforce(ctx.store, rule, str(caller.connection_id), now)
+    if scope is None:
+        return Admitted(caller)
+
+    def check_premium() -> None:
+        if caller.owner.kind is OwnerKind.USER and not read.standing:
+            raise NotPremium()
+
+    try:
+        proof = authorize_with(caller, scope, check_premium, premium=premium, user_owned=user_owned)
+    except Forbidden:
+        if pending is not None:  # a refused request counts against the limit too
+            count_pending_hit(ctx, pending)
+        raise
+    return Admitted(caller, proof, pending)
