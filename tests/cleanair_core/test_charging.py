@@ -221,6 +221,7 @@ def test_endpoint_labels() -> None:
         "route_enrichment",
         "route_plan",
         "conditions",
+        "route_departures",
     ]
 
 
