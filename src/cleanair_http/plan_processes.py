@@ -29,6 +29,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from cleanair_core.routes.plans import Subscription
+from cleanair_http.access_log import stop_logging
 from cleanair_http.settings import Settings
 from cleanair_http.terminal import escape_nonprintable
 
@@ -215,6 +216,7 @@ def _plan_process(
     except BaseException as exc:  # os._exit skips the usual report: make it here
         print(f"cleanair: {escape_nonprintable(str(exc))}", file=sys.stderr, flush=True)
     finally:
+        stop_logging()  # os._exit skips atexit, where the last lines would be written
         logging.shutdown()
         # Not sys.exit: the forked copy of the command's stack must not unwind (it would
         # serve, or wait for children that are not its own).
