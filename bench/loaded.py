@@ -52,7 +52,7 @@ SCORES = 300
 ROUNDS = 2
 RUNNERS = 2
 #: Plans kept waiting beyond the running ones, so no runner is ever idle in a round.
-BACKLOG = 6
+BACKLOG = 40
 AIM_MS = 50.0
 CLI = Path(sys.executable).with_name("cleanair")
 SCORE = {"lat": 60.30, "lon": 25.50}
@@ -241,7 +241,7 @@ def line(name: str, latencies: list[float], exits: list[float], done: int) -> st
 def main() -> None:
     started = time.perf_counter()
     network = city_grid(GRID, seed=13)
-    plans = walks(network, 200, seed=5)
+    plans = walks(network, 600, seed=5)
     results: dict[str, tuple[list[float], list[float], int]] = {
         name: ([], [], 0) for name in (DEFAULT, SEPARATE, IN_API)
     }
