@@ -17,7 +17,7 @@ from cleanair_http import extension_schemas as ext
 from cleanair_http import responses
 from cleanair_http.auth import authorization_of, core_of, pending_hit_of, requires
 from cleanair_http.controllers.airquality import AQ_READ, client_label_of, point_of
-from cleanair_http.controllers.routes import plan_id_of
+from cleanair_http.controllers.routes import plan_id_of, wake_planners
 from cleanair_http.offloading import in_thread
 from cleanair_http.openapi import SECURITY, error_responses
 
@@ -102,9 +102,7 @@ async def submit_departures(
             step=timedelta(minutes=data.step_minutes),
         )
     )
-    wake_planners = request.app.state.wake_planners
-    if wake_planners is not None:
-        wake_planners()
+    wake_planners(request)
     return responses.departures_submitted(plan_id)
 
 

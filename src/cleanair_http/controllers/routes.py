@@ -50,9 +50,7 @@ async def submit_plan(
             start_time=data.start_time,
         )
     )
-    wake_planners = request.app.state.wake_planners
-    if wake_planners is not None:
-        wake_planners()
+    wake_planners(request)
     return responses.plan_submitted(plan_id)
 
 
@@ -103,3 +101,11 @@ def plan_id_of(request_id: str) -> uuid.UUID:
     if str(plan_id) != request_id.lower():  # braces, urn: or no hyphens: not the uuid format
         raise Unprocessable()
     return plan_id
+
+
+def wake_planners(request: Request[Any, Any, Any]) -> None:
+    """A plan (of either kind) was stored: wake the plan runners, where the app was given a
+    way to (`create_app`'s `wake_planners`)."""
+    wake = request.app.state.wake_planners
+    if wake is not None:
+        wake()
