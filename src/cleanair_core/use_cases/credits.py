@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 
 import attrs
 
@@ -145,17 +146,7 @@ def charge_on_answer(
     """The charge of a call that depends on no upstream, as an async context manager: the
     block computes the answer, then leaving it counts the request's `pending` hit and debits
     the cost in one write, with no hold (`cleanair_core.credits.final_charges`)."""
-    now = ctx.now()
-
-    def debit() -> Debit:  # reads the store (the client label): runs where the write does
-        return Debit(
-            pool=caller.owner.key,
-            connection_id=str(caller.connection_id),
-            label=attribution_label(client, billable, ctx.store),
-            amount=cost_of(billable, units),
-            at=now,
-        )
-
+    debit = _debit_of(ctx, caller, billable, units, client, ctx.now(), hold=False)
     return ChargeOnAnswer(
         ctx.final_charges,
         debit,
@@ -205,24 +196,39 @@ async def charge_held(
     return charge(ctx, caller, billable, units, client)
 
 
-def charge(
-    ctx: Context, caller: Caller, billable: Billable, units: int = 1, client: str | None = None
-) -> Charge:
-    """A held reservation of the call's cost, to use as a (sync or async) context manager:
-    final when the block ends without error, refunded when it raises, and refunded by
-    `sweep_charge_holds` if the process dies in between."""
-    now = ctx.now()
+def _debit_of(
+    ctx: Context,
+    caller: Caller,
+    billable: Billable,
+    units: int,
+    client: str | None,
+    now: datetime,
+    *,
+    hold: bool,
+) -> Callable[[], Debit]:
+    """The call's debit, built where the store calls run (it reads the client label); held
+    for `Policy.charge_hold` when `hold`, final otherwise."""
 
-    def debit() -> Debit:  # reads the store (the client label): runs where the debit does
+    def debit() -> Debit:
         return Debit(
             pool=caller.owner.key,
             connection_id=str(caller.connection_id),
             label=attribution_label(client, billable, ctx.store),
             amount=cost_of(billable, units),
             at=now,
-            hold_until=now + ctx.policy.charge_hold,
+            hold_until=now + ctx.policy.charge_hold if hold else None,
         )
 
+    return debit
+
+
+def charge(
+    ctx: Context, caller: Caller, billable: Billable, units: int = 1, client: str | None = None
+) -> Charge:
+    """A held reservation of the call's cost, to use as a (sync or async) context manager:
+    final when the block ends without error, refunded when it raises, and refunded by
+    `sweep_charge_holds` if the process dies in between."""
+    debit = _debit_of(ctx, caller, billable, units, client, ctx.now(), hold=True)
     return Charge(
         ctx.store,
         debit,
