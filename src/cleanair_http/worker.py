@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import anyio
 
 from cleanair_core.routes.plans import PlanWakeups
-from cleanair_http.access_log import configure_logging
+from cleanair_http.access_log import configure_logging, flush_logs
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.offloading import in_abandoned_thread
 from cleanair_http.plan_worker import PlanWorker
@@ -85,6 +85,9 @@ def run_plans(
             # Still receiving: a second signal (a terminal's Ctrl-C and a service manager's
             # SIGTERM) must not end the process in the middle of closing the database.
             await deployment.aclose()
+            # Nor take the last lines with it: once this block ends, a second signal ends the
+            # process at once, before the log writer's next round.
+            flush_logs()
 
     try:
         anyio.run(main)
