@@ -34,6 +34,7 @@ from cleanair_core.ports import Store
 from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import Deployment, build_sources
+from cleanair_http.connection_deadlines import with_deadlines
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.server import listening_socket
 from cleanair_http.settings import Settings
@@ -78,7 +79,12 @@ def serve(database: str, key: bytes, sock: socket.socket, settings: Settings) ->
     )
     app = create_app(core, settings)
     config = uvicorn.Config(
-        beside_bare(with_access_log(app)), log_config=None, access_log=False, server_header=False
+        beside_bare(with_access_log(app)),
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        # The HTTP protocol `cleanair serve` runs, with its deadlines.
+        http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
     )
     uvicorn.Server(config).run(sockets=[sock])  # as `cleanair serve --workers` does
     store.close()

@@ -33,17 +33,21 @@ import asyncio
 import logging
 from typing import Literal
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger("cleanair.server")
 
 Phase = Literal["headers", "body"]
 
+#: The most bytes a request's head (request line and headers) may take: h11's default, the
+#: limit the service had before it parsed with httptools, which sets none of its own.
+MAX_HEAD_BYTES = 16 * 1024
 
-class DeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with header, body and send deadlines (seconds; class attributes,
-    since uvicorn builds the protocol itself: see `with_deadlines`)."""
+
+class DeadlineProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with header, body and send deadlines (seconds; class
+    attributes, since uvicorn builds the protocol itself: see `with_deadlines`) and a bound on
+    a request's head (`MAX_HEAD_BYTES`: past it, 400 and the connection closed)."""
 
     header_timeout: float = 10.0
     body_timeout: float = 30.0
@@ -54,20 +58,62 @@ class DeadlineProtocol(H11Protocol):
     _send_deadline: asyncio.TimerHandle | None = None
     #: The client has half-closed: no request will follow the ones already received.
     _client_done_sending = False
+    #: Between a request's first byte and its last.
+    _in_request = False
+    #: The request under way has its head complete (its body, if any, is being read).
+    _head_done = False
+    #: Bytes read in full inside the head under way (see `data_received`).
+    _head_bytes = 0
+    #: A request began within the bytes being read.
+    _began = False
+    #: Requests received in full whose answers are not complete.
+    _owed = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._update_deadline()
+        # Before the first request the client owes its headers from the start.
+        self._arm("headers", self.header_timeout)
 
     def data_received(self, data: bytes) -> None:
+        self._began = False
         super().data_received(data)
+        if self.transport.is_closing():  # a malformed request was answered 400
+            self._disarm()
+            return
+        # httptools buffers a header until it is complete, without a bound: count the bytes
+        # read wholly inside a head (not those of the read where it began, so a burst of
+        # pipelined requests is never taken for one head), which bounds it by one read.
+        if self._in_request and not self._head_done and not self._began:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._disarm()
+                log.info("request head too large")  # no client address, as "read timeout"
+                self.send_400_response("Invalid HTTP request received.")
+                return
         self._update_deadline()
 
+    # Parser callbacks: where the request under way is.
+    def on_message_begin(self) -> None:
+        self._in_request = True
+        self._head_done = False
+        self._head_bytes = 0
+        self._began = True
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._head_done = True
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_request = False
+        self._owed += 1
+        super().on_message_complete()
+
     def on_response_complete(self) -> None:
-        # A kept-alive connection may start its next request here, from bytes pipelined
-        # behind the one just answered.
+        # Pipelined requests already read start here, one at a time.
+        self._owed -= 1
         super().on_response_complete()
-        if self._client_done_sending and not self._answering():
+        if self._client_done_sending and self._owed <= 0:
             self.transport.close()  # the last answer is written; nothing more can come
             if self.transport.get_write_buffer_size():
                 self._arm_send()  # close() waits for the buffer to be read: not for ever
@@ -78,18 +124,10 @@ class DeadlineProtocol(H11Protocol):
         """Keep the connection open for the answers still owed (True), else close it (None:
         asyncio then closes the transport, as uvicorn always had it)."""
         self._client_done_sending = True
-        if self._answering():
-            self._disarm()  # no header deadline for a request that cannot come
+        if self._owed > 0:
+            self._disarm()  # no deadline for a request that cannot come, or end
             return True
         return None
-
-    def _answering(self) -> bool:
-        """A request has been received in full and its answer is not complete yet (the
-        pipelined requests behind it wait, read, in h11's buffer)."""
-        cycle = self.cycle
-        return (
-            cycle is not None and not cycle.response_complete and self.conn.their_state is h11.DONE
-        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -132,20 +170,14 @@ class DeadlineProtocol(H11Protocol):
     def _update_deadline(self) -> None:
         if self.transport.is_closing():
             self._disarm()
-            return
-        state = self.conn.their_state
-        if state is h11.SEND_BODY:
-            self._arm("body", self.body_timeout)
-        elif state is h11.IDLE:
-            if self._phase == "headers":
-                return
-            # Before the first request the client owes its headers from the start; between
-            # requests the keep-alive timer runs until a byte of the next one arrives.
-            if self.cycle is None or self.conn.trailing_data[0]:
-                self._arm("headers", self.header_timeout)
+        elif self._in_request:
+            if self._head_done:
+                self._arm("body", self.body_timeout)
             else:
-                self._disarm()
-        else:  # the request is read (or the connection failed): the rest is the app's turn
+                self._arm("headers", self.header_timeout)
+        elif self.cycle is not None:
+            # Between requests (or while one is answered): uvicorn's keep-alive timer runs
+            # until a byte of the next one arrives.
             self._disarm()
 
     def _arm(self, phase: Phase, timeout: float) -> None:

@@ -5,6 +5,8 @@
   loopback, is off and stays off whatever FORWARDED_ALLOW_IPS says.
 - A client that disconnects while its body is read is one INFO line, not an ERROR traceback.
 - Connections that send their headers or body too slowly, or nothing at all, are closed.
+- A request's head is bounded (16 KiB, as h11 bounded it): httptools, which parses requests,
+  buffers a header without a bound of its own.
 """
 
 from __future__ import annotations
@@ -239,3 +241,41 @@ def test_a_client_that_stops_reading_its_answers_is_cut_off(tmp_path: Path) -> N
     logged = server.log.read_text()
     assert '"level": "ERROR"' not in logged
     assert "Traceback" not in logged
+
+
+def test_a_head_larger_than_the_bound_is_refused_and_closed(slow_clients_server: Server) -> None:
+    # Larger than one read of the server (256 KiB), so part of it is read wholly inside the
+    # head however the kernel splits it.
+    head = b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 300_000
+    before = slow_clients_server.log.read_text().count('"message": "request head too large"')
+    # The server closes with the rest of the head unread: its 400 may come, or a reset.
+    with (
+        connect(slow_clients_server) as sock,
+        contextlib.suppress(ConnectionResetError, BrokenPipeError),
+    ):
+        sock.sendall(head)
+        received, _ = read_until_closed(sock)
+        assert received == b"" or received.startswith(b"HTTP/1.1 400 ")
+    slow_clients_server.wait_for_log('"message": "request head too large"', count=before + 1)
+
+
+def test_a_head_within_the_bound_is_answered(slow_clients_server: Server) -> None:
+    response = httpx.get(
+        f"{slow_clients_server.base}/livez", headers={"X-Padding": "a" * 12_000}, timeout=10
+    )
+    assert response.status_code == 200
+
+
+def test_a_burst_of_pipelined_requests_larger_than_the_bound_is_all_answered(
+    slow_clients_server: Server,
+) -> None:
+    # Many small heads in one write, more than one read of the server (256 KiB), which
+    # then ends inside a head: their sum is no head, however many arrive in one read.
+    count = 5000
+    request = b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 40 + b"\r\n\r\n"
+    with connect(slow_clients_server) as sock:
+        sock.sendall(request * count)
+        sock.shutdown(socket.SHUT_WR)
+        received, _ = read_until_closed(sock)
+    assert received.count(b"HTTP/1.1 200 ") == count
+    assert b"HTTP/1.1 400 " not in received
