@@ -3,13 +3,14 @@
 A path search on a large network holds the interpreter that runs it for seconds at a time:
 run in an API process, it held back every request that process answered (a score's p99 near
 a second while two plans ran on a million-node grid, `bench/loaded.py`). So by default the
-API processes plan nothing themselves: the command forks plan processes, each running
+API processes plan nothing themselves: the command starts plan processes, each running
 `cleanair worker`'s loop (`worker.run_plans`) on the same database at a lower CPU priority,
-and the API processes' interpreters only answer requests.
+and the API processes' interpreters only answer requests. One that ends by itself is started
+again (`PlanProcesses`).
 
 A plan submitted on a SQLite database reaches them through a pipe (`WakePipe`) the command
-makes before it forks: one byte per submitted plan wakes an idle runner at once, where
-otherwise it would look again only after its idle wait. PostgreSQL tells them itself
+makes before it forks its API processes: one byte per submitted plan wakes an idle runner at
+once, where otherwise it would look again only after its idle wait. PostgreSQL tells them itself
 (LISTEN/NOTIFY). An in-memory database (`:memory:`) cannot be shared between processes: its
 API process keeps planning itself (`plans_in_processes`).
 """
@@ -22,14 +23,15 @@ import logging
 import os
 import select
 import signal
-import socket
+import subprocess
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from cleanair_core.routes.plans import Subscription
-from cleanair_http.access_log import stop_logging
+from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.settings import Settings
 from cleanair_http.terminal import escape_nonprintable
 
@@ -56,6 +58,18 @@ class WakePipe:
         # rather than wait.
         os.set_blocking(self._write, False)
 
+    @classmethod
+    def reading(cls, fd: int) -> WakePipe:
+        """In a plan process: the reading end `fd` it was started with."""
+        pipe = cls.__new__(cls)
+        pipe._read, pipe._write = fd, -1
+        return pipe
+
+    @property
+    def reading_end(self) -> int:
+        """The reading end's file descriptor, to hand to a plan process (-1: closed)."""
+        return self._read
+
     def wake(self) -> None:
         """A plan was submitted: wake one idle runner of the plan processes."""
         with contextlib.suppress(BlockingIOError, BrokenPipeError):
@@ -66,11 +80,13 @@ class WakePipe:
         return _Reader(self._read, wake)
 
     def keep_reading_end(self) -> None:
-        """In a plan process: close the end it never writes to."""
+        """In the command of `--workers N`, once the API processes are forked: close the end
+        it never writes to (kept open, every API process's end closing tells the plan
+        processes they have all ended), keeping the one it hands to plan processes."""
         self._close_write()
 
     def keep_writing_end(self) -> None:
-        """In an API process: close the end it never reads from."""
+        """In a forked API process: close the end it never reads from."""
         self._close_read()
 
     def close(self) -> None:
@@ -116,48 +132,113 @@ class _Reader:
         os.close(self._stop_write)
 
 
-class PlanProcesses:
-    """The forked plan processes of one `cleanair serve`."""
+#: How long after a plan process ended by itself the next is started: doubled while each
+#: lives less than `STEADY_S`, up to the last; back to the first after one that lived longer.
+RESTART_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0)
+STEADY_S = 60.0
 
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
+
+def restart_delay(restarts: int) -> float:
+    """The wait before restarting a plan process that has ended `restarts` times in a row,
+    each soon after it started (1 for the first)."""
+    return RESTART_DELAYS_S[min(max(restarts, 1), len(RESTART_DELAYS_S)) - 1]
+
+
+class PlanProcesses:
+    """The plan processes of one `cleanair serve`. A plan process that ends by itself (killed
+    for its memory, say) is logged and started again, after `restart_delay`, until `stop`.
+
+    Each is a fresh interpreter (`python -m cleanair_http.plan_processes`) rather than a fork:
+    it may be started again while the process that watches it runs threads, and a fork then
+    could copy a lock some thread held. Each is started, watched and restarted by a thread of
+    its own, which lives as long as the process it started: on Linux the kernel kills a plan
+    process when that thread's process dies (`_die_with`)."""
+
+    def __init__(self, settings: Settings, wakeups: WakePipe | None) -> None:
+        self._settings = settings
+        self._wakeups = wakeups
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._running: dict[int, subprocess.Popen[bytes]] = {}
+        self._watchers: list[threading.Thread] = []
+        self._failed = 0
 
     @classmethod
-    def start(
-        cls,
-        settings: Settings,
-        count: int,
-        wakeups: WakePipe | None,
-        inherited: socket.socket | None = None,
-    ) -> PlanProcesses:
-        """Fork `count` plan processes of `settings.plan_workers` runners each. `inherited`:
-        the listening socket, which they close (the port must close with the API)."""
-        pids: list[int] = []
-        parent = os.getpid()
-        for _ in range(count):
-            pid = os.fork()
-            if pid == 0:
-                _die_with(parent)
-                _plan_process(settings, wakeups, inherited)  # never returns
-            pids.append(pid)
-        return cls(pids)
+    def start(cls, settings: Settings, count: int, wakeups: WakePipe | None) -> PlanProcesses:
+        """Start `count` plan processes of `settings.plan_workers` runners each, woken by
+        `wakeups` (whose reading end this process then keeps, to hand to a restarted one)."""
+        processes = cls(settings, wakeups)
+        for index in range(count):
+            started = threading.Event()
+            watcher = threading.Thread(
+                target=processes._watch,
+                args=(index, started),
+                name=f"cleanair plan process {index}",
+                daemon=True,
+            )
+            processes._watchers.append(watcher)
+            watcher.start()
+            started.wait()  # each is started before the API serves, as a fork was
+        return processes
+
+    @property
+    def pids(self) -> list[int]:
+        """The plan processes running now."""
+        with self._lock:
+            return [process.pid for process in self._running.values()]
 
     def stop(self) -> None:
-        """Tell every plan process to stop: each hands its plans back and exits at once."""
-        for pid in self.pids:
-            with contextlib.suppress(ProcessLookupError):  # that one has already ended
-                os.kill(pid, signal.SIGTERM)
+        """Tell every plan process to stop: each hands its plans back and exits at once. None
+        is started again."""
+        with self._lock:
+            self._stopping.set()
+            for process in self._running.values():
+                with contextlib.suppress(ProcessLookupError):  # that one has already ended
+                    process.send_signal(signal.SIGTERM)
 
     def wait(self) -> int:
-        """Wait for every plan process to end; how many ended with an error."""
-        failed = 0
-        for pid in self.pids:
-            _, status = os.waitpid(pid, 0)
-            _forget_metrics(pid)
-            if os.waitstatus_to_exitcode(status) != 0:
-                failed += 1
-                log.error("a plan process ended with an error", extra={"pid": pid})
-        return failed
+        """Wait for every plan process to end (`stop` first); how many ended with an error,
+        those restarted included."""
+        for watcher in self._watchers:
+            watcher.join()
+        return self._failed
+
+    def _watch(self, index: int, started: threading.Event) -> None:
+        restarts = 0
+        while True:
+            with self._lock:
+                if self._stopping.is_set():
+                    started.set()
+                    return
+                process = self._spawn()
+                self._running[index] = process
+            started.set()
+            began = time.monotonic()
+            status = process.wait()
+            _forget_metrics(process.pid)
+            with self._lock:
+                del self._running[index]
+                stopping = self._stopping.is_set()
+            # Stopped, it exits 0; a SIGTERM before it listened for one ends it by the signal.
+            if stopping and status in (0, -signal.SIGTERM):
+                return
+            self._failed += 1
+            restarts = restarts + 1 if time.monotonic() - began < STEADY_S else 1
+            delay = restart_delay(restarts)
+            log.error(
+                "a plan process ended with an error",
+                extra={"pid": process.pid, "status": status, "restart_in_s": delay},
+            )
+            if self._stopping.wait(delay):
+                return
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        read = -1 if self._wakeups is None else self._wakeups.reading_end
+        return subprocess.Popen(
+            [sys.executable, "-m", "cleanair_http.plan_processes", str(os.getpid()), str(read)],
+            pass_fds=() if read < 0 else (read,),
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def _forget_metrics(pid: int) -> None:
@@ -185,10 +266,8 @@ def _interrupted(signum: int, _: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _plan_process(
-    settings: Settings, wakeups: WakePipe | None, inherited: socket.socket | None
-) -> None:
-    """A forked plan process's life; it ends the process."""
+def _plan_process(settings: Settings, wakeups: WakePipe | None) -> int:
+    """A plan process's life; its exit status."""
     status = 1
     # A terminal's Ctrl-C reaches every process of the group: the command passes it on as
     # SIGTERM, the one signal a plan process answers. Until its worker listens for it, a
@@ -199,10 +278,6 @@ def _plan_process(
     # turn on the CPU comes before a search's.
     os.nice(PLAN_NICENESS)
     try:
-        if inherited is not None:
-            inherited.close()
-        if wakeups is not None:
-            wakeups.keep_reading_end()
         from cleanair_http.worker import run_plans
 
         status = run_plans(
@@ -213,11 +288,36 @@ def _plan_process(
         )
     except KeyboardInterrupt:  # stopped before its worker listened (still opening, say)
         status = 0
-    except BaseException as exc:  # os._exit skips the usual report: make it here
+    except Exception as exc:
         print(f"cleanair: {escape_nonprintable(str(exc))}", file=sys.stderr, flush=True)
     finally:
-        stop_logging()  # os._exit skips atexit, where the last lines would be written
+        stop_logging()
         logging.shutdown()
-        # Not sys.exit: the forked copy of the command's stack must not unwind (it would
-        # serve, or wait for children that are not its own).
-        os._exit(status)
+    return status
+
+
+def main(argv: Sequence[str]) -> int:
+    """A plan process started by `PlanProcesses`: `argv` is the pid of the process that
+    started it and the reading end of its wake pipe (-1: none); the settings are the
+    environment's, as the command's were."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # at once: Ctrl-C is the command's to pass on
+    signal.signal(signal.SIGTERM, _interrupted)
+    parent, read = int(argv[0]), int(argv[1])
+    _die_with(parent)
+    try:
+        settings = Settings.from_env()
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:  # the command read the same environment: not expected
+        print(f"cleanair: {escape_nonprintable(str(exc))}", file=sys.stderr, flush=True)
+        return 1
+    configure_logging(settings.log_level, settings.access_log)
+    return _plan_process(settings, None if read < 0 else WakePipe.reading(read))
+
+
+if __name__ == "__main__":
+    exit_status = main(sys.argv[1:])
+    # Not sys.exit: a path search abandoned in its thread, or a worker thread, must not hold
+    # the exit (the log lines are written already).
+    sys.stderr.flush()
+    os._exit(exit_status)

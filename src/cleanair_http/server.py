@@ -14,10 +14,11 @@ writes its metrics there and a scrape of any of them adds up all; it removes the
 when they have all ended. A separate metrics port (`CLEANAIR_METRICS_PORT`) is served by the
 command itself, reading that directory: one address for the whole group.
 
-Route plans run in plan processes the command forks beside its API processes
+Route plans run in plan processes the command starts beside its API processes
 (`plan_processes`), one per API process, each with `CLEANAIR_PLAN_WORKERS` runners: no API
-process's interpreter ever runs a path search. They are stopped with the API processes, and
-metrics are then always gathered in the private directory, so that a scrape shows theirs too.
+process's interpreter ever runs a path search; one that ends by itself is started again. They
+are stopped with the API processes, and metrics are then always gathered in the private
+directory, so that a scrape shows theirs too.
 A single-process `serve` is the API process and the parent of its plan process at once.
 """
 
@@ -79,10 +80,10 @@ def serve(
                 # As `_serve_processes` does: a new database and key are made here, once,
                 # rather than raced for by the two processes.
                 open_deployment(settings, with_sources=False).close()
+                # The API process keeps both ends of the pipe: it wakes the plan process
+                # through one and hands the other to the plan process it starts again.
                 with _wake_pipe(settings) as wakeups:
-                    planners = PlanProcesses.start(settings, 1, wakeups, inherited=listening)
-                    if wakeups is not None:
-                        wakeups.keep_writing_end()
+                    planners = PlanProcesses.start(settings, 1, wakeups)
                     return _serve_alone(settings, host, port, listening, planners, wakeups)
             return _serve_processes(settings, host, listening, workers)
     finally:
@@ -177,12 +178,12 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
     with _wake_pipe(settings) as wakeups:
         children = _fork_serving(settings, host, listening, workers, wakeups)
         listening.close()
-        planners = (
-            PlanProcesses.start(settings, workers, wakeups)
-            if plans_in_processes(settings)
-            else PlanProcesses([])
+        if wakeups is not None:
+            wakeups.keep_reading_end()
+        planners = PlanProcesses.start(
+            settings, workers if plans_in_processes(settings) else 0, wakeups
         )
-    return _supervise(settings, children, planners)
+        return _supervise(settings, children, planners)
 
 
 def _fork_serving(

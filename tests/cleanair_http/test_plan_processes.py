@@ -10,12 +10,19 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from cleanair_core import CleanAir
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_abandoned_thread
-from cleanair_http.plan_processes import WakePipe, plans_in_processes
+from cleanair_http.plan_processes import (
+    RESTART_DELAYS_S,
+    WakePipe,
+    plans_in_processes,
+    restart_delay,
+)
 from cleanair_http.settings import Settings
 from support.http import bearer, pair
 
@@ -128,3 +135,13 @@ def test_serve_plans_in_processes_unless_it_plans_nothing_or_the_database_is_in_
     assert not plans_in_processes(Settings(database=tmp_path / "cleanair.db", plan_workers=0))
     assert not plans_in_processes(Settings(database=Path(":memory:")))
     assert plans_in_processes(Settings(database="postgresql://db.example/cleanair"))
+
+
+@given(st.integers(min_value=-5, max_value=10_000))
+def test_a_plan_process_ending_again_and_again_waits_longer_up_to_a_bound(restarts: int) -> None:
+    delay = restart_delay(restarts)
+    assert min(RESTART_DELAYS_S) <= delay <= max(RESTART_DELAYS_S)
+    assert restart_delay(restarts + 1) >= delay
+    assert restart_delay(1) == min(RESTART_DELAYS_S)  # the first restart is the quickest
+    if restarts >= len(RESTART_DELAYS_S):
+        assert delay == max(RESTART_DELAYS_S)

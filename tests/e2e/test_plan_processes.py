@@ -5,6 +5,7 @@ and which ends with the command."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -102,4 +103,56 @@ def test_plans_run_in_plan_processes_woken_at_once_and_counted_by_the_api(
         stop(command, signal.SIGTERM, timeout=30)
     assert command.returncode == 0, log.read_text()
     assert not any(Path(f"/proc/{child}").exists() for child in children)
+    assert children_of(command.pid) == set()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plan_process_killed_is_started_again_and_its_end_logged(
+    tmp_path: Path, workers: int
+) -> None:
+    env = server_env(
+        tmp_path,
+        CLEANAIR_PLAN_WORKERS="1",
+        CLEANAIR_PLAN_WORKER_IDLE_SECONDS=str(IDLE_S),
+    )
+    database = env["CLEANAIR_DATABASE"]
+    log = tmp_path / "serve.log"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = spawn(env, log, "serve", "--port", str(port), "--workers", str(workers))
+    processes = 2 * workers if workers > 1 else 1
+    try:
+        children = wait_until_serving(command, log, processes, f"{base}/livez")
+        wait_for_lines(log, "plan worker started", workers)
+        # The plan processes are the children at the lower priority.
+        api = os.getpriority(os.PRIO_PROCESS, command.pid)
+        planners = {c for c in children if os.getpriority(os.PRIO_PROCESS, c) > api}
+        assert len(planners) == workers
+        killed = min(planners)
+        os.kill(killed, signal.SIGKILL)  # as the kernel's OOM killer ends one
+        wait_for_lines(log, "a plan process ended with an error", 1)
+        # Another is started in its place (after a second) and looks for plans.
+        wait_for_lines(log, "plan worker started", workers + 1)
+        now = wait_until_serving(command, log, processes, f"{base}/livez")
+        assert killed not in now
+        assert len(now - children) == 1
+        ended = [
+            json.loads(line)
+            for line in log.read_text().splitlines()
+            if "a plan process ended with an error" in line
+        ]
+        assert [(entry["pid"], entry["status"]) for entry in ended] == [(killed, -signal.SIGKILL)]
+        # It plans: with no street network a plan fails (refunded) once claimed.
+        headers = pair(env, base)
+        submitted = httpx.post(f"{base}/v1/routes", json=WALK, headers=headers, timeout=10)
+        assert submitted.status_code == 202, submitted.text
+        request_id = submitted.json()["request_id"]
+        deadline = time.monotonic() + CLAIMED_S
+        while plan_row(database, request_id)[0] != "failed":
+            assert time.monotonic() < deadline, f"not claimed in {CLAIMED_S} s: {log.read_text()}"
+            time.sleep(0.05)
+    finally:
+        stop(command, signal.SIGTERM, timeout=30)
+    # Stopped cleanly, but a plan process had failed: the service manager hears of it.
+    assert command.returncode == 1, log.read_text()
     assert children_of(command.pid) == set()
