@@ -283,6 +283,13 @@ class OpenMeteoSource:
 
         return [_as_concentrations(found.get(key, _UNKNOWN)) for key in keys]
 
+    def answers_at_once(self, samples: Sequence[Sample]) -> bool:
+        """See `CachingAir`: every sample's cell and hour is cached and not expired."""
+        return bool(samples) and all(
+            self._cached((snap(sample.point), _utc_hour(sample.at))) is not None
+            for sample in samples
+        )
+
     async def aclose(self) -> None:
         """Close the HTTP client this source was given."""
         await self._client.aclose()

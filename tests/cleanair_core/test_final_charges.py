@@ -7,13 +7,15 @@ the answers come from fakes that say whether they were asked.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
 
 from cleanair_core.access.scopes import Scope
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.clock import ManualClock
 from cleanair_core.credits.final_charges import GroupCommit
 from cleanair_core.credits.ledger import CreditLimits, Debit, FinalCharge, LedgerEntry, Usage
@@ -119,6 +121,47 @@ def test_a_remote_source_keeps_the_held_charge() -> None:
     score(core, token)
     assert store.writes() == ["hit", "debit", "confirm_charge"]
     assert usage(core) == Usage(1, 1)
+
+
+class HoldingSource(FakeSource):
+    """A remote source that holds the air asked for (`holds`) or would fetch it; records
+    which samples it was asked about."""
+
+    def __init__(self, *, holds: bool) -> None:
+        super().__init__()
+        self.holds = holds
+        self.asked: list[Sample] = []
+
+    def answers_at_once(self, samples: Sequence[Sample]) -> bool:
+        self.asked.extend(samples)
+        return self.holds
+
+
+@pytest.mark.parametrize(
+    ("holds", "writes"),
+    [(True, ["settle_charges"]), (False, ["hit", "debit", "confirm_charge"])],
+)
+def test_a_remote_source_holding_the_air_asked_is_charged_once_answered(
+    holds: bool, writes: list[str]
+) -> None:
+    source = HoldingSource(holds=holds)
+    core, store, token = make_core(source=source, local_air=False)
+    score(core, token)
+    assert store.writes() == writes
+    assert usage(core) == Usage(1, 1)
+    assert source.asked == source.samples  # asked about the very air the score used
+
+
+def test_a_scan_on_a_remote_source_keeps_the_held_charge() -> None:
+    # Where a scan lands is known only once it is looked up: the air asked, only then.
+    source = HoldingSource(holds=True)
+    core, store, token = make_core(source=source, local_air=False)
+    admitted = core.admit(token, scope=Scope.AQ_READ, defer_hit=True)
+    assert admitted.proof is not None
+    scan = [WifiAccessPoint("01:23:45:67:89:ab", -50), WifiAccessPoint("01:23:45:67:89:ac", -60)]
+    asyncio.run(core.score(admitted.proof, wifi=scan, pending=admitted.pending))
+    assert store.writes() == ["hit", "debit", "confirm_charge"]
+    assert source.asked == []
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from cleanair_core.air.fusion_evaluation import (
 from cleanair_core.air.observations import Observation, Station, StationType
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import GriddedAir, Sample
+from cleanair_core.air.street_level import STREET_POLLUTANTS, GridCell, StreetLevelAir
 from cleanair_core.clock import ManualClock
 from cleanair_core.geo import Point
 from cleanair_core.metrics import NoMetrics
@@ -613,3 +614,53 @@ def test_each_hour_is_counted_fused_or_not_and_a_loss_of_stations_is_logged(
     assert no2_at(source, [CENTRE], HOUR_END) == [20.0]
     assert (Pollutant.NO2.value, False) in metrics.hours
     assert "no station observations within 72 h" in caplog.text
+
+
+class RemotePatternAir(PatternAir):
+    """A `PatternAir` standing for a remote source that holds the air north of `held_from`
+    (degrees of latitude) and would fetch the rest."""
+
+    def __init__(self, held_from: float) -> None:
+        super().__init__(20.0)
+        self.held_from = held_from
+
+    def answers_at_once(self, samples: Sequence[Sample]) -> bool:
+        return all(sample.point.lat >= self.held_from for sample in samples)
+
+
+class NoRoads:
+    """Street increments of no network: the street level is the background."""
+
+    def at(self, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
+        return np.full((np.asarray(lats).size, len(STREET_POLLUTANTS)), np.nan)
+
+    def cell_mean(self, cell: GridCell) -> None:
+        return None
+
+
+class OneDegreeCells:
+    def cell_of(self, lat: float, lon: float) -> GridCell:
+        return GridCell(math.floor(lat), math.floor(lon), math.floor(lat) + 1, math.floor(lon) + 1)
+
+
+def test_the_served_air_answers_at_once_only_with_its_background_held_and_its_fields_at_hand() -> (
+    None
+):
+    # A score's charge is made once answered when the air would wait on no upstream: the
+    # background's own (held), and the fields of its hour (computed from the background at
+    # the stations, which a remote background may have to fetch).
+    clock = ManualClock(HOUR_END)
+    background = RemotePatternAir(held_from=CENTRE.lat - 1.0)
+    street = StreetLevelAir(background, OneDegreeCells(), NoRoads())
+    source = FusedAir(street, stored([station(1, CENTRE)], [50.0]), clock=clock)
+    here = [Sample(CENTRE, HOUR_END)]
+    south = [Sample(offset(CENTRE, -300_000.0, 0.0), HOUR_END)]
+    assert street.answers_at_once(here)
+    assert not street.answers_at_once(south)
+    assert not source.answers_at_once(here)  # the observations were never read
+    no2_at(source, [CENTRE], HOUR_END)
+    assert source.answers_at_once(here)
+    assert not source.answers_at_once(south)
+    assert not source.answers_at_once([Sample(CENTRE, HOUR_END + timedelta(hours=1))])
+    clock.advance(2)  # the observations' version is due to be read again
+    assert not source.answers_at_once(here)

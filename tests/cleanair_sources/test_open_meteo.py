@@ -450,6 +450,20 @@ def test_cache_entries_expire_after_ttl_on_the_injected_clock(harness: MakeHarne
     assert len(h.api.requests) == 2
 
 
+def test_it_answers_at_once_exactly_the_samples_it_holds_unexpired(harness: MakeHarness) -> None:
+    # What decides whether a call's charge is held while it may wait on the upstream.
+    h = harness(synthesized, cache_ttl=60.0)
+    assert not h.source.answers_at_once([Sample(BERLIN, at(10))])
+    h.ask(Sample(BERLIN, at(10)))
+    assert h.source.answers_at_once([Sample(BERLIN, at(10)), Sample(BERLIN_NEAR, at(3))])
+    assert not h.source.answers_at_once([Sample(BERLIN, at(10)), Sample(PARIS, at(10))])
+    assert not h.source.answers_at_once([Sample(BERLIN, at(2, day=DAY + timedelta(1)))])
+    assert not h.source.answers_at_once([])  # nothing asked: nothing to say it holds
+    h.clock.now += 60.0
+    assert not h.source.answers_at_once([Sample(BERLIN, at(10))])
+    assert len(h.api.requests) == 1  # asking is no request
+
+
 def test_cache_is_bounded_and_evicts_least_recently_used(harness: MakeHarness) -> None:
     h = harness(synthesized, cache_size=48)  # two cells of 24 hours
     a, b, c = Point(10.0, 100.0), Point(12.0, 100.0), Point(14.0, 100.0)

@@ -35,7 +35,12 @@ from cleanair_core.air.fusion import (
 )
 from cleanair_core.air.observations import ObservationStore, Station
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
-from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
+from cleanair_core.air.quality_source import (
+    AirQualitySource,
+    GriddedAir,
+    Sample,
+    answers_at_once,
+)
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.geo import Point
 from cleanair_core.metrics import NO_METRICS, Metrics
@@ -140,6 +145,17 @@ class FusedAir:
             airs = await self.unfused.concentrations(points)
             self._store_fields(state, wanted, _columns(airs))
         return self._corrected(state, samples, answers, latest)
+
+    def answers_at_once(self, samples: Sequence[Sample]) -> bool:
+        """See `CachingAir`: the unfused air at once, and the hours' fields computed already
+        (a field not yet computed asks the unfused air at its stations)."""
+        if not answers_at_once(self.unfused, samples):
+            return False
+        state = self._fresh()
+        if state is None:  # the observations are due to be read: new ones need new fields
+            return False
+        known = self._known_latest(state, {observation_hour(sample.at) for sample in samples})
+        return known is not None and not self._wanted(state, known.values())
 
     def stations_used(self, at: datetime) -> dict[Pollutant, ResidualField]:
         """The fields (and so the stations and their hour) a sample at `at` is corrected with,

@@ -52,10 +52,15 @@ def ttl_at(now: datetime, interval: int) -> int:
     return max(TTL_MIN, min(TTL_MAX, remaining))
 
 
+def score_sample(source: AirQualitySource, point: Point, now: datetime) -> Sample:
+    """What a score at `point` asks `source` for: its value of the period containing `now`."""
+    return Sample(point, current_hour(now, max(1, int(source.update_interval))))
+
+
 async def score_at(source: AirQualitySource, point: Point, now: datetime) -> PointScore:
     """The score of the source's current value at `point`; SourceUnavailable without data."""
     interval = max(1, int(source.update_interval))
-    [air] = await source.concentrations([Sample(point, current_hour(now, interval))])
+    [air] = await source.concentrations([score_sample(source, point, now)])
     score = clean_air_score(air)
     if score is None:
         raise SourceUnavailable("No air-quality data is available for this location")

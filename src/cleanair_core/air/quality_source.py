@@ -42,6 +42,23 @@ class AirQualitySource(Protocol):
 
 
 @runtime_checkable
+class CachingAir(AirQualitySource, Protocol):
+    """A source that holds some answers of an upstream service (Open-Meteo's, say), or wraps
+    one that does: it tells whether a call would wait on the upstream."""
+
+    def answers_at_once(self, samples: Sequence[Sample]) -> bool:
+        """Whether `concentrations(samples)` would answer now from what it holds, with no
+        request upstream (a value may still expire before it is asked: then it is fetched)."""
+        ...
+
+
+def answers_at_once(source: AirQualitySource, samples: Sequence[Sample]) -> bool:
+    """Whether `source` would answer `samples` with no request upstream: a source that says
+    nothing of it (`CachingAir`) is taken to wait."""
+    return isinstance(source, CachingAir) and source.answers_at_once(samples)
+
+
+@runtime_checkable
 class GriddedAir(AirQualitySource, Protocol):
     """A source that computes its values (no I/O), and so can also answer many points at one
     time as one array: what a plan's node air asks of it, off the event loop."""

@@ -36,7 +36,12 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 import attrs
 
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
-from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
+from cleanair_core.air.quality_source import (
+    AirQualitySource,
+    GriddedAir,
+    Sample,
+    answers_at_once,
+)
 from cleanair_core.offload import Offload, inline
 
 # NumPy is imported by the functions that compute: the operator CLI's commands import this
@@ -279,6 +284,10 @@ class StreetLevelAir:
         if len(samples) <= DOWNSCALED_HERE:
             return self._downscaled(samples, answers)
         return await self._offload(lambda: self._downscaled(samples, answers))
+
+    def answers_at_once(self, samples: Sequence[Sample]) -> bool:
+        """See `CachingAir`: the downscaling is computed here; the background may wait."""
+        return answers_at_once(self.background, samples)
 
     def _downscaled(
         self, samples: Sequence[Sample], answers: list[Concentrations]

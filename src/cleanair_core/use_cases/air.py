@@ -24,7 +24,7 @@ from cleanair_core.air.observations import (
     StationSummary,
 )
 from cleanair_core.air.places import Place
-from cleanair_core.air.point_score import PointScore, resolve_point, score_at
+from cleanair_core.air.point_score import PointScore, resolve_point, score_at, score_sample
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
@@ -56,12 +56,16 @@ async def score(
     if point is None and not wifi:
         raise Unprocessable()  # at least one location source is a rule of the request
     sources = ctx.require_sources()
-    upstream = needs_upstream(sources, wifi_lookup=point is None)
+    now = ctx.now()
+    # With coordinates the air asked for is known now: a remote source that holds it already
+    # answers at once, and the call is charged once answered, as on local air.
+    asked = () if point is None else (score_sample(sources.air_quality, point, now),)
+    upstream = needs_upstream(sources, wifi_lookup=point is None, samples=asked)
     async with charged(
         ctx, caller, Billable.SCORE, upstream=upstream, client=client, pending=pending
     ):
         located = await resolve_point(point, wifi, sources.wifi)
-        return await score_at(sources.air_quality, located, ctx.now())
+        return await score_at(sources.air_quality, located, now)
 
 
 async def conditions(

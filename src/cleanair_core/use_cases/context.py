@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
 
+from cleanair_core.air.quality_source import Sample, answers_at_once
 from cleanair_core.clock import Clock
 from cleanair_core.credits.charging import HeldCharges
 from cleanair_core.credits.final_charges import GroupCommit
@@ -60,7 +61,14 @@ class Context:
         return self.sources
 
 
-def needs_upstream(sources: Sources, *, wifi_lookup: bool = False) -> bool:
+def needs_upstream(
+    sources: Sources, *, wifi_lookup: bool = False, samples: Sequence[Sample] = ()
+) -> bool:
     """Whether a call may wait on an upstream service (its charge is then held while it
-    runs): the air source is remote, or a Wi-Fi scan goes to a remote geolocator."""
-    return not sources.local_air or (wifi_lookup and not sources.local_wifi)
+    runs): a Wi-Fi scan goes to a remote geolocator, or the air source is remote and does not
+    hold the air of `samples` (the call's, when known before it runs) already."""
+    if wifi_lookup and not sources.local_wifi:
+        return True
+    if sources.local_air:
+        return False
+    return not (samples and answers_at_once(sources.air_quality, samples))
