@@ -57,7 +57,8 @@ async def in_thread(work: Callable[[], T], /) -> T:
     loop = asyncio.get_running_loop()
     future = loop.run_in_executor(_pool(loop), contextvars.copy_context().run, work)
     with anyio.CancelScope(shield=True):
-        return await future
+        result = await future
+    return result
 
 
 #: One-step store work: here when the store is free, else in a thread.
