@@ -5,7 +5,8 @@
    machine noise hits both alike. Floors (`bench/floors.py`): the same HTTP work with no store
    and no model, and the store calls alone, bound what a score request could reach.
 2. Served: one uvicorn process serves the real app and a bare route side by side; a client
-   in this process keeps 8 connections busy. This is what a caller sees, HTTP included.
+   in this process keeps 8 connections busy. This is what a caller sees, HTTP included; the
+   served matrix also gives the serving processes' CPU time a request.
 3. Core alone: scoring 10,000 points with the embedded model, no HTTP, no storage.
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
@@ -41,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -215,6 +217,21 @@ async def served_round(port: int, request: bytes, n: int) -> list[float]:
     ]
 
 
+def serving_processes(pid: int) -> list[int]:
+    """The bench server's serving processes: the children of `pid` (Linux's /proc)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in children]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds `pids` have used so far."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (proc(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 async def wait_until_listening(port: int) -> None:
     for _ in range(100):
         try:
@@ -242,9 +259,13 @@ async def served(
     *,
     access_log: str = "info",
     metrics: str = "on",
+    cpu: dict[str, float] | None = None,
 ) -> dict[str, Stats]:
     """Each request's figures against one bench server (see `bench/served.py`), with the
-    shipped access log and metrics unless told; `only` limits the requests measured."""
+    shipped access log and metrics unless told; `only` limits the requests measured. `cpu`,
+    when given, gets each request's server CPU time (µs a request, median round): the
+    serving processes' user and system time, which the client on the same machine does not
+    blur as it does throughput."""
     # The access log goes to a file, as a service manager's journal takes it: not the terminal.
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the server has ended)
     server = subprocess.Popen(
@@ -279,12 +300,18 @@ async def served(
         if only is not None:
             requests = {name: request for name, request in requests.items() if name in only}
         runs: dict[str, list[Stats]] = {name: [] for name in requests}
+        spent: dict[str, list[float]] = {name: [] for name in requests}
+        serving = serving_processes(server.pid)
         for request, n in requests.values():
             await served_round(port, request, n // 3)
         for _ in range(ROUNDS):
             for name, (request, n) in requests.items():
+                before = cpu_seconds(serving)
                 r = await served_round(port, request, n)
+                spent[name].append((cpu_seconds(serving) - before) / n * 1e6)
                 runs[name].append((r[0], r[1], r[2]))
+        if cpu is not None:
+            cpu.update({name: sorted(v)[len(v) // 2] for name, v in spent.items()})
         return {name: median_round(rounds) for name, rounds in runs.items()}
     finally:
         server.terminate()
@@ -391,12 +418,14 @@ async def served_matrix() -> None:
     for name in ("SQLite", "PostgreSQL"):
         for processes in (1, 2):
             location = "sqlite" if name == "SQLite" else postgres.test_server_url()
-            figures = await served(location, processes, only=("bare", "score"))
+            cpu: dict[str, float] = {}
+            figures = await served(location, processes, only=("bare", "score"), cpu=cpu)
             ratio = figures["score"][0] / figures["bare"][0]
             print(
                 f"  {name:<10} {processes} process{'es' if processes > 1 else '  '}  "
                 f"bare {figures['bare'][0]:>7,.0f}/s  score {figures['score'][0]:>7,.0f}/s  "
-                f"{ratio:5.2f}x bare"
+                f"{ratio:5.2f}x bare  server CPU a request: bare {cpu['bare']:,.0f} µs, "
+                f"score {cpu['score']:,.0f} µs"
             )
             if processes == 1:
                 aim = SERVED_AIMS[name]
