@@ -152,7 +152,7 @@ class PlanProcesses:
     it may be started again while the process that watches it runs threads, and a fork then
     could copy a lock some thread held. Each is started, watched and restarted by a thread of
     its own, which lives as long as the process it started: on Linux the kernel kills a plan
-    process when that thread's process dies (`_die_with`)."""
+    process when that thread's process dies (`die_with`)."""
 
     def __init__(self, settings: Settings, wakeups: WakePipe | None) -> None:
         self._settings = settings
@@ -248,13 +248,14 @@ def _forget_metrics(pid: int) -> None:
         mark_process_dead(pid)
 
 
-def _die_with(parent: int) -> None:
-    """Have the kernel kill this process when `parent` dies, as if they were one process: a
-    `kill -9` of `cleanair serve` (or its crash) then leaves no plan process planning on, its
-    plans left to their leases as the API process's own were."""
+def die_with(parent: int, signum: signal.Signals = signal.SIGKILL) -> None:
+    """Have the kernel send this process `signum` when `parent` (the thread of it that
+    started this process) ends, as if they were one process: a `kill -9` of `cleanair serve`
+    (or its crash) then leaves no plan process planning on, its plans left to their leases
+    as the API process's own were, and no API process holding the port."""
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_PDEATHSIG, signum)
     if os.getppid() != parent:  # it died before the kernel was told
         os._exit(1)
 
@@ -303,7 +304,7 @@ def main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # at once: Ctrl-C is the command's to pass on
     signal.signal(signal.SIGTERM, _interrupted)
     parent, read = int(argv[0]), int(argv[1])
-    _die_with(parent)
+    die_with(parent)
     try:
         settings = Settings.from_env()
     except KeyboardInterrupt:

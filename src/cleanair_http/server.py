@@ -42,7 +42,7 @@ from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
-from cleanair_http.plan_processes import PlanProcesses, WakePipe, plans_in_processes
+from cleanair_http.plan_processes import PlanProcesses, WakePipe, die_with, plans_in_processes
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
 from cleanair_http.terminal import cannot_listen, escape_nonprintable
@@ -196,6 +196,7 @@ def _fork_serving(
     """Fork `workers` API processes serving on `listening`; their pids."""
     port = listening.getsockname()[1]
     children: list[int] = []
+    command = os.getpid()
     for index in range(workers):
         pid = os.fork()
         if pid == 0:  # a serving process: its own deployment on the shared socket
@@ -203,6 +204,9 @@ def _fork_serving(
             # uvicorn shuts down on SIGTERM, then raises it again under the handler it found:
             # here that ends the process as SIGINT does (status 0), not killed by the signal.
             signal.signal(signal.SIGTERM, _interrupted)
+            # A `kill -9` of the command stops it too (gracefully): left running, it would
+            # hold the port a restarted command then fails to bind.
+            die_with(command, signal.SIGTERM)
             try:
                 if wakeups is not None:
                     wakeups.keep_writing_end()

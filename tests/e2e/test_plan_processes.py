@@ -5,6 +5,7 @@ and which ends with the command."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cleanair_http.plan_processes import PLAN_NICENESS
+from cleanair_http.server import listening_socket
 from support.servers import (
     STARTUP_S,
     children_of,
@@ -156,3 +158,45 @@ def test_a_plan_process_killed_is_started_again_and_its_end_logged(
     # Stopped cleanly, but a plan process had failed: the service manager hears of it.
     assert command.returncode == 1, log.read_text()
     assert children_of(command.pid) == set()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_process_of_serve_ends_with_the_command_killed_outright(
+    tmp_path: Path, workers: int
+) -> None:
+    # A plan process is started by a thread that watches it: the kernel's parent-death
+    # signal follows the thread that started a process, which lives as long as the process.
+    # An API process left running would hold the port: a restarted command could not bind it.
+    env = server_env(tmp_path, CLEANAIR_PLAN_WORKERS="1")
+    log = tmp_path / "serve.log"
+    port = free_port()
+    command = spawn(env, log, "serve", "--port", str(port), "--workers", str(workers))
+    try:
+        processes = 2 * workers if workers > 1 else 1
+        children = wait_until_serving(command, log, processes, f"http://127.0.0.1:{port}/livez")
+        wait_for_lines(log, "plan worker started", workers)
+        api = os.getpriority(os.PRIO_PROCESS, command.pid)
+        planners = {c for c in children if os.getpriority(os.PRIO_PROCESS, c) > api}
+        assert len(planners) == workers
+        command.kill()
+        command.wait()
+        deadline = time.monotonic() + STARTUP_S
+        while alive := {c for c in children if not ended(c)}:
+            assert time.monotonic() < deadline, f"{alive} outlived the command: {log.read_text()}"
+            time.sleep(0.05)
+        # The port is free for the next command.
+        listening_socket("127.0.0.1", port).close()
+    finally:
+        stop(command, signal.SIGKILL, timeout=30)
+        for child in children:  # a leftover must not serve on beside later tests
+            if not ended(child):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+
+
+def ended(pid: int) -> bool:
+    """Whether `pid` has ended (gone, or waiting for its parent to collect it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
