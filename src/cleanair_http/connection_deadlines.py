@@ -42,12 +42,25 @@ Phase = Literal["headers", "body"]
 #: The most bytes a request's head (request line and headers) may take: h11's default, the
 #: limit the service had before it parsed with httptools, which sets none of its own.
 MAX_HEAD_BYTES = 16 * 1024
+#: The most bytes of a chunked body's framing and trailers a request may send besides its
+#: body: httptools buffers a trailer as it does a header. A body in chunks of 1 KiB up to
+#: the 10 MB body limit takes about 70 KiB.
+MAX_FRAMING_BYTES = 256 * 1024
+
+
+class _Refused(Exception):
+    """Raised in a parser callback: uvicorn then answers 400 (`send_400_response`)."""
 
 
 class DeadlineProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with header, body and send deadlines (seconds; class
-    attributes, since uvicorn builds the protocol itself: see `with_deadlines`) and a bound on
-    a request's head (`MAX_HEAD_BYTES`: past it, 400 and the connection closed)."""
+    attributes, since uvicorn builds the protocol itself: see `with_deadlines`) and bounds on
+    a request's head (`MAX_HEAD_BYTES`) and on its body's framing (`MAX_FRAMING_BYTES`): past
+    them, 400 and the connection closed, once the answers owed to earlier requests are sent.
+
+    The deadlines are the client's: they run while the server waits on it, not while it
+    waits on the server (a pipelined request read behind one being answered waits for that
+    answer before its own deadline starts, as it did when h11 left it unread)."""
 
     header_timeout: float = 10.0
     body_timeout: float = 30.0
@@ -62,12 +75,18 @@ class DeadlineProtocol(HttpToolsProtocol):
     _in_request = False
     #: The request under way has its head complete (its body, if any, is being read).
     _head_done = False
-    #: Bytes read in full inside the head under way (see `data_received`).
+    #: Bytes read wholly inside the head under way, then wholly inside its body's framing.
     _head_bytes = 0
-    #: A request began within the bytes being read.
+    _framing_bytes = 0
+    #: A request began within the bytes being read, and the body bytes among them.
     _began = False
+    _body_read = 0
     #: Requests received in full whose answers are not complete.
     _owed = 0
+    #: Why the request under way is refused (the INFO line), and whether its 400 waits for
+    #: the answers owed before it.
+    _refusal: str | None = None
+    _refuse_once_answered = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -76,33 +95,74 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._began = False
+        self._body_read = 0
+        after_head = self._in_request and self._head_done
         super().data_received(data)
-        if self.transport.is_closing():  # a malformed request was answered 400
+        if self.transport.is_closing():
             self._disarm()
             return
-        # httptools buffers a header until it is complete, without a bound: count the bytes
-        # read wholly inside a head (not those of the read where it began, so a burst of
-        # pipelined requests is never taken for one head), which bounds it by one read.
-        if self._in_request and not self._head_done and not self._began:
-            self._head_bytes += len(data)
-            if self._head_bytes > MAX_HEAD_BYTES:
-                self._disarm()
-                log.info("request head too large")  # no client address, as "read timeout"
-                self.send_400_response("Invalid HTTP request received.")
-                return
+        if self._refuse_once_answered:  # an answer done meant reading again: not from this one
+            self.flow.pause_reading()
+            return
+        # httptools buffers a header (or a trailer) until it is complete, without a bound:
+        # count the bytes read wholly inside a head, or after it besides the body (not those
+        # of the read where a request began, so a burst of pipelined requests is never taken
+        # for one head), which bounds what it holds by one read more.
+        if self._in_request and not self._began:
+            if not self._head_done:
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES:
+                    self._refuse("request head too large")
+                    return
+            elif after_head:
+                self._framing_bytes += len(data) - self._body_read
+                if self._framing_bytes > MAX_FRAMING_BYTES:
+                    self._refuse("request body framing too large")
+                    return
+        if not self._in_request and self._owed <= 0 and self.cycle is not None:
+            # Bytes between requests that begin none (line breaks, say): the next request's
+            # headers are owed from now, as the keep-alive timer these bytes stopped was.
+            self._arm("headers", self.header_timeout)
+            return
         self._update_deadline()
+
+    def _refuse(self, reason: str) -> None:
+        self._refusal = reason
+        self.send_400_response("Invalid HTTP request received.")
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer 400 and close (uvicorn's), once the answers owed are sent: written now,
+        it would come before them."""
+        self._disarm()
+        if self._refusal is not None and not self._refuse_once_answered:
+            log.info(self._refusal)  # no client address, as "read timeout"
+        if self._owed > 0:
+            self._refuse_once_answered = True
+            self.flow.pause_reading()  # nothing more is read from this client
+            return
+        super().send_400_response(msg)
 
     # Parser callbacks: where the request under way is.
     def on_message_begin(self) -> None:
         self._in_request = True
         self._head_done = False
         self._head_bytes = 0
+        self._framing_bytes = 0
         self._began = True
         super().on_message_begin()
 
     def on_headers_complete(self) -> None:
         self._head_done = True
+        # The head read in one or two reads was never counted (`data_received`): its size.
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if size > MAX_HEAD_BYTES:
+            self._refusal = "request head too large"
+            raise _Refused
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_read += len(body)
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._in_request = False
@@ -113,7 +173,12 @@ class DeadlineProtocol(HttpToolsProtocol):
         # Pipelined requests already read start here, one at a time.
         self._owed -= 1
         super().on_response_complete()
-        if self._client_done_sending and self._owed <= 0:
+        if self._owed > 0 or self.transport.is_closing():
+            return
+        if self._refuse_once_answered:
+            super().send_400_response("Invalid HTTP request received.")
+            return
+        if self._client_done_sending:
             self.transport.close()  # the last answer is written; nothing more can come
             if self.transport.get_write_buffer_size():
                 self._arm_send()  # close() waits for the buffer to be read: not for ever
@@ -168,8 +233,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         self.transport.abort()  # close() would wait for the very buffer nobody reads
 
     def _update_deadline(self) -> None:
-        if self.transport.is_closing():
-            self._disarm()
+        if self.transport.is_closing() or self._owed > 0:
+            self._disarm()  # the client waits on the server: its own deadlines wait too
         elif self._in_request:
             if self._head_done:
                 self._arm("body", self.body_timeout)

@@ -1,0 +1,135 @@
+"""The HTTP protocol `cleanair serve` runs (`connection_deadlines.DeadlineProtocol`), served by
+a real uvicorn on a socket, in front of a small app whose answer can be made to wait: what the
+deadlines and bounds do while the server itself is the one being waited for. (Its behaviour
+in front of the real app: tests/e2e/test_transport.py and test_half_close.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+
+from cleanair_http.connection_deadlines import MAX_FRAMING_BYTES, with_deadlines
+from cleanair_http.server import listening_socket
+
+#: The read deadlines of the server under test: short, so a test waits little for them.
+DEADLINE_S = 0.5
+#: How long the slow answer takes: three read deadlines.
+SLOW_S = 3 * DEADLINE_S
+#: A socket read waits this long at most for the server.
+READ_TIMEOUT = 10.0
+
+
+async def app(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
+    """`/slow` answers after SLOW_S (the server's own wait); anything else at once."""
+    if scope["type"] != "http":
+        return
+    if scope["path"] == "/slow":
+        await asyncio.sleep(SLOW_S)
+    body = scope["path"].encode()
+    await send(  # type: ignore[operator]
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})  # type: ignore[operator]
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    sock = listening_socket("127.0.0.1", 0)
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        lifespan="off",
+        http=with_deadlines(DEADLINE_S, DEADLINE_S, DEADLINE_S),
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + READ_TIMEOUT
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    yield sock.getsockname()[1]
+    server.should_exit = True
+    thread.join(READ_TIMEOUT)
+    sock.close()
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes; a server that never closes it fails the
+    test after READ_TIMEOUT."""
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+def test_a_request_pipelined_behind_a_slow_answer_waits_for_it_before_its_own_deadline(
+    port: int,
+) -> None:
+    # The second request's head is incomplete: its deadline is the client's, and the client
+    # is waiting on the server's slow answer, which must not be lost to that deadline.
+    with connect(port) as sock:
+        sock.sendall(b"GET /slow HTTP/1.1\r\nhost: x\r\n\r\nGET /next HTTP/1.1\r\nho")
+        received = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 200 ")
+    assert received.endswith(b"/slow")
+
+
+def test_line_breaks_between_requests_do_not_keep_a_connection_open(port: int) -> None:
+    # They begin no request, but stop the keep-alive timer: the next head is owed at once.
+    with connect(port) as sock:
+        sock.sendall(b"GET /a HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert sock.recv(65536).endswith(b"/a")
+        sock.sendall(b"\r\n")
+        assert read_until_closed(sock) == b""
+
+
+def test_a_head_larger_than_the_bound_in_one_read_is_refused(port: int) -> None:
+    with connect(port) as sock:
+        sock.sendall(b"GET /a HTTP/1.1\r\nhost: x\r\nx-padding: " + b"a" * 100_000 + b"\r\n\r\n")
+        received = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 400 ")
+
+
+def test_trailers_past_the_framing_bound_are_refused(
+    port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # httptools buffers a trailer as it does a header: without a bound, a client could
+    # stream one for the whole body deadline.
+    head = b"POST /a HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: "
+    with caplog.at_level(logging.INFO, logger="cleanair.server"), connect(port) as sock:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            sock.sendall(head + b"a" * (4 * MAX_FRAMING_BYTES))
+            read_until_closed(sock)
+        deadline = time.monotonic() + READ_TIMEOUT
+        while "request body framing too large" not in caplog.messages:
+            assert time.monotonic() < deadline, caplog.messages
+            time.sleep(0.01)
+
+
+def test_a_refused_head_behind_a_slow_answer_is_refused_after_it(port: int) -> None:
+    # Written at once, the 400 would reach the client before the answer owed to it.
+    refused = b"GET /a HTTP/1.1\r\nx-padding: " + b"a" * 40_000 + b"\r\n\r\n"
+    with connect(port) as sock:
+        sock.sendall(b"GET /slow HTTP/1.1\r\nhost: x\r\n\r\n" + refused)
+        received = read_until_closed(sock)
+    first, _, rest = received.partition(b"/slow")
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert rest.startswith(b"HTTP/1.1 400 ")
