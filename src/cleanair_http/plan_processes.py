@@ -144,30 +144,39 @@ def restart_delay(restarts: int) -> float:
     return RESTART_DELAYS_S[min(max(restarts, 1), len(RESTART_DELAYS_S)) - 1]
 
 
+#: A plan process that stopped (exit 0, or ended by SIGTERM or SIGINT) before this process
+#: heard of a stop: a service manager signalling every process at once may reach it first.
+#: Taken for one that stopped by itself only if no stop follows within this long.
+STOP_HEARD_WITHIN_S = 2.0
+_STOP_STATUSES = (0, -signal.SIGTERM, -signal.SIGINT)
+
+
 class PlanProcesses:
     """The plan processes of one `cleanair serve`. A plan process that ends by itself (killed
     for its memory, say) is logged and started again, after `restart_delay`, until `stop`.
 
-    Each is a fresh interpreter (`python -m cleanair_http.plan_processes`) rather than a fork:
-    it may be started again while the process that watches it runs threads, and a fork then
-    could copy a lock some thread held. Each is started, watched and restarted by a thread of
-    its own, which lives as long as the process it started: on Linux the kernel kills a plan
-    process when that thread's process dies (`die_with`)."""
+    Each is a fresh interpreter (`python -P -m cleanair_http.plan_processes`, reading the
+    settings from the environment as the command did) rather than a fork: it may be started
+    again while the process that watches it runs threads, and a fork then could copy a lock
+    some thread held. Each is started, watched and restarted by a thread of its own, which
+    lives as long as the process it started: on Linux the kernel kills a plan process when
+    that thread's process dies (`die_with`). Each is in a process group of its own: a
+    terminal's Ctrl-C reaches the command, which passes a stop on as SIGTERM."""
 
-    def __init__(self, settings: Settings, wakeups: WakePipe | None) -> None:
-        self._settings = settings
+    def __init__(self, wakeups: WakePipe | None) -> None:
         self._wakeups = wakeups
-        self._lock = threading.Lock()
+        # Reentrant: `stop` may run in a signal handler while the same thread is in `stop`.
+        self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._watchers: list[threading.Thread] = []
         self._failed = 0
 
     @classmethod
-    def start(cls, settings: Settings, count: int, wakeups: WakePipe | None) -> PlanProcesses:
-        """Start `count` plan processes of `settings.plan_workers` runners each, woken by
-        `wakeups` (whose reading end this process then keeps, to hand to a restarted one)."""
-        processes = cls(settings, wakeups)
+    def start(cls, count: int, wakeups: WakePipe | None) -> PlanProcesses:
+        """Start `count` plan processes, woken by `wakeups` (whose reading end this process
+        then keeps, to hand to a restarted one)."""
+        processes = cls(wakeups)
         for index in range(count):
             started = threading.Event()
             watcher = threading.Thread(
@@ -190,54 +199,91 @@ class PlanProcesses:
     def stop(self) -> None:
         """Tell every plan process to stop: each hands its plans back and exits at once. None
         is started again."""
+        self._stopping.set()  # before the lock: a watcher checks it there before it starts one
         with self._lock:
-            self._stopping.set()
-            for process in self._running.values():
-                with contextlib.suppress(ProcessLookupError):  # that one has already ended
-                    process.send_signal(signal.SIGTERM)
+            running = list(self._running.values())
+        for process in running:
+            with contextlib.suppress(ProcessLookupError):  # that one has already ended
+                process.send_signal(signal.SIGTERM)
 
     def wait(self) -> int:
-        """Wait for every plan process to end (`stop` first); how many ended with an error,
-        those restarted included."""
+        """Wait for every plan process to end (`stop` first); how many ended with an error
+        (or could not be started), those restarted included."""
         for watcher in self._watchers:
             watcher.join()
-        return self._failed
+        with self._lock:
+            return self._failed
 
     def _watch(self, index: int, started: threading.Event) -> None:
         restarts = 0
-        while True:
-            with self._lock:
-                if self._stopping.is_set():
-                    started.set()
+        try:
+            while True:
+                with self._lock:
+                    if self._stopping.is_set():
+                        return
+                    process: subprocess.Popen[bytes] | None = None
+                    try:
+                        process = self._spawn()
+                    except OSError as exc:  # out of processes or memory, say
+                        reason = str(exc)
+                    else:
+                        self._running[index] = process
+                started.set()
+                began = time.monotonic()
+                status = None if process is None else self._wait_for(index, process)
+                restarts = restarts + 1 if time.monotonic() - began < STEADY_S else 1
+                delay = restart_delay(restarts)
+                if process is None:
+                    self._count_failure()
+                    log.error(
+                        "could not start a plan process",
+                        extra={"error": reason, "restart_in_s": delay},
+                    )
+                elif status in _STOP_STATUSES:
+                    if self._stopping.wait(STOP_HEARD_WITHIN_S):
+                        return
+                    log.warning(
+                        "a plan process stopped by itself",
+                        extra={"pid": process.pid, "status": status, "restart_in_s": delay},
+                    )
+                else:
+                    self._count_failure()
+                    log.error(
+                        "a plan process ended with an error",
+                        extra={"pid": process.pid, "status": status, "restart_in_s": delay},
+                    )
+                if self._stopping.wait(delay):
                     return
-                process = self._spawn()
-                self._running[index] = process
-            started.set()
-            began = time.monotonic()
-            status = process.wait()
-            _forget_metrics(process.pid)
-            with self._lock:
-                del self._running[index]
-                stopping = self._stopping.is_set()
-            # Stopped, it exits 0; a SIGTERM before it listened for one ends it by the signal.
-            if stopping and status in (0, -signal.SIGTERM):
-                return
+        finally:
+            started.set()  # a watcher that failed must not hold `start` for ever
+
+    def _wait_for(self, index: int, process: subprocess.Popen[bytes]) -> int:
+        """Wait for `process` to end, and forget it; its exit status."""
+        status = process.wait()
+        _forget_metrics(process.pid)
+        with self._lock:
+            del self._running[index]
+        return status
+
+    def _count_failure(self) -> None:
+        with self._lock:
             self._failed += 1
-            restarts = restarts + 1 if time.monotonic() - began < STEADY_S else 1
-            delay = restart_delay(restarts)
-            log.error(
-                "a plan process ended with an error",
-                extra={"pid": process.pid, "status": status, "restart_in_s": delay},
-            )
-            if self._stopping.wait(delay):
-                return
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         read = -1 if self._wakeups is None else self._wakeups.reading_end
         return subprocess.Popen(
-            [sys.executable, "-m", "cleanair_http.plan_processes", str(os.getpid()), str(read)],
+            # -P: not the working directory first on the import path (`cleanair` has not it).
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "cleanair_http.plan_processes",
+                str(os.getpid()),
+                str(read),
+            ],
             pass_fds=() if read < 0 else (read,),
             stdin=subprocess.DEVNULL,
+            process_group=0,
         )
 
 

@@ -83,7 +83,7 @@ def serve(
                 # The API process keeps both ends of the pipe: it wakes the plan process
                 # through one and hands the other to the plan process it starts again.
                 with _wake_pipe(settings) as wakeups:
-                    planners = PlanProcesses.start(settings, 1, wakeups)
+                    planners = PlanProcesses.start(1, wakeups)
                     return _serve_alone(settings, host, port, listening, planners, wakeups)
             return _serve_processes(settings, host, listening, workers)
     finally:
@@ -180,9 +180,7 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
         listening.close()
         if wakeups is not None:
             wakeups.keep_reading_end()
-        planners = PlanProcesses.start(
-            settings, workers if plans_in_processes(settings) else 0, wakeups
-        )
+        planners = PlanProcesses.start(workers if plans_in_processes(settings) else 0, wakeups)
         return _supervise(settings, children, planners)
 
 

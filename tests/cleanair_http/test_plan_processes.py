@@ -4,6 +4,8 @@ nothing itself, wakes them for each plan submitted. (The processes themselves: t
 
 from __future__ import annotations
 
+import logging
+import subprocess
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +21,7 @@ from cleanair_http.app import create_app
 from cleanair_http.offloading import in_abandoned_thread
 from cleanair_http.plan_processes import (
     RESTART_DELAYS_S,
+    PlanProcesses,
     WakePipe,
     plans_in_processes,
     restart_delay,
@@ -145,3 +148,33 @@ def test_a_plan_process_ending_again_and_again_waits_longer_up_to_a_bound(restar
     assert restart_delay(1) == min(RESTART_DELAYS_S)  # the first restart is the quickest
     if restarts >= len(RESTART_DELAYS_S):
         assert delay == max(RESTART_DELAYS_S)
+
+
+def failing_spawn(_: PlanProcesses) -> subprocess.Popen[bytes]:
+    raise OSError("Resource temporarily unavailable")
+
+
+def test_a_plan_process_that_cannot_be_started_is_logged_and_serving_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(PlanProcesses, "_spawn", failing_spawn)
+    with caplog.at_level(logging.ERROR, logger="cleanair"):
+        planners = PlanProcesses.start(1, None)  # returns: the API serves all the same
+    planners.stop()
+    assert planners.wait() == 1
+    assert "could not start a plan process" in caplog.messages
+
+
+def test_a_stop_in_a_signal_handler_during_a_stop_does_not_wait_on_itself() -> None:
+    # A second Ctrl-C or SIGTERM landing while the command's main thread is inside `stop`.
+    planners = PlanProcesses.start(0, None)
+    done = threading.Event()
+
+    def stop_twice() -> None:
+        with planners._lock:  # where a signal handler could interrupt the first stop
+            planners.stop()
+        done.set()
+
+    threading.Thread(target=stop_twice, daemon=True).start()
+    assert done.wait(WAIT_S)
+    assert planners.wait() == 0

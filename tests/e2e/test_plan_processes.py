@@ -200,3 +200,31 @@ def ended(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_a_service_managers_stop_reaching_the_plan_process_first_is_a_clean_stop(
+    tmp_path: Path,
+) -> None:
+    # systemd signals every process of the service at once: the plan process may hear of the
+    # stop before the command does. Started from a folder holding a module named as one the
+    # plan process imports: the working directory is not on its import path.
+    folder = tmp_path / "cwd"
+    folder.mkdir()
+    (folder / "attrs.py").write_text("raise SystemExit(7)\n")
+    env = server_env(tmp_path, CLEANAIR_PLAN_WORKERS="1")
+    log = tmp_path / "serve.log"
+    port = free_port()
+    command = spawn(env, log, "serve", "--port", str(port), cwd=folder)
+    try:
+        children = wait_until_serving(command, log, 1, f"http://127.0.0.1:{port}/livez")
+        wait_for_lines(log, "plan worker started", 1)
+        [planner] = children
+        # A process group of its own: a terminal's Ctrl-C is the command's to pass on.
+        assert os.getpgid(planner) == planner != os.getpgid(command.pid)
+        os.kill(planner, signal.SIGTERM)
+        os.kill(command.pid, signal.SIGTERM)
+        command.wait(timeout=30)
+    finally:
+        stop(command, signal.SIGKILL, timeout=30)
+    assert command.returncode == 0, log.read_text()
+    assert "a plan process" not in log.read_text()

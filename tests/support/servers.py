@@ -129,10 +129,15 @@ class Server:
 
 
 def spawn(
-    env: Mapping[str, str], log: Path, *args: str, session: bool = False
+    env: Mapping[str, str],
+    log: Path,
+    *args: str,
+    session: bool = False,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[str]:
     """`cleanair ARGS` started in the background, its stderr to `log` (never a pipe nobody
-    reads); with `session`, in a process group of its own, as a terminal's job is."""
+    reads); with `session`, in a process group of its own, as a terminal's job is; in `cwd`
+    when given."""
     with log.open("w") as stderr:
         return subprocess.Popen(
             [CLI, *args],
@@ -141,6 +146,7 @@ def spawn(
             stderr=stderr,
             text=True,
             start_new_session=session,
+            cwd=cwd,
         )
 
 
