@@ -301,7 +301,7 @@ async def served(
             requests = {name: request for name, request in requests.items() if name in only}
         runs: dict[str, list[Stats]] = {name: [] for name in requests}
         spent: dict[str, list[float]] = {name: [] for name in requests}
-        serving = serving_processes(server.pid)
+        serving = serving_processes(server.pid) if cpu is not None else []
         for request, n in requests.values():
             await served_round(port, request, n // 3)
         for _ in range(ROUNDS):

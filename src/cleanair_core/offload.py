@@ -2,9 +2,10 @@
 
 Storage waits (a write lock another process holds, a busy disk) and CPU-heavy path searches
 block the thread that runs them. The async use cases hand such work to an `Offload`: the
-service gives them a worker thread (`anyio.to_thread.run_sync`); an embedder without an event
-loop to protect keeps the default, `inline`. Work that can tell when it would wait
-(`WouldBlock`) can skip the thread while nothing holds the store: `here_unless_blocked`.
+service gives them a worker thread (`cleanair_http.offloading.in_thread`); an embedder
+without an event loop to protect keeps the default, `inline`. Work that can tell when it
+would wait (`WouldBlock`) can skip the thread while nothing holds the store:
+`here_unless_blocked`.
 """
 
 from __future__ import annotations

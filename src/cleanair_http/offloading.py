@@ -32,32 +32,41 @@ T = TypeVar("T")
 
 #: Worker threads per event loop: anyio's default for its own pool.
 OFFLOAD_THREADS = 40
-_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ThreadPoolExecutor] = (
-    weakref.WeakKeyDictionary()
-)
+_POOLS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[ThreadPoolExecutor, asyncio.Semaphore]
+] = weakref.WeakKeyDictionary()
 
 
-def _pool(loop: asyncio.AbstractEventLoop) -> ThreadPoolExecutor:
-    # One per loop, made in the process that runs it: a pool's threads do not survive a fork.
-    pool = _POOLS.get(loop)
-    if pool is None:
-        pool = _POOLS[loop] = ThreadPoolExecutor(OFFLOAD_THREADS, "cleanair-offload")
-    return pool
+def _pool(loop: asyncio.AbstractEventLoop) -> tuple[ThreadPoolExecutor, asyncio.Semaphore]:
+    """The loop's worker threads, and the slots that bound the work handed to them."""
+    found = _POOLS.get(loop)
+    if found is None:
+        pool = ThreadPoolExecutor(OFFLOAD_THREADS, "cleanair-offload")
+        # As the loop's default executor, the threads end with the loop: asyncio.run and
+        # anyio.run shut it down. None then outlives it into a fork (the command opens and
+        # closes its deployment, then forks its API processes). A loop that has a default
+        # executor already keeps it, and this pool lives until it is collected.
+        if getattr(loop, "_default_executor", None) is None:
+            loop.set_default_executor(pool)
+        found = _POOLS[loop] = (pool, asyncio.Semaphore(OFFLOAD_THREADS))
+    return found
 
 
 async def in_thread(work: Callable[[], T], /) -> T:
     """Run `work` in a worker thread (with the caller's contextvars) and return its result.
 
-    As anyio's `to_thread.run_sync`, a cancelled caller still waits for `work` to end, so
-    nothing it cleans up afterwards races the work. Not anyio's pool: its hand-over costs
-    about 125 µs of CPU a call with 8 callers at once, against 30 µs for this one, and a
-    request on PostgreSQL makes one or two (bench/served.py)."""
-    # Also as anyio: a caller already cancelled raises here, its work never started.
+    As anyio's `to_thread.run_sync`: a caller already cancelled, or cancelled while its work
+    waits for a thread, never starts it; once started, a cancelled caller still waits for it
+    to end, so nothing it cleans up afterwards races the work. Not anyio's pool: its
+    hand-over costs about 125 µs of CPU a call with 8 callers at once, against 30-60 µs for
+    this one, and a request on PostgreSQL makes one or two (bench/served.py)."""
     await anyio.lowlevel.checkpoint_if_cancelled()
     loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(_pool(loop), contextvars.copy_context().run, work)
-    with anyio.CancelScope(shield=True):
-        result = await future
+    pool, slots = _pool(loop)
+    async with slots:
+        future = loop.run_in_executor(pool, contextvars.copy_context().run, work)
+        with anyio.CancelScope(shield=True):
+            result = await future
     return result
 
 

@@ -3,12 +3,14 @@ event loop never waits, with anyio's semantics on a cheaper hand-over."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 
 import anyio
 import pytest
 
+from cleanair_http import offloading
 from cleanair_http.offloading import in_thread
 
 #: Bounded waits for other threads: generous on a busy machine, never reached when it works.
@@ -81,3 +83,42 @@ def test_a_caller_already_cancelled_never_starts_its_work() -> None:
 
     anyio.run(main)
     assert ran == []
+
+
+def test_a_caller_cancelled_while_its_work_waits_for_a_thread_never_starts_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(offloading, "OFFLOAD_THREADS", 1)
+    started, release = threading.Event(), threading.Event()
+    ran: list[bool] = []
+
+    def block() -> None:
+        started.set()
+        assert release.wait(WAIT_S)
+
+    async def main() -> None:
+        scope = anyio.CancelScope()
+
+        async def queued() -> None:
+            with scope:
+                await in_thread(lambda: ran.append(True))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(in_thread, block)
+            assert await anyio.to_thread.run_sync(started.wait, WAIT_S)
+            group.start_soon(queued)
+            await anyio.wait_all_tasks_blocked()  # waiting for the one thread
+            scope.cancel()
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+        assert scope.cancelled_caught
+
+    anyio.run(main)
+    assert ran == []
+
+
+def test_no_offload_thread_outlives_its_event_loop() -> None:
+    # The command opens and closes its deployment on a loop of its own, then forks its API
+    # processes: a thread left running across a fork could leave a lock held in them.
+    asyncio.run(in_thread(lambda: None))
+    assert [t for t in threading.enumerate() if t.name.startswith("cleanair-offload")] == []

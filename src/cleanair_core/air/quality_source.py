@@ -55,7 +55,9 @@ class CachingAir(AirQualitySource, Protocol):
 def answers_at_once(source: AirQualitySource, samples: Sequence[Sample]) -> bool:
     """Whether `source` would answer `samples` with no request upstream: a source that says
     nothing of it (`CachingAir`) is taken to wait."""
-    return isinstance(source, CachingAir) and source.answers_at_once(samples)
+    # Not isinstance: against a runtime-checkable protocol it costs about 15 µs, on the loop.
+    answers = getattr(source, "answers_at_once", None)
+    return answers is not None and bool(answers(samples))
 
 
 @runtime_checkable
