@@ -9,9 +9,11 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
+import attrs
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -60,21 +62,56 @@ def wait_for_lines(log: Path, text: str, count: int) -> None:
         time.sleep(0.05)
 
 
+def submit_until_claimed(env: dict[str, str], base: str, log: Path) -> None:
+    """Submit a walk and wait, bounded, until a plan process has claimed it: with no street
+    network the plan fails (refunded) as soon as it is claimed."""
+    submitted = httpx.post(f"{base}/v1/routes", json=WALK, headers=pair(env, base), timeout=10)
+    assert submitted.status_code == 202, submitted.text
+    request_id = submitted.json()["request_id"]
+    deadline = time.monotonic() + CLAIMED_S
+    while plan_row(env["CLEANAIR_DATABASE"], request_id)[0] != "failed":
+        assert time.monotonic() < deadline, f"not claimed in {CLAIMED_S} s: {log.read_text()}"
+        time.sleep(0.05)
+
+
+def plan_processes_of(command: int, children: set[int]) -> set[int]:
+    """Which of `children` are plan processes: those at a lower CPU priority."""
+    api = os.getpriority(os.PRIO_PROCESS, command)
+    return {c for c in children if os.getpriority(os.PRIO_PROCESS, c) > api}
+
+
+@attrs.frozen
+class Serving:
+    """A `cleanair serve` started by a test, with one plan runner per plan process."""
+
+    env: dict[str, str]
+    log: Path
+    port: int
+    command: subprocess.Popen[str]
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def serve(tmp_path: Path, workers: int, cwd: Path | None = None, **settings: str) -> Serving:
+    env = server_env(tmp_path, CLEANAIR_PLAN_WORKERS="1", **settings)
+    log, port = tmp_path / "serve.log", free_port()
+    args = ("serve", "--port", str(port), "--workers", str(workers))
+    return Serving(env, log, port, spawn(env, log, *args, cwd=cwd))
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_plans_run_in_plan_processes_woken_at_once_and_counted_by_the_api(
     tmp_path: Path, workers: int
 ) -> None:
-    env = server_env(
+    serving = serve(
         tmp_path,
-        CLEANAIR_PLAN_WORKERS="1",
+        workers,
         CLEANAIR_PLAN_WORKER_IDLE_SECONDS=str(IDLE_S),
         CLEANAIR_METRICS="on",
     )
-    database = env["CLEANAIR_DATABASE"]
-    log = tmp_path / "serve.log"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    command = spawn(env, log, "serve", "--port", str(port), "--workers", str(workers))
+    env, log, base, command = serving.env, serving.log, serving.base, serving.command
     try:
         # An API process and a plan process each (the single API process is the command).
         processes = 2 * workers if workers > 1 else 1
@@ -83,15 +120,7 @@ def test_plans_run_in_plan_processes_woken_at_once_and_counted_by_the_api(
         # plans nothing itself.
         wait_for_lines(log, "plan worker started", workers)
         wait_for_lines(log, '"plan_runners": 0', workers)
-        headers = pair(env, base)
-        submitted = httpx.post(f"{base}/v1/routes", json=WALK, headers=headers, timeout=10)
-        assert submitted.status_code == 202, submitted.text
-        request_id = submitted.json()["request_id"]
-        # With no street network the plan fails (refunded) as soon as it is claimed.
-        deadline = time.monotonic() + CLAIMED_S
-        while plan_row(database, request_id)[0] != "failed":
-            assert time.monotonic() < deadline, f"not claimed in {CLAIMED_S} s: {log.read_text()}"
-            time.sleep(0.05)
+        submit_until_claimed(env, base, log)
         assert finished_plans(base, "failed") == 1  # counted by a plan process
         assert log.read_text().count("plan worker started") == workers
         # The plan processes give way to the API processes on a busy CPU.
@@ -112,23 +141,13 @@ def test_plans_run_in_plan_processes_woken_at_once_and_counted_by_the_api(
 def test_a_plan_process_killed_is_started_again_and_its_end_logged(
     tmp_path: Path, workers: int
 ) -> None:
-    env = server_env(
-        tmp_path,
-        CLEANAIR_PLAN_WORKERS="1",
-        CLEANAIR_PLAN_WORKER_IDLE_SECONDS=str(IDLE_S),
-    )
-    database = env["CLEANAIR_DATABASE"]
-    log = tmp_path / "serve.log"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    command = spawn(env, log, "serve", "--port", str(port), "--workers", str(workers))
+    serving = serve(tmp_path, workers, CLEANAIR_PLAN_WORKER_IDLE_SECONDS=str(IDLE_S))
+    env, log, base, command = serving.env, serving.log, serving.base, serving.command
     processes = 2 * workers if workers > 1 else 1
     try:
         children = wait_until_serving(command, log, processes, f"{base}/livez")
         wait_for_lines(log, "plan worker started", workers)
-        # The plan processes are the children at the lower priority.
-        api = os.getpriority(os.PRIO_PROCESS, command.pid)
-        planners = {c for c in children if os.getpriority(os.PRIO_PROCESS, c) > api}
+        planners = plan_processes_of(command.pid, children)
         assert len(planners) == workers
         killed = min(planners)
         os.kill(killed, signal.SIGKILL)  # as the kernel's OOM killer ends one
@@ -144,15 +163,7 @@ def test_a_plan_process_killed_is_started_again_and_its_end_logged(
             if "a plan process ended with an error" in line
         ]
         assert [(entry["pid"], entry["status"]) for entry in ended] == [(killed, -signal.SIGKILL)]
-        # It plans: with no street network a plan fails (refunded) once claimed.
-        headers = pair(env, base)
-        submitted = httpx.post(f"{base}/v1/routes", json=WALK, headers=headers, timeout=10)
-        assert submitted.status_code == 202, submitted.text
-        request_id = submitted.json()["request_id"]
-        deadline = time.monotonic() + CLAIMED_S
-        while plan_row(database, request_id)[0] != "failed":
-            assert time.monotonic() < deadline, f"not claimed in {CLAIMED_S} s: {log.read_text()}"
-            time.sleep(0.05)
+        submit_until_claimed(env, base, log)  # it plans
     finally:
         stop(command, signal.SIGTERM, timeout=30)
     # Stopped cleanly, but a plan process had failed: the service manager hears of it.
@@ -167,16 +178,13 @@ def test_every_process_of_serve_ends_with_the_command_killed_outright(
     # A plan process is started by a thread that watches it: the kernel's parent-death
     # signal follows the thread that started a process, which lives as long as the process.
     # An API process left running would hold the port: a restarted command could not bind it.
-    env = server_env(tmp_path, CLEANAIR_PLAN_WORKERS="1")
-    log = tmp_path / "serve.log"
-    port = free_port()
-    command = spawn(env, log, "serve", "--port", str(port), "--workers", str(workers))
+    serving = serve(tmp_path, workers)
+    log, port, command = serving.log, serving.port, serving.command
     try:
         processes = 2 * workers if workers > 1 else 1
         children = wait_until_serving(command, log, processes, f"http://127.0.0.1:{port}/livez")
         wait_for_lines(log, "plan worker started", workers)
-        api = os.getpriority(os.PRIO_PROCESS, command.pid)
-        planners = {c for c in children if os.getpriority(os.PRIO_PROCESS, c) > api}
+        planners = plan_processes_of(command.pid, children)
         assert len(planners) == workers
         command.kill()
         command.wait()
@@ -211,10 +219,8 @@ def test_a_service_managers_stop_reaching_the_plan_process_first_is_a_clean_stop
     folder = tmp_path / "cwd"
     folder.mkdir()
     (folder / "attrs.py").write_text("raise SystemExit(7)\n")
-    env = server_env(tmp_path, CLEANAIR_PLAN_WORKERS="1")
-    log = tmp_path / "serve.log"
-    port = free_port()
-    command = spawn(env, log, "serve", "--port", str(port), cwd=folder)
+    serving = serve(tmp_path, 1, cwd=folder)
+    log, port, command = serving.log, serving.port, serving.command
     try:
         children = wait_until_serving(command, log, 1, f"http://127.0.0.1:{port}/livez")
         wait_for_lines(log, "plan worker started", 1)
