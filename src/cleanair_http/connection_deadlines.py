@@ -94,15 +94,15 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._arm("headers", self.header_timeout)
 
     def data_received(self, data: bytes) -> None:
+        if self._refuse_once_answered:  # nothing more is read from a client being refused
+            self.flow.pause_reading()
+            return
         self._began = False
         self._body_read = 0
         after_head = self._in_request and self._head_done
         super().data_received(data)
         if self.transport.is_closing():
             self._disarm()
-            return
-        if self._refuse_once_answered:  # an answer done meant reading again: not from this one
-            self.flow.pause_reading()
             return
         # httptools buffers a header (or a trailer) until it is complete, without a bound:
         # count the bytes read wholly inside a head, or after it besides the body (not those
@@ -141,6 +141,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             self.flow.pause_reading()  # nothing more is read from this client
             return
         super().send_400_response(msg)
+        self._sent_and_closing()
 
     # Parser callbacks: where the request under way is.
     def on_message_begin(self) -> None:
@@ -172,18 +173,30 @@ class DeadlineProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         # Pipelined requests already read start here, one at a time.
         self._owed -= 1
-        super().on_response_complete()
-        if self._owed > 0 or self.transport.is_closing():
-            return
-        if self._refuse_once_answered:
+        if self._refuse_once_answered and self._owed <= 0:
+            # What is left queued is the refused request itself (its head read, its body
+            # refused): it never runs.
+            self.pipeline.clear()
             super().send_400_response("Invalid HTTP request received.")
+            self._sent_and_closing()
+            return
+        super().on_response_complete()
+        if self.transport.is_closing():  # a `Connection: close` answer, say
+            self._sent_and_closing()
+            return
+        if self._owed > 0:
             return
         if self._client_done_sending:
             self.transport.close()  # the last answer is written; nothing more can come
-            if self.transport.get_write_buffer_size():
-                self._arm_send()  # close() waits for the buffer to be read: not for ever
+            self._sent_and_closing()
             return
         self._update_deadline()
+
+    def _sent_and_closing(self) -> None:
+        """The transport is closing: close() waits for the buffer to be read, not for ever."""
+        self._disarm()
+        if self.transport.get_write_buffer_size():
+            self._arm_send()
 
     def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio allows a bool
         """Keep the connection open for the answers still owed (True), else close it (None:
@@ -266,6 +279,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         # No client address: the access log has none either.
         log.info("read timeout", extra={"phase": phase})
         self.transport.close()
+        self._sent_and_closing()
 
 
 def with_deadlines(

@@ -160,14 +160,15 @@ class PlanProcesses:
     again while the process that watches it runs threads, and a fork then could copy a lock
     some thread held. Each is started, watched and restarted by a thread of its own, which
     lives as long as the process it started: on Linux the kernel kills a plan process when
-    that thread's process dies (`die_with`). Each is in a process group of its own: a
-    terminal's Ctrl-C reaches the command, which passes a stop on as SIGTERM."""
+    that thread's process dies (`die_with`). Each is in a session of its own: a terminal's
+    Ctrl-C reaches the command, which passes a stop on as SIGTERM."""
 
     def __init__(self, wakeups: WakePipe | None) -> None:
         self._wakeups = wakeups
         # Reentrant: `stop` may run in a signal handler while the same thread is in `stop`.
         self._lock = threading.RLock()
         self._stopping = threading.Event()
+        self._stop_asked = False
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._watchers: list[threading.Thread] = []
         self._failed = 0
@@ -199,6 +200,11 @@ class PlanProcesses:
     def stop(self) -> None:
         """Tell every plan process to stop: each hands its plans back and exits at once. None
         is started again."""
+        # A second stop signal landing in here must not wait on the first (the Event's own
+        # lock is not reentrant): once asked, it is done.
+        if self._stop_asked:
+            return
+        self._stop_asked = True
         self._stopping.set()  # before the lock: a watcher checks it there before it starts one
         with self._lock:
             running = list(self._running.values())
@@ -283,7 +289,8 @@ class PlanProcesses:
             ],
             pass_fds=() if read < 0 else (read,),
             stdin=subprocess.DEVNULL,
-            process_group=0,
+            # Its own session: a terminal's Ctrl-C (or its job control) never reaches it.
+            start_new_session=True,
         )
 
 

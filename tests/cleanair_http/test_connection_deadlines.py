@@ -27,13 +27,22 @@ SLOW_S = 3 * DEADLINE_S
 READ_TIMEOUT = 10.0
 
 
+#: The paths the app was run for, in order.
+RUN: list[str] = []
+#: The size of `/big`'s answer: below the transport's 64 KiB high-water mark, so writing is
+#: never paused for it.
+BIG = 40_000
+
+
 async def app(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
-    """`/slow` answers after SLOW_S (the server's own wait); anything else at once."""
+    """`/slow` answers after SLOW_S (the server's own wait), `/big` with BIG bytes, anything
+    else at once with its path."""
     if scope["type"] != "http":
         return
+    RUN.append(scope["path"])
     if scope["path"] == "/slow":
         await asyncio.sleep(SLOW_S)
-    body = scope["path"].encode()
+    body = b"b" * BIG if scope["path"] == "/big" else scope["path"].encode()
     await send(  # type: ignore[operator]
         {
             "type": "http.response.start",
@@ -47,6 +56,9 @@ async def app(scope: dict, receive: object, send: object) -> None:  # type: igno
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
     sock = listening_socket("127.0.0.1", 0)
+    # A small send buffer (the accepted sockets inherit it): an answer the client does not
+    # read stays in the server's own buffer, which closing waits on.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     config = uvicorn.Config(
         app,
         log_config=None,
@@ -133,3 +145,32 @@ def test_a_refused_head_behind_a_slow_answer_is_refused_after_it(port: int) -> N
     first, _, rest = received.partition(b"/slow")
     assert first.startswith(b"HTTP/1.1 200 ")
     assert rest.startswith(b"HTTP/1.1 400 ")
+
+
+def test_a_refused_request_queued_behind_an_answer_never_runs(port: int) -> None:
+    # Its head was read (and queued) behind the slow request; its body is then refused.
+    refused = b"DELETE /refused HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"
+    with connect(port) as sock:
+        sock.sendall(b"GET /slow HTTP/1.1\r\nhost: x\r\n\r\n" + refused)
+        received = read_until_closed(sock)
+    first, _, rest = received.partition(b"/slow")
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert rest.startswith(b"HTTP/1.1 400 ")
+    assert "/refused" not in RUN
+
+
+def test_a_closing_connection_whose_client_reads_nothing_is_cut_off(
+    port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `Connection: close`: uvicorn closes once the answer is written, and the close waits for
+    # the client to read it, for ever without the send deadline.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    sock.settimeout(READ_TIMEOUT)
+    with caplog.at_level(logging.INFO, logger="cleanair.server"), sock:
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET /big HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        deadline = time.monotonic() + READ_TIMEOUT
+        while "send timeout" not in caplog.messages:
+            assert time.monotonic() < deadline, caplog.messages
+            time.sleep(0.01)

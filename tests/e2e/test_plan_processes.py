@@ -225,8 +225,8 @@ def test_a_service_managers_stop_reaching_the_plan_process_first_is_a_clean_stop
         children = wait_until_serving(command, log, 1, f"http://127.0.0.1:{port}/livez")
         wait_for_lines(log, "plan worker started", 1)
         [planner] = children
-        # A process group of its own: a terminal's Ctrl-C is the command's to pass on.
-        assert os.getpgid(planner) == planner != os.getpgid(command.pid)
+        # A session of its own: a terminal's Ctrl-C is the command's to pass on.
+        assert os.getsid(planner) == os.getpgid(planner) == planner != os.getpgid(command.pid)
         os.kill(planner, signal.SIGTERM)
         os.kill(command.pid, signal.SIGTERM)
         command.wait(timeout=30)
