@@ -50,7 +50,8 @@ PLAN_NICENESS = 10
 
 class WakePipe:
     """A pipe from the API processes to the plan processes: `wake` in one, `subscribe` in the
-    other (a `PlanWakeups`). Made before the processes are forked; each keeps its end."""
+    other (a `PlanWakeups`). Made before the API processes are forked, each keeping its
+    writing end; the reading end is handed to each plan process started (`reading`)."""
 
     def __init__(self) -> None:
         self._read, self._write = os.pipe()
