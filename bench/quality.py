@@ -44,7 +44,8 @@ from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.air.street_level import GridCell, street_level_air
 from cleanair_core.errors import PlanRejected
-from cleanair_core.routes.frontier import best_within, supported_routes
+from cleanair_core.routes.budgets import Budgeted
+from cleanair_core.routes.frontier import Frontier, best_within, supported_routes
 from cleanair_core.routes.network import Access, FloatArray, PlanActivityType, StreetNetwork
 from cleanair_core.routes.network_air import NetworkAir
 from cleanair_core.routes.planner import (
@@ -164,6 +165,22 @@ class ExactSearch:
         return None
 
 
+def budgets_of(graph: PlanGraph) -> tuple[Frontier, list[Budgeted], float]:
+    """The plan's frontier as the planner builds it, its budget routes (`budget_routes`) and
+    the seconds the budget step alone took."""
+    frontier = supported_routes(
+        graph.search(WALK),
+        graph.lengths,
+        graph.doses,
+        graph.baseline,
+        max_searches=MAX_SEARCHES,
+        max_length=graph.shortest * (1 + MAX_DETOUR),
+    )
+    started = time.perf_counter()
+    routes = budget_routes(graph, WALK, frontier)
+    return frontier, routes, time.perf_counter() - started
+
+
 def _path_dose(graph: PlanGraph, points: Sequence[object]) -> tuple[float, float]:
     """Length and searched dose of a returned route (its nodes by position)."""
     network = graph.router.network
@@ -203,17 +220,8 @@ async def measure(network: StreetNetwork, air: AirQualitySource, at: datetime) -
         except PlanRejected:
             continue
         plans += 1
-        frontier = supported_routes(
-            graph.search(WALK),
-            graph.lengths,
-            graph.doses,
-            graph.baseline,
-            max_searches=MAX_SEARCHES,
-            max_length=graph.shortest * (1 + MAX_DETOUR),
-        )
-        started = time.perf_counter()
-        own = budget_routes(graph, WALK, frontier)
-        step_seconds.append(time.perf_counter() - started)
+        frontier, own, step_s = budgets_of(graph)
+        step_seconds.append(step_s)
         plan_seconds.append(planned)
         own_dose = {share: route.dose for share, route in zip(_budgets(), own, strict=True)}
         corners = frontier.corners
@@ -283,17 +291,8 @@ async def city_step() -> dict[str, float]:
         await plan_routes(request, networks, air, network_air=cache)
         plans.append(time.perf_counter() - started)
         graph = await plan_graph(request, networks, air, network_air=cache)
-        frontier = supported_routes(
-            graph.search(WALK),
-            graph.lengths,
-            graph.doses,
-            graph.baseline,
-            max_searches=MAX_SEARCHES,
-            max_length=graph.shortest * (1 + MAX_DETOUR),
-        )
-        started = time.perf_counter()
-        routes = budget_routes(graph, WALK, frontier)
-        steps.append(time.perf_counter() - started)
+        _, routes, step_s = budgets_of(graph)
+        steps.append(step_s)
         exact += all(route.exact for route in routes)
     return {
         "walks": float(len(plans)),
