@@ -192,12 +192,6 @@ class PlanProcesses:
             started.wait()  # each is started before the API serves, as a fork was
         return processes
 
-    @property
-    def pids(self) -> list[int]:
-        """The plan processes running now."""
-        with self._lock:
-            return [process.pid for process in self._running.values()]
-
     def stop(self) -> None:
         """Tell every plan process to stop: each hands its plans back and exits at once. None
         is started again."""
@@ -321,24 +315,29 @@ def _interrupted(signum: int, _: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _plan_process(settings: Settings, wakeups: WakePipe | None) -> int:
-    """A plan process's life; its exit status."""
-    status = 1
-    # A terminal's Ctrl-C reaches every process of the group: the command passes it on as
-    # SIGTERM, the one signal a plan process answers. Until its worker listens for it, a
-    # SIGTERM ends it as a stop would (status 0), not killed by the signal.
+def main(argv: Sequence[str]) -> int:
+    """A plan process started by `PlanProcesses`: `argv` is the pid of the process that
+    started it and the reading end of its wake pipe (-1: none); the settings are the
+    environment's, as the command's were. Its exit status."""
+    # SIGTERM is the one signal it answers (the command passes a Ctrl-C on as one). Until its
+    # worker listens for it, it ends the process as a stop would (status 0), not killed by it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _interrupted)
-    # Plans are background work, requests are waited for: on a busy machine a request's
-    # turn on the CPU comes before a search's.
-    os.nice(PLAN_NICENESS)
+    status = 1
     try:
+        parent, read = int(argv[0]), int(argv[1])
+        die_with(parent)
+        settings = Settings.from_env()
+        configure_logging(settings.log_level, settings.access_log)
+        # Plans are background work, requests are waited for: on a busy machine a request's
+        # turn on the CPU comes before a search's.
+        os.nice(PLAN_NICENESS)
         from cleanair_http.worker import run_plans
 
         status = run_plans(
             settings,
             settings.plan_workers,
-            wakeups=wakeups,
+            wakeups=None if read < 0 else WakePipe.reading(read),
             stop_signals=(signal.SIGTERM,),
         )
     except KeyboardInterrupt:  # stopped before its worker listened (still opening, say)
@@ -349,25 +348,6 @@ def _plan_process(settings: Settings, wakeups: WakePipe | None) -> int:
         stop_logging()
         logging.shutdown()
     return status
-
-
-def main(argv: Sequence[str]) -> int:
-    """A plan process started by `PlanProcesses`: `argv` is the pid of the process that
-    started it and the reading end of its wake pipe (-1: none); the settings are the
-    environment's, as the command's were."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # at once: Ctrl-C is the command's to pass on
-    signal.signal(signal.SIGTERM, _interrupted)
-    parent, read = int(argv[0]), int(argv[1])
-    die_with(parent)
-    try:
-        settings = Settings.from_env()
-    except KeyboardInterrupt:
-        return 0
-    except Exception as exc:  # the command read the same environment: not expected
-        print(f"cleanair: {escape_nonprintable(str(exc))}", file=sys.stderr, flush=True)
-        return 1
-    configure_logging(settings.log_level, settings.access_log)
-    return _plan_process(settings, None if read < 0 else WakePipe.reading(read))
 
 
 if __name__ == "__main__":
