@@ -59,6 +59,28 @@ class ConditionsRequest(msgspec.Struct):
 class Concentration(msgspec.Struct):
     concentration: Annotated[float, msgspec.Meta(description="This hour's mean")]
     units: Annotated[Literal["ug/m3"], msgspec.Meta(description="Micrograms per cubic metre")]
+    standard_error: Annotated[
+        float,
+        msgspec.Meta(
+            ge=0,
+            description="How wrong the value may be, µg/m³: the background's own error, "
+            "shrunk where station observations speak (docs/science.md)",
+        ),
+    ]
+    interval90: Annotated[
+        list[float],
+        msgspec.Meta(
+            min_length=2,
+            max_length=2,
+            description="The 90 % interval [low, high], µg/m³, never below zero",
+        ),
+    ]
+    corrected: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Whether station observations changed the value by more than 0.1 %"
+        ),
+    ]
 
 
 class IndexConcentration(msgspec.Struct):
@@ -112,6 +134,13 @@ class StationUsed(msgspec.Struct):
     id: Annotated[str, msgspec.Meta(description="The station's id (`openaq:2178`, say)")]
     name: Annotated[str, msgspec.Meta(description="The station's name")]
     distance_m: Annotated[float, msgspec.Meta(description="From the point, metres")]
+    weight: Annotated[
+        float,
+        msgspec.Meta(
+            description="The station's residual's share in the correction at the point (its "
+            "largest over the pollutants): listed when at least 0.01"
+        ),
+    ]
     last_value_time: Annotated[
         datetime.datetime,
         msgspec.Meta(description="The end of the hour of the station's value used (UTC)"),
@@ -123,7 +152,7 @@ class Provenance(msgspec.Struct):
         str,
         msgspec.Meta(
             description="`embedded-model` or `cams` (CAMS via Open-Meteo), with `+stations` "
-            "when station observations correct the values"
+            "when station observations changed a value by more than 0.1 %"
         ),
     ]
     data_time: Annotated[
@@ -132,7 +161,10 @@ class Provenance(msgspec.Struct):
     age_seconds: Annotated[int, msgspec.Meta(description="Seconds since `data_time`")]
     stations: Annotated[
         list[StationUsed],
-        msgspec.Meta(description="The stations correcting the values, nearest first"),
+        msgspec.Meta(
+            description="The stations whose weight at the point is at least 1 % for some "
+            "pollutant, heaviest first"
+        ),
     ]
 
 
@@ -154,6 +186,15 @@ class ConditionsResponse(msgspec.Struct):
     ]
     provenance: Annotated[
         Provenance, msgspec.Meta(description="Where the numbers come from, and how old")
+    ]
+    clean_air_score_interval90: Annotated[
+        list[int],
+        msgspec.Meta(
+            min_length=2,
+            max_length=2,
+            description="The score at the concentrations' 90 % intervals: [at their high "
+            "ends, at their low ends]",
+        ),
     ]
 
 

@@ -13,6 +13,7 @@ from cleanair_core.access.connections import IssuedConnection
 from cleanair_core.access.scopes import format_scopes
 from cleanair_core.air.conditions import Conditions
 from cleanair_core.air.forecast import Forecast
+from cleanair_core.air.fused_air import FusedValue
 from cleanair_core.air.point_score import PointScore
 from cleanair_core.air.score import BandedScore
 from cleanair_core.credits.ledger import Quota
@@ -77,7 +78,7 @@ def conditions(result: Conditions) -> ext.ConditionsResponse:
     return ext.ConditionsResponse(
         clean_air_score=result.clean_air_score,
         pollutants={
-            pollutant.value: ext.Concentration(round(value, 2), "ug/m3")
+            pollutant.value: _concentration(value, result.uncertainty[pollutant])
             for pollutant, value in result.pollutants.items()
             if value is not None
         },
@@ -90,10 +91,23 @@ def conditions(result: Conditions) -> ext.ConditionsResponse:
             data_time=provenance.data_time,
             age_seconds=provenance.age_seconds,
             stations=[
-                ext.StationUsed(s.id, s.name, round(s.distance_m, 1), s.last_hour_end)
+                ext.StationUsed(
+                    s.id, s.name, round(s.distance_m, 1), round(s.weight, 4), s.last_hour_end
+                )
                 for s in provenance.stations
             ],
         ),
+        clean_air_score_interval90=list(result.score_interval90),
+    )
+
+
+def _concentration(value: float, known: FusedValue) -> ext.Concentration:
+    return ext.Concentration(
+        round(value, 2),
+        "ug/m3",
+        round(known.standard_error, 2),
+        [round(known.low, 2), round(known.high, 2)],
+        known.corrected,
     )
 
 

@@ -533,12 +533,13 @@ def test_a_repeated_hour_within_the_second_calls_the_store_not_at_all() -> None:
     store = stored([station(1, CENTRE)], [50.0])
     source = FusedAir(PatternAir(20.0), store, store_calls=recording, clock=clock)
     no2_at(source, [CENTRE], HOUR_END)
-    assert calls == ["store", "store"]  # the version, then the hour's observations
+    # The version, the hour's observations, then the day's fit: its week read, then fitted.
+    assert calls == ["store"] * 4
     no2_at(source, [offset(CENTRE, 100, 100)], HOUR_END - timedelta(minutes=5))
-    assert calls == ["store", "store"]
+    assert calls == ["store"] * 4
     clock.advance(seconds=1)
     no2_at(source, [CENTRE], HOUR_END)
-    assert calls == ["store", "store", "store"]  # the version again; nothing new to read
+    assert calls == ["store"] * 5  # the version again; nothing new to read, the fit kept
 
 
 def test_a_plans_node_air_is_fused() -> None:

@@ -151,9 +151,11 @@ def test_stations_nearby_are_the_provenance(
     assert body["pollutants"]["no2"]["concentration"] > 60.0  # corrected towards 90
 
 
-def test_observations_beyond_reach_are_not_named(
+def test_a_station_that_moves_the_value_is_named_wherever_it_is(
     core: CleanAir, client: Client, clock: ManualClock
 ) -> None:
+    """80 km away, a station still weighs in (within its support): it is named with its
+    weight, and the value is labelled corrected (it was named only within 50 km)."""
     headers = bearer(pair(core, client))
     core.store.put_stations([Station("test:2", "Tallinn", Point(59.44, 24.75))])
     core.store.put_observations(
@@ -161,8 +163,43 @@ def test_observations_beyond_reach_are_not_named(
     )
     clock.advance(seconds=1)
     body = ask(client, headers, **HELSINKI).json()
-    assert body["provenance"]["stations"] == []  # 80 km away: it corrects, but not nearby
+    [station] = body["provenance"]["stations"]
+    assert station["id"] == "test:2"
+    assert station["distance_m"] == pytest.approx(82_000, abs=1_000)
+    assert station["weight"] >= 0.01
+    assert body["provenance"]["source"] == "embedded-model+stations"
+    assert body["pollutants"]["no2"]["corrected"] is True
+    assert body["pollutants"]["pm25"]["corrected"] is False
+
+
+def test_a_station_beyond_its_support_is_neither_named_nor_corrects(
+    core: CleanAir, client: Client, clock: ManualClock
+) -> None:
+    headers = bearer(pair(core, client))
+    core.store.put_stations([Station("test:3", "Dongsi", Point(39.929, 116.417))])
+    core.store.put_observations([Observation("test:3", Pollutant.NO2, HOUR, 300.0)])
+    clock.advance(seconds=1)
+    body = ask(client, headers, **HELSINKI).json()
+    assert body["provenance"]["stations"] == []
     assert body["provenance"]["source"] == "embedded-model"
+    assert not any(value["corrected"] for value in body["pollutants"].values())
+
+
+def test_every_concentration_has_a_standard_error_and_a_90_percent_interval(
+    core: CleanAir, client: Client
+) -> None:
+    headers = bearer(pair(core, client))
+    body = ask(client, headers, **HELSINKI).json()
+    for value in body["pollutants"].values():
+        low, high = value["interval90"]
+        assert value["standard_error"] > 0.0
+        assert 0.0 <= low <= value["concentration"] <= high
+        assert high - value["concentration"] == pytest.approx(
+            1.645 * value["standard_error"], abs=0.02
+        )
+    worst, best = body["clean_air_score_interval90"]
+    assert worst <= body["clean_air_score"] <= best
+    assert worst < best
 
 
 def test_the_openapi_document_names_the_extension_apart(client: Client) -> None:

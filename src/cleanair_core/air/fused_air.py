@@ -8,6 +8,11 @@ through the `ObservationStore` port and what is computed from them is kept until
 `observations_version` changes (checked at most once per `recheck`), so a running server
 fuses newly imported observations within a second, without a restart. With no observations
 the answer is exactly the unfused source's.
+
+The fusion's parameters are fitted per pollutant and UTC day from the observations of the
+`FIT_DAYS` before that day (`cleanair_core.air.fusion_fit`), once per process, and fall back
+to `FUSION_PARAMETERS` where those are too few. `explain` tells, for one point, each value's
+standard error and the stations that moved it.
 """
 
 from __future__ import annotations
@@ -28,11 +33,15 @@ from cleanair_core.air.fusion import (
     FusionParameters,
     HourObservations,
     ResidualField,
+    background_error,
+    interval90,
     latest_hours,
     observation_hour,
     persistence,
     residual_field,
+    uncertainty,
 )
+from cleanair_core.air.fusion_fit import FitLayout, fit_layout, fit_parameters
 from cleanair_core.air.observations import ObservationStore, Station
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import (
@@ -60,20 +69,66 @@ _FIELDS_KEPT = 256
 _HOURS_KEPT = 256
 
 
-#: Stations reported as correcting a point: within this distance, at most this many.
-NEAR_M = 50_000.0
-NEAR_KEPT = 10
+#: A station is reported as correcting a point when its weight there is at least this, and
+#: a value as corrected when the correction moved it by more than `CORRECTED_SHARE` of it.
+REPORTED_WEIGHT = 0.01
+CORRECTED_SHARE = 0.001
+
+#: Days of observations before a UTC day that fusion's parameters for that day are fitted on.
+FIT_DAYS = 7
+#: Pollutant-days whose fitted parameters are kept per process.
+_FITS_KEPT = 64
 
 
 @attrs.frozen
 class StationUsed:
-    """A station whose observation corrects the air at a point: how far it is (metres) and
-    the end of the hour of its value used."""
+    """A station whose observation corrects the air at a point: how far it is (metres), its
+    weight there (its residual's share in the correction, after the fade into the forecast)
+    and the end of the hour of its value used."""
 
     id: str
     name: str
     distance_m: float
     last_hour_end: datetime
+    weight: float = 0.0
+
+
+@attrs.frozen
+class FusedValue:
+    """One pollutant's value at a point, with how sure it is and where it comes from."""
+
+    value: float
+    #: The background's value there (what the service says with no observations).
+    unfused: float
+    standard_error: float
+    #: The 90 % interval, never below zero.
+    low: float
+    high: float
+    #: Whether the stations moved the value by more than `CORRECTED_SHARE` of it.
+    corrected: bool
+    #: The stations whose weight there is at least `REPORTED_WEIGHT`, heaviest first.
+    stations: tuple[StationUsed, ...]
+    #: Whether the fusion's parameters were fitted on this deployment's observations.
+    fitted: bool
+
+
+def background_values(air: Concentrations) -> dict[Pollutant, FusedValue]:
+    """`FusedValue`s of values no station corrected: the background's own error."""
+    values: dict[Pollutant, FusedValue] = {}
+    for pollutant, value in air.items():
+        if value is None:
+            continue
+        error = background_error(FUSION_PARAMETERS.get(pollutant), value)
+        low, high = interval90(value, error)
+        values[pollutant] = FusedValue(value, value, error, low, high, False, (), False)
+    return values
+
+
+def fit_day(hour_end: datetime) -> datetime:
+    """The start (UTC midnight) of the day whose fitted parameters fuse the hour ending at
+    `hour_end`: they are fitted on the `FIT_DAYS` before it."""
+    start = hour_end - HOUR
+    return start.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 class _Fields:
@@ -111,7 +166,13 @@ class FusedAir:
         self._store_calls = store_calls
         self._clock = clock or SystemClock()
         self._recheck = recheck
+        #: Given parameters are used as they are; else they are fitted per day, these the
+        #: fallback.
+        self._fixed = parameters is not None
         self._parameters = FUSION_PARAMETERS if parameters is None else parameters
+        self._fits: OrderedDict[tuple[Pollutant, datetime], tuple[FusionParameters, bool]] = (
+            OrderedDict()
+        )
         self._metrics = metrics
         self._lock = threading.Lock()
         self._state = _Fields(-1)
@@ -137,6 +198,7 @@ class FusedAir:
         )
         wanted = self._wanted(state, latest.values())
         if wanted:
+            await self._fit_for(state, wanted)
             points = [
                 Sample(station.point, hour_end - HOUR / 2)
                 for (_, hour_end), observed in wanted.items()
@@ -145,6 +207,53 @@ class FusedAir:
             airs = await self.unfused.concentrations(points)
             self._store_fields(state, wanted, _columns(airs))
         return self._corrected(state, samples, answers, latest)
+
+    async def explain(self, point: Point, at: datetime) -> dict[Pollutant, FusedValue]:
+        """Each pollutant's value at `point` and `at` with its standard error, 90 % interval,
+        whether the stations changed it, and the stations whose weight there is at least
+        `REPORTED_WEIGHT` (with their weight, distance and hour)."""
+        import numpy as np
+
+        sample = Sample(point, at)
+        [air] = await self.concentrations([sample])
+        [raw] = await self.unfused.concentrations([sample])
+        with self._lock:
+            state = self._state
+            latest = state.latest.get(observation_hour(at), {})
+            fields = dict(state.fields)
+            stations = dict(state.stations or {})
+        explained: dict[Pollutant, FusedValue] = {}
+        for pollutant, value in air.items():
+            unfused = raw.get(pollutant)
+            if value is None or unfused is None:
+                continue
+            hour = latest.get(pollutant)
+            field = fields.get((pollutant, hour.hour_end)) if hour is not None else None
+            if field is None:
+                fitted = False
+                error = background_error(self._parameters.get(pollutant), value)
+                used: tuple[StationUsed, ...] = ()
+            else:
+                params, fitted = field.params, self._fitted(pollutant, field.hour_end)
+                fade = persistence(params, at - field.hour_end)
+                lat, lon = np.array([point.lat]), np.array([point.lon])
+                backgrounds = np.array([unfused])
+                weights = field.weights(lat, lon, backgrounds)[0] * fade
+                left = field.unexplained(lat, lon, backgrounds)
+                error = float(uncertainty(params, np.array([value]), left, np.array([fade]))[0])
+                used = _reported(field, weights, point, stations)
+            low, high = interval90(value, error)
+            explained[pollutant] = FusedValue(
+                value=value,
+                unfused=unfused,
+                standard_error=error,
+                low=low,
+                high=high,
+                corrected=abs(value - unfused) > CORRECTED_SHARE * abs(unfused),
+                stations=used,
+                fitted=fitted,
+            )
+        return explained
 
     def answers_at_once(self, samples: Sequence[Sample]) -> bool:
         """See `CachingAir`: the unfused air at once, and the hours' fields computed already
@@ -167,33 +276,6 @@ class FusedAir:
                 for pollutant, hour in latest.items()
                 if (field := self._state.fields.get((pollutant, hour.hour_end))) is not None
             }
-
-    def stations_near(
-        self, point: Point, at: datetime, *, within_m: float = NEAR_M, limit: int = NEAR_KEPT
-    ) -> list[StationUsed]:
-        """The stations whose observations correct a sample at `point` and `at` (as last
-        computed: ask `concentrations` first), nearest first, within `within_m`, at most
-        `limit`; each with the end of the hour of its value used."""
-        import numpy as np
-
-        from cleanair_core.air.fusion import station_distances
-
-        with self._lock:
-            stations = dict(self._state.stations or {})
-        found: dict[str, StationUsed] = {}
-        for field in self.stations_used(at).values():
-            distances = station_distances(
-                np.array([point.lat]), np.array([point.lon]), field.lats, field.lons
-            )[0]
-            for station_id, distance in zip(field.stations, distances.tolist(), strict=True):
-                known = found.get(station_id)
-                if distance > within_m or station_id not in stations:
-                    continue
-                if known is None or known.last_hour_end < field.hour_end:
-                    found[station_id] = StationUsed(
-                        station_id, stations[station_id].name, distance, field.hour_end
-                    )
-        return sorted(found.values(), key=lambda s: (s.distance_m, s.id))[:limit]
 
     # -- shared by the async and the array paths
     def _fresh(self) -> _Fields | None:
@@ -288,16 +370,17 @@ class FusedAir:
             at_stations = unfused[pollutant][offset : offset + len(observed)]
             offset += len(observed)
             kept = [
-                (station, value - background)
+                (station, value, background)
                 for (station, value), background in zip(observed, at_stations, strict=True)
                 if background is not None
             ]
             computed[(pollutant, hour_end)] = (
                 residual_field(
-                    [station for station, _ in kept],
-                    [residual for _, residual in kept],
-                    self._parameters[pollutant],
+                    [station for station, _, _ in kept],
+                    [value - background for _, value, background in kept],
+                    self._params_for(pollutant, hour_end),
                     hour_end,
+                    [background for _, _, background in kept],
                 )
                 if kept
                 else None
@@ -306,6 +389,102 @@ class FusedAir:
             state.fields.update(computed)
             while len(state.fields) > _FIELDS_KEPT:
                 state.fields.popitem(last=False)
+
+    # -- fusion's parameters, fitted per pollutant and day
+    def _params_for(self, pollutant: Pollutant, hour_end: datetime) -> FusionParameters:
+        """The parameters that fuse `pollutant`'s hour ending at `hour_end`: fitted for its
+        day when that was done, else the fallback."""
+        if not self._fixed:
+            with self._lock:
+                fit = self._fits.get((pollutant, fit_day(hour_end)))
+            if fit is not None:
+                return fit[0]
+        return self._parameters[pollutant]
+
+    def _fitted(self, pollutant: Pollutant, hour_end: datetime) -> bool:
+        with self._lock:
+            fit = self._fits.get((pollutant, fit_day(hour_end)))
+        return fit is not None and fit[1]
+
+    def _unfitted(
+        self, wanted: Iterable[tuple[Pollutant, datetime]]
+    ) -> list[tuple[Pollutant, datetime]]:
+        """The (pollutant, day) fits the wanted fields need and this process lacks."""
+        if self._fixed:
+            return []
+        with self._lock:
+            days = {(pollutant, fit_day(hour_end)) for pollutant, hour_end in wanted}
+            return sorted(key for key in days if key not in self._fits)
+
+    def _fit_layouts(
+        self, state: _Fields, keys: Sequence[tuple[Pollutant, datetime]]
+    ) -> dict[tuple[Pollutant, datetime], FitLayout | None]:
+        """What each fit is made on: the `FIT_DAYS` of observations before its day (one read
+        per day). Reads the store."""
+        with self._lock:
+            stations = dict(state.stations or {})
+        layouts: dict[tuple[Pollutant, datetime], FitLayout | None] = {}
+        for day in sorted({day for _, day in keys}):
+            pollutants = tuple(p for p, d in keys if d == day)
+            rows = self._store.observations_between(
+                day - timedelta(days=FIT_DAYS) + HOUR, day, pollutants
+            )
+            for pollutant in pollutants:
+                layouts[(pollutant, day)] = fit_layout(rows, stations, pollutant)
+        return layouts
+
+    def _keep_fits(
+        self,
+        layouts: dict[tuple[Pollutant, datetime], FitLayout | None],
+        backgrounds: dict[tuple[Pollutant, datetime], FloatArray],
+    ) -> None:
+        """Fit each pollutant-day with a layout (CPU work: off the event loop) and keep it;
+        one without keeps the fallback, marked as not fitted."""
+        fits: dict[tuple[Pollutant, datetime], tuple[FusionParameters, bool]] = {}
+        for key, layout in layouts.items():
+            fallback = self._parameters[key[0]]
+            if layout is None or key not in backgrounds:
+                fits[key] = (fallback, False)
+                continue
+            fit = fit_parameters(layout.stations, layout.observed, backgrounds[key], fallback)
+            fits[key] = (fit.parameters, fit.fitted)
+            log.info(
+                "fusion fitted",
+                extra={
+                    "pollutant": key[0].value,
+                    "day": key[1].date().isoformat(),
+                    "fitted": fit.fitted,
+                    "stations": fit.stations,
+                    "hours": fit.hours,
+                },
+            )
+        with self._lock:
+            self._fits.update(fits)
+            while len(self._fits) > _FITS_KEPT:
+                self._fits.popitem(last=False)
+
+    async def _fit_for(
+        self,
+        state: _Fields,
+        wanted: dict[tuple[Pollutant, datetime], list[tuple[Station, float]]],
+    ) -> None:
+        """Fit the pollutant-days the wanted fields need (store reads and the fit off the
+        loop, the background at the fit's stations asked of the unfused source)."""
+        import numpy as np
+
+        keys = self._unfitted(wanted)
+        if not keys:
+            return
+        layouts = await self._store_calls(lambda: self._fit_layouts(state, keys))
+        backgrounds: dict[tuple[Pollutant, datetime], FloatArray] = {}
+        for key, layout in layouts.items():
+            if layout is None:
+                continue
+            samples = [Sample(s.point, h - HOUR / 2) for h in layout.hours for s in layout.stations]
+            airs = await self.unfused.concentrations(samples)
+            values = np.array([_or_nan(air.get(key[0])) for air in airs], dtype=np.float64)
+            backgrounds[key] = values.reshape(len(layout.hours), len(layout.stations))
+        await self._store_calls(lambda: self._keep_fits(layouts, backgrounds))
 
     def _say_if_fused(self, fused: bool) -> None:
         """Log when fusion starts or stops having observations, once per change (the first
@@ -344,10 +523,12 @@ class FusedAir:
                 continue
             lats = np.array([samples[i].point.lat for i in indices], dtype=np.float64)
             lons = np.array([samples[i].point.lon for i in indices], dtype=np.float64)
-            params = self._parameters[pollutant]
-            fade = np.array([persistence(params, samples[i].at - hour_end) for i in indices])
+            backgrounds = np.array(
+                [_or_nan(answers[i].get(pollutant)) for i in indices], dtype=np.float64
+            )
+            fade = np.array([persistence(field.params, samples[i].at - hour_end) for i in indices])
             column = corrections.setdefault(pollutant, np.zeros(len(samples)))
-            column[indices] += field.at(lats, lons) * fade
+            column[indices] += field.at(lats, lons, backgrounds) * fade
         if not corrections:
             return answers
         fused: list[Concentrations] = []
@@ -362,6 +543,38 @@ class FusedAir:
                 result[Pollutant.PM10] = max(pm10, pm25)  # PM10 contains PM2.5
             fused.append(result)
         return fused
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
+def _reported(
+    field: ResidualField, weights: FloatArray, point: Point, stations: dict[str, Station]
+) -> tuple[StationUsed, ...]:
+    """The field's stations whose |weight| at `point` is at least `REPORTED_WEIGHT`,
+    heaviest first."""
+    import numpy as np
+
+    from cleanair_core.air.fusion import station_distances
+
+    distances = station_distances(
+        np.array([point.lat]), np.array([point.lon]), field.lats, field.lons
+    )[0]
+    found = [
+        StationUsed(
+            station_id,
+            stations[station_id].name if station_id in stations else station_id,
+            float(distance),
+            field.hour_end,
+            float(weight),
+        )
+        for station_id, distance, weight in zip(
+            field.stations, distances.tolist(), weights.tolist(), strict=True
+        )
+        if abs(weight) >= REPORTED_WEIGHT
+    ]
+    return tuple(sorted(found, key=lambda s: (-abs(s.weight), s.distance_m, s.id)))
 
 
 def _columns(airs: Sequence[Concentrations]) -> dict[Pollutant, list[float | None]]:
@@ -379,6 +592,34 @@ class GriddedFusedAir(FusedAir):
             raise TypeError("GriddedFusedAir needs a source that computes its values")
         return unfused
 
+    def _fit_gridded(
+        self,
+        state: _Fields,
+        wanted: dict[tuple[Pollutant, datetime], list[tuple[Station, float]]],
+    ) -> None:
+        """`_fit_for` on the array path (off the loop already): the fits' backgrounds as
+        arrays, an hour at a time."""
+        import numpy as np
+
+        keys = self._unfitted(wanted)
+        if not keys:
+            return
+        layouts = self._fit_layouts(state, keys)
+        backgrounds: dict[tuple[Pollutant, datetime], FloatArray] = {}
+        for key, layout in layouts.items():
+            if layout is None:
+                continue
+            lats = np.array([s.point.lat for s in layout.stations], dtype=np.float64)
+            lons = np.array([s.point.lon for s in layout.stations], dtype=np.float64)
+            column = SCORED.index(key[0])
+            backgrounds[key] = np.stack(
+                [
+                    self._gridded.air_at_hour(lats, lons, h - HOUR / 2)[:, column]
+                    for h in layout.hours
+                ]
+            )
+        self._keep_fits(layouts, backgrounds)
+
     def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
         """See `GriddedAir.air_at_hour`: the unfused array, corrected (the values
         `concentrations` gives). Reads the store: call it off the event loop."""
@@ -394,6 +635,7 @@ class GriddedFusedAir(FusedAir):
         latest = self._latest_for(state, [wanted_hour])
         wanted = self._wanted(state, latest.values())
         if wanted:
+            self._fit_gridded(state, wanted)
             unfused: dict[Pollutant, list[float | None]] = {p: [] for p in SCORED}
             for (_, hour_end), observed in wanted.items():
                 at_stations = self._gridded.air_at_hour(
@@ -412,8 +654,9 @@ class GriddedFusedAir(FusedAir):
         for pollutant, used in latest[wanted_hour].items():
             field = fields.get((pollutant, used.hour_end))
             if field is not None:
-                fade = persistence(self._parameters[pollutant], hour - used.hour_end)
-                corrections[pollutant] = field.at(lat, lon) * fade
+                fade = persistence(field.params, hour - used.hour_end)
+                backgrounds = air[:, SCORED.index(pollutant)]
+                corrections[pollutant] = field.at(lat, lon, backgrounds) * fade
         return apply_residuals(air, corrections) if corrections else air
 
 

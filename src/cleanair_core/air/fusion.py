@@ -64,19 +64,65 @@ class FusionParameters:
     street_length_m: float
     #: rho's e-folding time into the forecast, hours.
     persistence_hours: float
+    #: G: the variance of the background anomaly's coefficient (0: the background's spatial
+    #: pattern is taken as it is).
+    background_skill: float = 0.0
+    #: q in the standard error's shrinkage v^q (`uncertainty`), fitted for 90 % coverage.
+    spread: float = 0.5
+    #: The background's own error as a share of its value, where no station speaks.
+    background_error: float = 0.8
+
+    @property
+    def support_m(self) -> float:
+        """How far a station's correction reaches at all: `SUPPORT_RANGES` regional lengths."""
+        return SUPPORT_RANGES * self.regional_length_m
 
 
-#: Fitted on the first half of 2016 of the shipped Beijing stations: the lengths, shares and
-#: noise by leave-one-station-out RMSE, the persistence by the residual's lagged regression
-#: (`python -m bench.fusion --fit`; docs/science.md gives the fit and the held-out figures).
-#: The street length is chosen (the data have no traffic/background pairs): a traffic
-#: station's own street term reaches about a street and its kerbs (50 m).
+#: A station's correction reaches this many regional lengths and no further (the taper's
+#: support): a point three fitted ranges away is not moved at all.
+SUPPORT_RANGES = 3.0
+
+#: The fallback where a deployment holds too few observations to fit its own
+#: (`fusion_fit.fit_parameters`). Fitted on the first half of 2016 of the shipped Beijing
+#: stations: the lengths, shares and noise by leave-one-station-out RMSE, the persistence by
+#: the residual's lagged regression (`python -m bench.fusion --fit`); the background errors
+#: are the embedded model's there (90th percentile of |background - observed| over the
+#: background, / 1.645). The regional lengths are capped at 150 km so that the support
+#: (450 km) keeps one city's stations out of the next region. The street length is chosen (the
+#: data have no traffic/background pairs): a traffic station's own street term reaches about a
+#: street and its kerbs (50 m).
 FUSION_PARAMETERS: dict[Pollutant, FusionParameters] = {
-    Pollutant.PM25: FusionParameters(300_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 30.0),
-    Pollutant.PM10: FusionParameters(300_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 26.0),
-    Pollutant.NO2: FusionParameters(100_000.0, 5_000.0, 0.8, 0.05, 1.0, 50.0, 25.0),
-    Pollutant.O3: FusionParameters(300_000.0, 40_000.0, 0.8, 0.10, 1.0, 50.0, 20.0),
+    Pollutant.PM25: FusionParameters(
+        150_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 30.0, background_error=0.9
+    ),
+    Pollutant.PM10: FusionParameters(
+        150_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 26.0, background_error=0.9
+    ),
+    Pollutant.NO2: FusionParameters(
+        100_000.0, 5_000.0, 0.8, 0.05, 1.0, 50.0, 25.0, background_error=0.8
+    ),
+    Pollutant.O3: FusionParameters(
+        150_000.0, 40_000.0, 0.8, 0.10, 1.0, 50.0, 20.0, background_error=0.8
+    ),
 }
+
+#: The background's error, as a share of its value, for a pollutant fusion has no
+#: parameters for (SO2: no station reports it here).
+DEFAULT_BACKGROUND_ERROR = 0.8
+
+
+def background_error(params: FusionParameters | None, value: float) -> float:
+    """The standard error of an unfused value (µg/m³): the background's own error."""
+    share = DEFAULT_BACKGROUND_ERROR if params is None else params.background_error
+    return share * max(value, ERROR_FLOOR)
+
+
+#: Below this (µg/m³) a value's standard error does not shrink with it: a clean hour's
+#: error is not zero.
+ERROR_FLOOR = 2.0
+
+#: z of a two-sided 90 % interval under a normal error.
+Z90 = 1.6448536269514722
 
 #: Observations older than this (before the hour of a sample) are not used: the correction
 #: is tapered linearly to nothing over it, on top of rho, so it ends without a step.
@@ -129,19 +175,55 @@ def station_distances(
     )
 
 
+def taper(distance: FloatArray, support_m: float) -> FloatArray:
+    """Wendland's C2 function: 1 at 0, smooth, exactly 0 from `support_m` on, and positive
+    definite in three dimensions (so on the sphere's surface too), so that multiplying a
+    covariance by it keeps a covariance."""
+    import numpy as np
+
+    x = np.clip(np.asarray(distance, dtype=np.float64) / support_m, 0.0, 1.0)
+    value: FloatArray = (1.0 - x) ** 4 * (4.0 * x + 1.0)
+    return value
+
+
 def _correlated(distance: FloatArray, params: FusionParameters) -> FloatArray:
+    """The correlated part without the background's anomaly: regional plus district, tapered."""
     import numpy as np
 
     r = params.regional_share
-    value: FloatArray = r * np.exp(-distance / params.regional_length_m) + (1.0 - r) * np.exp(
-        -distance / params.district_length_m
+    value: FloatArray = (
+        r * np.exp(-distance / params.regional_length_m)
+        + (1.0 - r) * np.exp(-distance / params.district_length_m)
+    ) * taper(distance, params.support_m)
+    return value
+
+
+def _anomaly_term(
+    distance: FloatArray, left: FloatArray, right: FloatArray, params: FusionParameters
+) -> FloatArray:
+    """G · a(x) · a(y) · W(d) for rows of `left` anomalies against columns of `right`."""
+    import numpy as np
+
+    value: FloatArray = (
+        params.background_skill * np.outer(left, right) * taper(distance, params.support_m)
     )
+    return value
+
+
+def anomalies(background: FloatArray, mean: float, scale: float) -> FloatArray:
+    """a(x): the background's departure from the stations' mean, in units of their spread;
+    NaN (an unknown background) counts as none."""
+    import numpy as np
+
+    value: FloatArray = np.nan_to_num((np.asarray(background, dtype=np.float64) - mean) / scale)
     return value
 
 
 @attrs.frozen(eq=False)
 class ResidualField:
-    """One pollutant's interpolated residuals for one hour: `at(lats, lons)` is k(x)ᵀ(K+N)⁻¹r."""
+    """One pollutant's interpolated residuals for one hour: `at(lats, lons, backgrounds)` is
+    k(x)ᵀ(K+N)⁻¹r, `weights` the row k(x)ᵀ(K+N)⁻¹ itself (each station's share in the
+    correction) and `unexplained` the share of the residual's variance the stations leave."""
 
     params: FusionParameters
     lats: FloatArray
@@ -152,24 +234,95 @@ class ResidualField:
     #: The end of the hour the residuals are of.
     hour_end: datetime
     stations: tuple[str, ...]
+    #: a(s) at each station, and the mean and spread of the background they are taken from.
+    anomaly: FloatArray
+    background_mean: float = 0.0
+    background_scale: float = 1.0
 
-    def at(self, lats: FloatArray, lons: FloatArray) -> FloatArray:
-        """The interpolated residual at each point (µg/m³), before persistence. The points-
-        by-stations matrices are built a slice of points at a time (`_AT_ONCE` cells), so a
-        whole network against thousands of stations stays in bounded memory."""
+    def _covariances(self, lat: FloatArray, lon: FloatArray, background: FloatArray) -> FloatArray:
+        """k(x) for each point (a row) against each station (a column)."""
+        import numpy as np
+
+        d = station_distances(lat, lon, self.lats, self.lons)
+        k = _correlated(d, self.params) + self.site_share[None, :] * np.exp(
+            -d / self.site_length_m[None, :]
+        )
+        if self.params.background_skill > 0.0:
+            here = anomalies(background, self.background_mean, self.background_scale)
+            k = k + _anomaly_term(d, here, self.anomaly, self.params)
+        return k
+
+    def _points(
+        self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
         import numpy as np
 
         lat = np.asarray(lats, dtype=np.float64).reshape(-1)
         lon = np.asarray(lons, dtype=np.float64).reshape(-1)
+        if backgrounds is None:
+            background = np.full(lat.size, self.background_mean)
+        else:
+            background = np.asarray(backgrounds, dtype=np.float64).reshape(-1)
+        return lat, lon, background
+
+    def at(
+        self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None = None
+    ) -> FloatArray:
+        """The interpolated residual at each point (µg/m³), before persistence; `backgrounds`
+        are the unfused values there (needed only when the fit found the background's pattern
+        worth learning). The points-by-stations matrices are built a slice of points at a
+        time (`_AT_ONCE` cells), so a whole network against thousands of stations stays in
+        bounded memory."""
+        import numpy as np
+
+        lat, lon, background = self._points(lats, lons, backgrounds)
         value: FloatArray = np.empty(lat.size, dtype=np.float64)
         step = max(1, _AT_ONCE // max(1, self.alpha.size))
         for first in range(0, lat.size, step):
             part = slice(first, first + step)
-            d = station_distances(lat[part], lon[part], self.lats, self.lons)
-            k = _correlated(d, self.params) + self.site_share[None, :] * np.exp(
-                -d / self.site_length_m[None, :]
-            )
-            value[part] = k @ self.alpha
+            value[part] = self._covariances(lat[part], lon[part], background[part]) @ self.alpha
+        return value
+
+    def _kernel(self) -> FloatArray:
+        import numpy as np
+
+        d = station_distances(self.lats, self.lons, self.lats, self.lons)
+        kernel: FloatArray = _correlated(d, self.params) + np.diag(
+            self.site_share + self.params.noise_share
+        )
+        if self.params.background_skill > 0.0:
+            kernel = kernel + _anomaly_term(d, self.anomaly, self.anomaly, self.params)
+        return kernel
+
+    def weights(
+        self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None = None
+    ) -> FloatArray:
+        """k(x)ᵀ(K+N)⁻¹ for each point (a row): station j's residual enters the correction at
+        a point with weight [row, j]. One solve over the stations: for a few points (the
+        provenance of an answer), not a network."""
+        import numpy as np
+
+        lat, lon, background = self._points(lats, lons, backgrounds)
+        k = self._covariances(lat, lon, background)
+        weights: FloatArray = np.asarray(np.linalg.solve(self._kernel(), k.T).T, dtype=np.float64)
+        return weights
+
+    def unexplained(
+        self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None = None
+    ) -> FloatArray:
+        """v(x) in (0, 1]: the residual's variance left at each point once the stations are
+        known, as a share of its variance before (a station's noise counted, as a station
+        there would measure it); exactly 1 beyond every station's support."""
+        import numpy as np
+
+        lat, lon, background = self._points(lats, lons, backgrounds)
+        k = self._covariances(lat, lon, background)
+        explained = np.einsum("ij,ji->i", k, np.linalg.solve(self._kernel(), k.T))
+        prior = np.full(lat.size, 1.0 + self.params.noise_share)
+        if self.params.background_skill > 0.0:
+            here = anomalies(background, self.background_mean, self.background_scale)
+            prior += self.params.background_skill * here * here
+        value: FloatArray = np.clip(1.0 - explained / prior, 1e-9, 1.0)
         return value
 
 
@@ -178,8 +331,10 @@ def residual_field(
     residuals: Sequence[float],
     params: FusionParameters,
     hour_end: datetime,
+    backgrounds: Sequence[float] | None = None,
 ) -> ResidualField:
-    """The residual field of `residuals` observed at `stations` (one each, in order)."""
+    """The residual field of `residuals` observed at `stations` (one each, in order), whose
+    unfused values were `backgrounds` (needed when `params` learn the background's pattern)."""
     import numpy as np
 
     lats = np.array([s.point.lat for s in stations], dtype=np.float64)
@@ -187,15 +342,54 @@ def residual_field(
     sites = [_site(s, params) for s in stations]
     share = np.array([site[0] for site in sites], dtype=np.float64)
     length = np.array([site[1] for site in sites], dtype=np.float64)
-    d = station_distances(lats, lons, lats, lons)
-    kernel = _correlated(d, params) + np.diag(share + params.noise_share)
+    mean, scale = 0.0, 1.0
+    anomaly = np.zeros(len(stations), dtype=np.float64)
+    if backgrounds is not None and params.background_skill > 0.0:
+        values = np.asarray(backgrounds, dtype=np.float64)
+        mean = float(values.mean())
+        spread = float(values.std())
+        scale = spread if spread > 0.0 else 1.0
+        anomaly = anomalies(values, mean, scale)
+    field = ResidualField(
+        params,
+        lats,
+        lons,
+        share,
+        length,
+        np.zeros(len(stations), dtype=np.float64),
+        hour_end,
+        tuple(s.id for s in stations),
+        anomaly,
+        mean,
+        scale,
+    )
     # The site parts of two different stations are independent: only the diagonal has them.
-    alpha: FloatArray = np.linalg.solve(kernel, np.asarray(residuals, dtype=np.float64)).astype(
-        np.float64
-    )
-    return ResidualField(
-        params, lats, lons, share, length, alpha, hour_end, tuple(s.id for s in stations)
-    )
+    alpha: FloatArray = np.linalg.solve(
+        field._kernel(), np.asarray(residuals, dtype=np.float64)
+    ).astype(np.float64)
+    return attrs.evolve(field, alpha=alpha)
+
+
+def uncertainty(
+    params: FusionParameters, value: FloatArray, unexplained: FloatArray, fade: FloatArray
+) -> FloatArray:
+    """The standard error (µg/m³) of fused values: the background's own error
+    (`background_error` of the value, never below `ERROR_FLOOR`'s) times v^q, v being the
+    share of the residual's variance the stations leave (1 where none speaks, so there it is
+    exactly the background's), with the correction's persistence `fade` (rho) giving back
+    the unexplained share into the forecast: v(lead) = 1 - rho² (1 - v)."""
+    import numpy as np
+
+    rho = np.asarray(fade, dtype=np.float64)
+    left = 1.0 - rho * rho * (1.0 - np.asarray(unexplained, dtype=np.float64))
+    level = np.maximum(np.asarray(value, dtype=np.float64), ERROR_FLOOR)
+    error: FloatArray = params.background_error * level * np.power(left, params.spread)
+    return error
+
+
+def interval90(value: float, standard_error: float) -> tuple[float, float]:
+    """The 90 % interval of a value with this standard error, never below zero."""
+    return max(0.0, value - Z90 * standard_error), value + Z90 * standard_error
 
 
 @attrs.frozen
@@ -243,17 +437,26 @@ def apply_residuals(air: FloatArray, corrections: dict[Pollutant, FloatArray]) -
 
 
 __all__ = [
+    "DEFAULT_BACKGROUND_ERROR",
+    "ERROR_FLOOR",
     "FUSION_PARAMETERS",
     "HOUR",
     "MAX_LEAD",
     "OBSERVED",
+    "SUPPORT_RANGES",
+    "Z90",
     "FusionParameters",
     "HourObservations",
     "ResidualField",
+    "anomalies",
     "apply_residuals",
+    "background_error",
+    "interval90",
     "latest_hours",
     "observation_hour",
     "persistence",
     "residual_field",
     "station_distances",
+    "taper",
+    "uncertainty",
 ]

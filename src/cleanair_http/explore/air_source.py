@@ -2,9 +2,9 @@
 now, the monitoring stations the fused air is corrected with and the hour they measured.
 
 The source is the deployment's `air_quality_source` setting, named for people. The stations
-are `FusedAir.stations_used` after the fused source was asked for the point once (so the
-residual fields of this hour are computed: the embedded model computes, Open-Meteo answers
-from its per-cell cache after the first call, and fused fields are kept per hour).
+are those whose weight at the point is at least 1 % (`FusedAir.explain`), and the air counts
+as fused there only where they changed a value by more than 0.1 %: stations a continent
+away neither appear nor make it "fused".
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime
 import msgspec
 
 from cleanair_core.air.fused_air import FusedAir
-from cleanair_core.air.quality_source import AirQualitySource, Sample
+from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.geo import Point
 
 #: The setting's values as a person reads them.
@@ -26,17 +26,21 @@ SOURCE_LABELS = {
 
 class PollutantStations(msgspec.Struct):
     pollutant: str
-    #: Station ids, as stored (`openaq:2178`).
+    #: Station ids, as stored (`openaq:2178`), heaviest first.
     stations: list[str]
+    #: Each one's weight at the point (its residual's share in the correction).
+    weights: list[float]
     #: The end of the hour those stations measured.
     hour_end: datetime
+    #: Whether they changed this pollutant's value there by more than 0.1 %.
+    corrected: bool
 
 
 class AirSource(msgspec.Struct):
     #: The `CLEANAIR_AIR_QUALITY_SOURCE` setting: `embedded` or `open-meteo`.
     source: str
     label: str
-    #: Whether station observations correct the air at the point now.
+    #: Whether station observations changed the air at the point now (by more than 0.1 %).
     fused: bool
     #: Every station used for any pollutant, sorted.
     stations: list[str]
@@ -56,17 +60,23 @@ async def air_source(
     correcting the air at `point` at `now` (the fused source is asked for it once)."""
     pollutants: list[PollutantStations] = []
     if isinstance(air, FusedAir) and point is not None:
-        await air.concentrations([Sample(point, now)])
-        used = air.stations_used(now)
+        explained = await air.explain(point, now)
         pollutants = [
-            PollutantStations(pollutant.value, list(field.stations), field.hour_end)
-            for pollutant, field in sorted(used.items(), key=lambda item: item[0].value)
+            PollutantStations(
+                pollutant.value,
+                [s.id for s in value.stations],
+                [round(s.weight, 4) for s in value.stations],
+                value.stations[0].last_hour_end,
+                value.corrected,
+            )
+            for pollutant, value in sorted(explained.items(), key=lambda item: item[0].value)
+            if value.stations
         ]
     stations = sorted({station for entry in pollutants for station in entry.stations})
     return AirSource(
         source=source,
         label=source_label(source),
-        fused=bool(stations),
+        fused=any(entry.corrected for entry in pollutants),
         stations=stations,
         pollutants=pollutants,
         at=now,
