@@ -511,12 +511,13 @@ def _evaluate_stations(
             f"{evaluation.pollutant.value}: {evaluation.stations} stations, {evaluation.hours} "
             f"hours, {evaluation.observations} observations (µg/m³; leave one station out)"
         )
-        print("  group\tmethod\tn\tmean bias\tRMSE\tr\tFAC2")
+        print("  group\tmethod\tn\tmean bias\tRMSE\tr\tFAC2\t90% interval coverage")
         for row in evaluation.rows:
             st = row.statistics
+            coverage = "-" if math.isnan(st.coverage) else f"{st.coverage:.3f}"
             print(
                 f"  {row.group}\t{row.method}\t{st.n}\t{st.mean_bias:.2f}\t{st.rmse:.2f}\t"
-                f"{st.r:.3f}\t{st.fac2:.3f}"
+                f"{st.r:.3f}\t{st.fac2:.3f}\t{coverage}"
             )
         ratios = rmse_ratios(evaluation.rows)
         print(
@@ -544,6 +545,7 @@ def _evaluation_json(evaluation: PollutantEvaluation) -> dict[str, object]:
                 "rmse": number(row.statistics.rmse),
                 "r": number(row.statistics.r),
                 "fac2": number(row.statistics.fac2),
+                "coverage": number(row.statistics.coverage),
             }
             for row in evaluation.rows
         ],

@@ -5,27 +5,35 @@ same hour, three ways: the raw background (what the service says with no observa
 fused field (`cleanair_core.air.fusion`), and inverse-distance-squared interpolation of the
 other stations alone (the baseline a fusion must beat). The statistics are openair's
 `modStats` set (Carslaw & Ropkins 2012): n, mean bias (predicted - observed), RMSE, Pearson's
-r and FAC2 (the share of predictions within a factor of two of the observation).
+r and FAC2 (the share of predictions within a factor of two of the observation), and for the
+background and the fused field the coverage of their 90 % intervals.
+
+The fused field's parameters are fitted as the service fits them (`fusion_fit`, on the
+`FIT_DAYS` before each day), so the evaluation is held out twice: by station (the one
+predicted is left out) and in time (its parameters come from the week before). Over more
+than `DAILY_FITS_UP_TO_DAYS` the fit is made per calendar month, from the week before it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import attrs
 
-from cleanair_core.air.fused_air import unfused_of
+from cleanair_core.air.fused_air import FIT_DAYS, fit_day, unfused_of
 from cleanair_core.air.fusion import (
+    ERROR_FLOOR,
     FUSION_PARAMETERS,
     HOUR,
+    Z90,
     FusionParameters,
-    _correlated,
-    _site,
     station_distances,
+    uncertainty,
 )
+from cleanair_core.air.fusion_fit import fit_parameters, leave_one_out
 from cleanair_core.air.observations import OBSERVED, ObservationStore, Station
 from cleanair_core.air.pollutants import SCORED, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
@@ -54,16 +62,26 @@ class ModelStatistics:
     rmse: float
     r: float
     fac2: float
+    #: The share of observations within the predictions' 90 % intervals (NaN: none given).
+    coverage: float = math.nan
 
 
-def model_statistics(predicted: FloatArray, observed: FloatArray) -> ModelStatistics:
+def model_statistics(
+    predicted: FloatArray, observed: FloatArray, errors: FloatArray | None = None
+) -> ModelStatistics:
     """`ModelStatistics` over the pairs where both are known; NaN statistics when none are
-    (and r is NaN when either side is constant)."""
+    (and r is NaN when either side is constant). With the predictions' standard `errors`,
+    the coverage of their 90 % intervals (never below zero, as served)."""
     import numpy as np
 
     p = np.asarray(predicted, dtype=np.float64).reshape(-1)
     o = np.asarray(observed, dtype=np.float64).reshape(-1)
     known = ~(np.isnan(p) | np.isnan(o))
+    coverage = math.nan
+    if errors is not None and known.any():
+        e = np.asarray(errors, dtype=np.float64).reshape(-1)[known]
+        low = np.maximum(0.0, p[known] - Z90 * e)
+        coverage = float(np.mean((o[known] >= low) & (o[known] <= p[known] + Z90 * e)))
     p, o = p[known], o[known]
     if p.size == 0:
         return ModelStatistics(0, math.nan, math.nan, math.nan, math.nan)
@@ -81,29 +99,8 @@ def model_statistics(predicted: FloatArray, observed: FloatArray) -> ModelStatis
         rmse=float(np.sqrt(np.mean(error * error))),
         r=r,
         fac2=float(within.mean()),
+        coverage=coverage,
     )
-
-
-def _loo_fusion_weights(
-    d: FloatArray, share: FloatArray, length: FloatArray, params: FusionParameters
-) -> FloatArray:
-    """W with W[k, j] the weight of station j's residual in station k's prediction when k is
-    left out (W[k, k] = 0): the fused field's weights, every k from one inverse.
-
-    With A = (K + N)⁻¹ over all n stations and C[k, l] the covariance between station k's
-    point and station l, leaving k out gives W[k, j] = (CA)[k, j] - (CA)[k, k] A[k, j] / A[k, k]
-    (the inverse of a matrix with one row and column removed, from the whole inverse).
-    """
-    import numpy as np
-
-    correlated = _correlated(d, params)
-    kernel = correlated + np.diag(share + params.noise_share)
-    inverse = np.linalg.inv(kernel)
-    covariance = correlated + share[None, :] * np.exp(-d / length[None, :])
-    ca = covariance @ inverse
-    weights: FloatArray = ca - (np.diag(ca) / np.diag(inverse))[:, None] * inverse
-    np.fill_diagonal(weights, 0.0)
-    return weights
 
 
 def _loo_idw_weights(distance: FloatArray) -> FloatArray:
@@ -122,7 +119,9 @@ def leave_one_station_out(
     background: FloatArray,
     params: FusionParameters,
 ) -> dict[str, FloatArray]:
-    """Each method's prediction of every observation from the other stations of its hour.
+    """Each method's prediction of every observation from the other stations of its hour,
+    and (keys `fused_error`, `background_error`) the standard errors the service would give
+    the fused and the raw values.
 
     `observed` and `background` have a row per hour and a column per station (NaN where a
     station has no observation or the background no value). A station alone in its hour
@@ -135,31 +134,27 @@ def leave_one_station_out(
     lats = np.array([s.point.lat for s in stations], dtype=np.float64)
     lons = np.array([s.point.lon for s in stations], dtype=np.float64)
     distance = station_distances(lats, lons, lats, lons)
-    sites = [_site(s, params) for s in stations]
-    share = np.array([site[0] for site in sites], dtype=np.float64)
-    length = np.array([site[1] for site in sites], dtype=np.float64)
-
     usable: BoolArray = ~(np.isnan(observed) | np.isnan(background))
-    fused = np.full_like(observed, np.nan)
+    fused, left = leave_one_out(stations, observed, background, params)
     idw = np.full_like(observed, np.nan)
-    residual = np.where(usable, observed - background, 0.0)
     values = np.where(usable, observed, 0.0)
     # Hours with the same stations reporting share their weights: a handful of patterns.
     patterns, which = np.unique(usable, axis=0, return_inverse=True)
     for index, pattern in enumerate(patterns):
-        rows = np.flatnonzero(which.reshape(-1) == index)
         columns = np.flatnonzero(pattern)
-        if columns.size == 0:
+        if columns.size < 2:
             continue
-        d = distance[np.ix_(columns, columns)]
-        w = _loo_fusion_weights(d, share[columns], length[columns], params)
+        rows = np.flatnonzero(which.reshape(-1) == index)
         block = np.ix_(rows, columns)
-        # As the service serves it: never below zero (`fusion`'s F = max(0, ...)).
-        fused[block] = np.maximum(0.0, background[block] + residual[block] @ w.T)
-        if columns.size > 1:
-            idw[block] = values[block] @ _loo_idw_weights(d).T
-    predictions = {"background": np.where(usable, background, np.nan), "fused": fused, "idw": idw}
-    return {method: np.where(usable, predictions[method], np.nan) for method in METHODS}
+        idw[block] = values[block] @ _loo_idw_weights(distance[np.ix_(columns, columns)]).T
+    raw = np.where(usable, background, np.nan)
+    return {
+        "background": raw,
+        "fused": fused,
+        "idw": np.where(usable, idw, np.nan),
+        "fused_error": uncertainty(params, fused, left, np.ones_like(fused)),
+        "background_error": params.background_error * np.maximum(raw, ERROR_FLOOR),
+    }
 
 
 @attrs.frozen
@@ -191,7 +186,12 @@ def evaluation_rows(
     for group, columns in groups.items():
         index = np.asarray(columns, dtype=np.int64)
         for method in METHODS:
-            statistics = model_statistics(predictions[method][:, index], observed[:, index])
+            errors = predictions.get(f"{method}_error")
+            statistics = model_statistics(
+                predictions[method][:, index],
+                observed[:, index],
+                None if errors is None else errors[:, index],
+            )
             rows.append(EvaluationRow(group, method, statistics))
     return rows
 
@@ -273,18 +273,56 @@ async def station_matrices(
     return StationMatrices(stations, hours, observed, background)
 
 
+#: Up to this many days the fused field's parameters are fitted per day, as served; beyond,
+#: per calendar month (a year of daily fits would take minutes).
+DAILY_FITS_UP_TO_DAYS = 31
+
+
+def fitted_predictions(
+    matrices: StationMatrices,
+    pollutant: Pollutant,
+    fallback: FusionParameters,
+) -> dict[str, FloatArray]:
+    """`leave_one_station_out` for one pollutant with parameters fitted as the service fits
+    them: for each day (or month, over long spans) from the `FIT_DAYS` before it, the
+    fallback where those are too few (CPU work: off the loop)."""
+    import numpy as np
+
+    values = matrices.observed[pollutant]
+    at_stations = matrices.background[:, :, SCORED.index(pollutant)]
+    hours = np.array(matrices.hours, dtype=object)
+    daily = (matrices.hours[-1] - matrices.hours[0]).days < DAILY_FITS_UP_TO_DAYS
+    segments = [fit_day(h) if daily else fit_day(h).replace(day=1) for h in matrices.hours]
+    predictions: dict[str, FloatArray] = {}
+    for segment in sorted(set(segments)):
+        rows = np.array([s == segment for s in segments], dtype=bool)
+        before = (hours > segment - timedelta(days=FIT_DAYS)) & (hours <= segment)
+        fit = fit_parameters(
+            matrices.stations, values[before], at_stations[before], fallback
+        ).parameters
+        part = leave_one_station_out(matrices.stations, values[rows], at_stations[rows], fit)
+        for method, predicted in part.items():
+            predictions.setdefault(method, np.full_like(values, np.nan))[rows] = predicted
+    return predictions
+
+
 def evaluate_matrices(
     matrices: StationMatrices, parameters: dict[Pollutant, FusionParameters] | None = None
 ) -> list[PollutantEvaluation]:
-    """Leave-one-station-out for every pollutant of `matrices` (CPU work: off the loop)."""
+    """Leave-one-station-out for every pollutant of `matrices` (CPU work: off the loop), with
+    the parameters fitted as served (`fitted_predictions`), or `parameters` as they are."""
     import numpy as np
 
-    params = FUSION_PARAMETERS if parameters is None else parameters
     evaluations = []
     for pollutant, values in matrices.observed.items():
-        at_stations = matrices.background[:, :, SCORED.index(pollutant)]
         stations = matrices.stations
-        predictions = leave_one_station_out(stations, values, at_stations, params[pollutant])
+        if parameters is None:
+            predictions = fitted_predictions(matrices, pollutant, FUSION_PARAMETERS[pollutant])
+        else:
+            at_stations = matrices.background[:, :, SCORED.index(pollutant)]
+            predictions = leave_one_station_out(
+                stations, values, at_stations, parameters[pollutant]
+            )
         reporting = ~np.isnan(values)
         evaluations.append(
             PollutantEvaluation(

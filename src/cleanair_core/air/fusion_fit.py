@@ -130,9 +130,12 @@ def leave_one_out(
     as the service would serve them (never below zero). A station alone in its hour gets the
     background and v = 1.
 
-    With A = (K + N)⁻¹ over the hour's stations, the prediction of residual k from the others
-    is r_k - (A r)_k / A_kk and its variance 1 / A_kk (the inverse of a matrix with one row
-    and column removed, from the whole inverse): one inverse per hour, batched.
+    With A = (K + N)⁻¹ over the hour's stations and c̃ the covariances between station k's
+    point and the others (k's own entry 0; a traffic station's street term reaches a
+    neighbour within its street), the prediction from the others is
+    (c̃ᵀA)r - (c̃ᵀA)_k (Ar)_k / A_kk and the variance it explains c̃ᵀAc̃ - (c̃ᵀA)_k² / A_kk (the
+    inverse of a matrix with one row and column removed, from the whole inverse): one inverse
+    per hour, batched.
     """
     import numpy as np
 
@@ -143,11 +146,17 @@ def leave_one_out(
     lons = np.array([s.point.lon for s in stations], dtype=np.float64)
     distance = station_distances(lats, lons, lats, lons)
     sites = [_site(s, params) for s in stations]
-    diagonal = np.array([site[0] for site in sites], dtype=np.float64) + params.noise_share
+    share = np.array([site[0] for site in sites], dtype=np.float64)
+    length = np.array([site[1] for site in sites], dtype=np.float64)
+    diagonal = share + params.noise_share
     correlated = _correlated(distance, params)
+    # Between a point and station j: the correlated part and j's own site part.
+    between = correlated + share[None, :] * np.exp(-distance / length[None, :])
+    np.fill_diagonal(between, 0.0)
     usable = ~(np.isnan(observed) | np.isnan(background))
     residual = np.where(usable, observed - background, 0.0)
     kernels = np.broadcast_to(correlated, (hours, count, count)).copy()
+    covariances = np.broadcast_to(between, (hours, count, count)).copy()
     prior = np.broadcast_to(1.0 + diagonal, (hours, count)).copy()
     if params.background_skill > 0.0:
         values = np.where(usable, background, np.nan)
@@ -157,21 +166,27 @@ def leave_one_out(
         scale = np.where(spread > 0.0, spread, 1.0)
         anomaly = np.nan_to_num((values - mean) / scale)
         for t in range(hours):
-            kernels[t] += _anomaly_term(distance, anomaly[t], anomaly[t], params)
+            term = _anomaly_term(distance, anomaly[t], anomaly[t], params)
+            kernels[t] += term
+            np.fill_diagonal(term, 0.0)
+            covariances[t] += term
         prior += params.background_skill * anomaly * anomaly
     kernels += np.eye(count)[None, :, :] * diagonal[None, :, None]
     # A station missing in an hour is cut loose: its row and column are the identity's.
-    missing = ~usable
-    kernels[missing[:, :, None] & np.ones((1, 1, count), dtype=bool)] = 0.0
-    kernels[missing[:, None, :] & np.ones((1, count, 1), dtype=bool)] = 0.0
-    eye = np.eye(count, dtype=bool)[None, :, :] & missing[:, :, None]
-    kernels[eye] = 1.0
+    cut = usable[:, :, None] & usable[:, None, :]
+    kernels = np.where(cut, kernels, 0.0)
+    kernels[np.eye(count, dtype=bool)[None, :, :] & ~usable[:, :, None]] = 1.0
+    covariances = np.where(cut, covariances, 0.0)
     inverse = np.linalg.inv(kernels)
     a_diag = np.einsum("tii->ti", inverse)
+    ca = covariances @ inverse
+    ca_diag = np.einsum("tii->ti", ca)
     ar = np.einsum("tij,tj->ti", inverse, residual)
+    predicted_residual = np.einsum("tij,tj->ti", ca, residual) - ca_diag * ar / a_diag
+    explained = np.einsum("tij,tij->ti", ca, covariances) - ca_diag * ca_diag / a_diag
     alone = usable.sum(axis=1, keepdims=True) < 2
-    predicted_residual = np.where(alone, 0.0, residual - ar / a_diag)
-    left = np.where(alone, 1.0, np.clip((1.0 / a_diag) / prior, 1e-9, 1.0))
+    predicted_residual = np.where(alone, 0.0, predicted_residual)
+    left = np.where(alone, 1.0, np.clip(1.0 - explained / prior, 1e-9, 1.0))
     fused = np.maximum(0.0, background + predicted_residual)
     return np.where(usable, fused, np.nan), np.where(usable, left, np.nan)
 
