@@ -10,9 +10,9 @@ fuses newly imported observations within a second, without a restart. With no ob
 the answer is exactly the unfused source's.
 
 The fusion's parameters are fitted per pollutant and UTC day from the observations of the
-`FIT_DAYS` before that day (`cleanair_core.air.fusion_fit`), once per process, and fall back
-to `FUSION_PARAMETERS` where those are too few. `explain` tells, for one point, each value's
-standard error and the stations that moved it.
+`FIT_DAYS` ending with that day (`cleanair_core.air.fusion_fit`), once per version of the
+observations, and fall back to `FUSION_PARAMETERS` where those are too few. `explain` tells,
+for one point, each value's standard error and the stations that moved it.
 """
 
 from __future__ import annotations
@@ -74,9 +74,10 @@ _HOURS_KEPT = 256
 REPORTED_WEIGHT = 0.01
 CORRECTED_SHARE = 0.001
 
-#: Days of observations before a UTC day that fusion's parameters for that day are fitted on.
+#: Days of observations, ending with a UTC day, that fusion's parameters for that day are
+#: fitted on.
 FIT_DAYS = 7
-#: Pollutant-days whose fitted parameters are kept per process.
+#: Pollutant-days whose fitted parameters are kept per version of the observations.
 _FITS_KEPT = 64
 
 
@@ -126,9 +127,15 @@ def background_values(air: Concentrations) -> dict[Pollutant, FusedValue]:
 
 def fit_day(hour_end: datetime) -> datetime:
     """The start (UTC midnight) of the day whose fitted parameters fuse the hour ending at
-    `hour_end`: they are fitted on the `FIT_DAYS` before it."""
+    `hour_end`."""
     start = hour_end - HOUR
     return start.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def fit_window(day: datetime) -> tuple[datetime, datetime]:
+    """The first and last hour ends of the observations a day's parameters are fitted on:
+    the `FIT_DAYS` ending with that day (those stored so far)."""
+    return day - timedelta(days=FIT_DAYS - 1) + HOUR, day + timedelta(days=1)
 
 
 class _Fields:
@@ -139,6 +146,10 @@ class _Fields:
         self.stations: dict[str, Station] | None = None
         self.latest: OrderedDict[datetime, dict[Pollutant, HourObservations]] = OrderedDict()
         self.fields: OrderedDict[tuple[Pollutant, datetime], ResidualField | None] = OrderedDict()
+        #: Per pollutant and day: the parameters, and whether the data fitted them.
+        self.fits: OrderedDict[tuple[Pollutant, datetime], tuple[FusionParameters, bool]] = (
+            OrderedDict()
+        )
 
 
 class FusedAir:
@@ -170,9 +181,6 @@ class FusedAir:
         #: fallback.
         self._fixed = parameters is not None
         self._parameters = FUSION_PARAMETERS if parameters is None else parameters
-        self._fits: OrderedDict[tuple[Pollutant, datetime], tuple[FusionParameters, bool]] = (
-            OrderedDict()
-        )
         self._metrics = metrics
         self._lock = threading.Lock()
         self._state = _Fields(-1)
@@ -234,12 +242,11 @@ class FusedAir:
                 error = background_error(self._parameters.get(pollutant), value)
                 used: tuple[StationUsed, ...] = ()
             else:
-                params, fitted = field.params, self._fitted(pollutant, field.hour_end)
+                params, fitted = field.params, self._fitted(state, pollutant, field.hour_end)
                 fade = persistence(params, at - field.hour_end)
                 lat, lon = np.array([point.lat]), np.array([point.lon])
-                backgrounds = np.array([unfused])
-                weights = field.weights(lat, lon, backgrounds)[0] * fade
-                left = field.unexplained(lat, lon, backgrounds)
+                weights = field.weights(lat, lon)[0] * fade
+                left = field.unexplained(lat, lon)
                 error = float(uncertainty(params, np.array([value]), left, np.array([fade]))[0])
                 used = _reported(field, weights, point, stations)
             low, high = interval90(value, error)
@@ -265,6 +272,16 @@ class FusedAir:
             return False
         known = self._known_latest(state, {observation_hour(sample.at) for sample in samples})
         return known is not None and not self._wanted(state, known.values())
+
+    def parameters_at(self, pollutant: Pollutant, at: datetime) -> FusionParameters:
+        """The parameters a sample of `pollutant` at `at` is fused with, as last computed
+        (the fallback before any fit)."""
+        with self._lock:
+            state = self._state
+            hour = state.latest.get(observation_hour(at), {}).get(pollutant)
+        if hour is None:
+            return self._parameters[pollutant]
+        return self._params_for(state, pollutant, hour.hour_end)
 
     def stations_used(self, at: datetime) -> dict[Pollutant, ResidualField]:
         """The fields (and so the stations and their hour) a sample at `at` is corrected with,
@@ -378,7 +395,7 @@ class FusedAir:
                 residual_field(
                     [station for station, _, _ in kept],
                     [value - background for _, value, background in kept],
-                    self._params_for(pollutant, hour_end),
+                    self._params_for(state, pollutant, hour_end),
                     hour_end,
                     [background for _, _, background in kept],
                 )
@@ -391,50 +408,51 @@ class FusedAir:
                 state.fields.popitem(last=False)
 
     # -- fusion's parameters, fitted per pollutant and day
-    def _params_for(self, pollutant: Pollutant, hour_end: datetime) -> FusionParameters:
+    def _params_for(
+        self, state: _Fields, pollutant: Pollutant, hour_end: datetime
+    ) -> FusionParameters:
         """The parameters that fuse `pollutant`'s hour ending at `hour_end`: fitted for its
         day when that was done, else the fallback."""
         if not self._fixed:
             with self._lock:
-                fit = self._fits.get((pollutant, fit_day(hour_end)))
+                fit = state.fits.get((pollutant, fit_day(hour_end)))
             if fit is not None:
                 return fit[0]
         return self._parameters[pollutant]
 
-    def _fitted(self, pollutant: Pollutant, hour_end: datetime) -> bool:
+    def _fitted(self, state: _Fields, pollutant: Pollutant, hour_end: datetime) -> bool:
         with self._lock:
-            fit = self._fits.get((pollutant, fit_day(hour_end)))
+            fit = state.fits.get((pollutant, fit_day(hour_end)))
         return fit is not None and fit[1]
 
     def _unfitted(
-        self, wanted: Iterable[tuple[Pollutant, datetime]]
+        self, state: _Fields, wanted: Iterable[tuple[Pollutant, datetime]]
     ) -> list[tuple[Pollutant, datetime]]:
-        """The (pollutant, day) fits the wanted fields need and this process lacks."""
+        """The (pollutant, day) fits the wanted fields need and this version lacks."""
         if self._fixed:
             return []
         with self._lock:
             days = {(pollutant, fit_day(hour_end)) for pollutant, hour_end in wanted}
-            return sorted(key for key in days if key not in self._fits)
+            return sorted(key for key in days if key not in state.fits)
 
     def _fit_layouts(
         self, state: _Fields, keys: Sequence[tuple[Pollutant, datetime]]
     ) -> dict[tuple[Pollutant, datetime], FitLayout | None]:
-        """What each fit is made on: the `FIT_DAYS` of observations before its day (one read
-        per day). Reads the store."""
+        """What each fit is made on: the `FIT_DAYS` of observations ending with its day (one
+        read per day). Reads the store."""
         with self._lock:
             stations = dict(state.stations or {})
         layouts: dict[tuple[Pollutant, datetime], FitLayout | None] = {}
         for day in sorted({day for _, day in keys}):
             pollutants = tuple(p for p, d in keys if d == day)
-            rows = self._store.observations_between(
-                day - timedelta(days=FIT_DAYS) + HOUR, day, pollutants
-            )
+            rows = self._store.observations_between(*fit_window(day), pollutants)
             for pollutant in pollutants:
                 layouts[(pollutant, day)] = fit_layout(rows, stations, pollutant)
         return layouts
 
     def _keep_fits(
         self,
+        state: _Fields,
         layouts: dict[tuple[Pollutant, datetime], FitLayout | None],
         backgrounds: dict[tuple[Pollutant, datetime], FloatArray],
     ) -> None:
@@ -459,9 +477,9 @@ class FusedAir:
                 },
             )
         with self._lock:
-            self._fits.update(fits)
-            while len(self._fits) > _FITS_KEPT:
-                self._fits.popitem(last=False)
+            state.fits.update(fits)
+            while len(state.fits) > _FITS_KEPT:
+                state.fits.popitem(last=False)
 
     async def _fit_for(
         self,
@@ -472,7 +490,7 @@ class FusedAir:
         loop, the background at the fit's stations asked of the unfused source)."""
         import numpy as np
 
-        keys = self._unfitted(wanted)
+        keys = self._unfitted(state, wanted)
         if not keys:
             return
         layouts = await self._store_calls(lambda: self._fit_layouts(state, keys))
@@ -484,7 +502,7 @@ class FusedAir:
             airs = await self.unfused.concentrations(samples)
             values = np.array([_or_nan(air.get(key[0])) for air in airs], dtype=np.float64)
             backgrounds[key] = values.reshape(len(layout.hours), len(layout.stations))
-        await self._store_calls(lambda: self._keep_fits(layouts, backgrounds))
+        await self._store_calls(lambda: self._keep_fits(state, layouts, backgrounds))
 
     def _say_if_fused(self, fused: bool) -> None:
         """Log when fusion starts or stops having observations, once per change (the first
@@ -601,7 +619,7 @@ class GriddedFusedAir(FusedAir):
         arrays, an hour at a time."""
         import numpy as np
 
-        keys = self._unfitted(wanted)
+        keys = self._unfitted(state, wanted)
         if not keys:
             return
         layouts = self._fit_layouts(state, keys)
@@ -618,7 +636,7 @@ class GriddedFusedAir(FusedAir):
                     for h in layout.hours
                 ]
             )
-        self._keep_fits(layouts, backgrounds)
+        self._keep_fits(state, layouts, backgrounds)
 
     def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
         """See `GriddedAir.air_at_hour`: the unfused array, corrected (the values

@@ -64,9 +64,13 @@ class FusionParameters:
     street_length_m: float
     #: rho's e-folding time into the forecast, hours.
     persistence_hours: float
-    #: G: the variance of the background anomaly's coefficient (0: the background's spatial
-    #: pattern is taken as it is).
-    background_skill: float = 0.0
+    #: β: the share of the background's spatial pattern kept near the stations (1: as it is;
+    #: 0: the stations' level alone, the background's pattern dropped).
+    background_share: float = 1.0
+    #: M: the variance of the residual's local mean (constant over the support), in the same
+    #: shares: a large M lets the stations set the level near them whatever the background
+    #: says (ordinary kriging's weights, summing to one), fading beyond the support.
+    mean_share: float = 0.0
     #: q in the standard error's shrinkage v^q (`uncertainty`), fitted for 90 % coverage.
     spread: float = 0.5
     #: The background's own error as a share of its value, where no station speaks.
@@ -187,43 +191,31 @@ def taper(distance: FloatArray, support_m: float) -> FloatArray:
 
 
 def _correlated(distance: FloatArray, params: FusionParameters) -> FloatArray:
-    """The correlated part without the background's anomaly: regional plus district, tapered."""
+    """The correlated part: regional plus district, tapered."""
     import numpy as np
 
     r = params.regional_share
     value: FloatArray = (
-        r * np.exp(-distance / params.regional_length_m)
+        params.mean_share
+        + r * np.exp(-distance / params.regional_length_m)
         + (1.0 - r) * np.exp(-distance / params.district_length_m)
     ) * taper(distance, params.support_m)
     return value
 
 
-def _anomaly_term(
-    distance: FloatArray, left: FloatArray, right: FloatArray, params: FusionParameters
-) -> FloatArray:
-    """G · a(x) · a(y) · W(d) for rows of `left` anomalies against columns of `right`."""
-    import numpy as np
-
-    value: FloatArray = (
-        params.background_skill * np.outer(left, right) * taper(distance, params.support_m)
-    )
-    return value
-
-
-def anomalies(background: FloatArray, mean: float, scale: float) -> FloatArray:
-    """a(x): the background's departure from the stations' mean, in units of their spread;
-    NaN (an unknown background) counts as none."""
-    import numpy as np
-
-    value: FloatArray = np.nan_to_num((np.asarray(background, dtype=np.float64) - mean) / scale)
+def support(distance: FloatArray, params: FusionParameters) -> FloatArray:
+    """s: for each point (a row of distances to the stations), the largest taper W over the
+    stations: 1 at a station, 0 beyond every station's support."""
+    value: FloatArray = taper(distance, params.support_m).max(axis=1)
     return value
 
 
 @attrs.frozen(eq=False)
 class ResidualField:
     """One pollutant's interpolated residuals for one hour: `at(lats, lons, backgrounds)` is
-    k(x)ᵀ(K+N)⁻¹r, `weights` the row k(x)ᵀ(K+N)⁻¹ itself (each station's share in the
-    correction) and `unexplained` the share of the residual's variance the stations leave."""
+    the correction s(x)(β - 1)(A(x) - b) + k(x)ᵀ(K+N)⁻¹r', `weights` the row k(x)ᵀ(K+N)⁻¹
+    (each station's share in it) and `unexplained` the share of the residual's variance the
+    stations leave."""
 
     params: FusionParameters
     lats: FloatArray
@@ -234,53 +226,44 @@ class ResidualField:
     #: The end of the hour the residuals are of.
     hour_end: datetime
     stations: tuple[str, ...]
-    #: a(s) at each station, and the mean and spread of the background they are taken from.
-    anomaly: FloatArray
+    #: b: the mean of the background over the stations.
     background_mean: float = 0.0
-    background_scale: float = 1.0
 
-    def _covariances(self, lat: FloatArray, lon: FloatArray, background: FloatArray) -> FloatArray:
-        """k(x) for each point (a row) against each station (a column)."""
+    def _covariances(self, lat: FloatArray, lon: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """k(x) for each point (a row) against each station (a column), and the distances."""
         import numpy as np
 
         d = station_distances(lat, lon, self.lats, self.lons)
         k = _correlated(d, self.params) + self.site_share[None, :] * np.exp(
             -d / self.site_length_m[None, :]
         )
-        if self.params.background_skill > 0.0:
-            here = anomalies(background, self.background_mean, self.background_scale)
-            k = k + _anomaly_term(d, here, self.anomaly, self.params)
-        return k
-
-    def _points(
-        self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None
-    ) -> tuple[FloatArray, FloatArray, FloatArray]:
-        import numpy as np
-
-        lat = np.asarray(lats, dtype=np.float64).reshape(-1)
-        lon = np.asarray(lons, dtype=np.float64).reshape(-1)
-        if backgrounds is None:
-            background = np.full(lat.size, self.background_mean)
-        else:
-            background = np.asarray(backgrounds, dtype=np.float64).reshape(-1)
-        return lat, lon, background
+        return k, d
 
     def at(
         self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None = None
     ) -> FloatArray:
-        """The interpolated residual at each point (µg/m³), before persistence; `backgrounds`
-        are the unfused values there (needed only when the fit found the background's pattern
-        worth learning). The points-by-stations matrices are built a slice of points at a
-        time (`_AT_ONCE` cells), so a whole network against thousands of stations stays in
-        bounded memory."""
+        """The correction at each point (µg/m³), before persistence; `backgrounds` are the
+        unfused values there (needed where the fit keeps less than all of the background's
+        pattern; an unknown one counts as the mean). The points-by-stations matrices are
+        built a slice of points at a time (`_AT_ONCE` cells), so a whole network against
+        thousands of stations stays in bounded memory."""
         import numpy as np
 
-        lat, lon, background = self._points(lats, lons, backgrounds)
+        lat = np.asarray(lats, dtype=np.float64).reshape(-1)
+        lon = np.asarray(lons, dtype=np.float64).reshape(-1)
+        beta = self.params.background_share
+        pattern = np.zeros(lat.size, dtype=np.float64)
+        if backgrounds is not None and beta != 1.0:
+            background = np.asarray(backgrounds, dtype=np.float64).reshape(-1)
+            pattern = np.nan_to_num(background - self.background_mean) * (beta - 1.0)
         value: FloatArray = np.empty(lat.size, dtype=np.float64)
         step = max(1, _AT_ONCE // max(1, self.alpha.size))
         for first in range(0, lat.size, step):
             part = slice(first, first + step)
-            value[part] = self._covariances(lat[part], lon[part], background[part]) @ self.alpha
+            k, d = self._covariances(lat[part], lon[part])
+            value[part] = k @ self.alpha
+            if beta != 1.0:
+                value[part] += support(d, self.params) * pattern[part]
         return value
 
     def _kernel(self) -> FloatArray:
@@ -290,38 +273,33 @@ class ResidualField:
         kernel: FloatArray = _correlated(d, self.params) + np.diag(
             self.site_share + self.params.noise_share
         )
-        if self.params.background_skill > 0.0:
-            kernel = kernel + _anomaly_term(d, self.anomaly, self.anomaly, self.params)
         return kernel
 
-    def weights(
-        self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None = None
-    ) -> FloatArray:
+    def weights(self, lats: FloatArray, lons: FloatArray) -> FloatArray:
         """k(x)ᵀ(K+N)⁻¹ for each point (a row): station j's residual enters the correction at
         a point with weight [row, j]. One solve over the stations: for a few points (the
         provenance of an answer), not a network."""
         import numpy as np
 
-        lat, lon, background = self._points(lats, lons, backgrounds)
-        k = self._covariances(lat, lon, background)
+        k, _ = self._covariances(
+            np.asarray(lats, dtype=np.float64).reshape(-1),
+            np.asarray(lons, dtype=np.float64).reshape(-1),
+        )
         weights: FloatArray = np.asarray(np.linalg.solve(self._kernel(), k.T).T, dtype=np.float64)
         return weights
 
-    def unexplained(
-        self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None = None
-    ) -> FloatArray:
+    def unexplained(self, lats: FloatArray, lons: FloatArray) -> FloatArray:
         """v(x) in (0, 1]: the residual's variance left at each point once the stations are
         known, as a share of its variance before (a station's noise counted, as a station
         there would measure it); exactly 1 beyond every station's support."""
         import numpy as np
 
-        lat, lon, background = self._points(lats, lons, backgrounds)
-        k = self._covariances(lat, lon, background)
+        k, _ = self._covariances(
+            np.asarray(lats, dtype=np.float64).reshape(-1),
+            np.asarray(lons, dtype=np.float64).reshape(-1),
+        )
         explained = np.einsum("ij,ji->i", k, np.linalg.solve(self._kernel(), k.T))
-        prior = np.full(lat.size, 1.0 + self.params.noise_share)
-        if self.params.background_skill > 0.0:
-            here = anomalies(background, self.background_mean, self.background_scale)
-            prior += self.params.background_skill * here * here
+        prior = 1.0 + self.params.mean_share + self.params.noise_share
         value: FloatArray = np.clip(1.0 - explained / prior, 1e-9, 1.0)
         return value
 
@@ -333,8 +311,9 @@ def residual_field(
     hour_end: datetime,
     backgrounds: Sequence[float] | None = None,
 ) -> ResidualField:
-    """The residual field of `residuals` observed at `stations` (one each, in order), whose
-    unfused values were `backgrounds` (needed when `params` learn the background's pattern)."""
+    """The residual field of `residuals` (observation - background) observed at `stations`
+    (one each, in order), whose unfused values were `backgrounds` (needed where `params`
+    keep less than all of the background's pattern)."""
     import numpy as np
 
     lats = np.array([s.point.lat for s in stations], dtype=np.float64)
@@ -342,14 +321,13 @@ def residual_field(
     sites = [_site(s, params) for s in stations]
     share = np.array([site[0] for site in sites], dtype=np.float64)
     length = np.array([site[1] for site in sites], dtype=np.float64)
-    mean, scale = 0.0, 1.0
-    anomaly = np.zeros(len(stations), dtype=np.float64)
-    if backgrounds is not None and params.background_skill > 0.0:
-        values = np.asarray(backgrounds, dtype=np.float64)
-        mean = float(values.mean())
-        spread = float(values.std())
-        scale = spread if spread > 0.0 else 1.0
-        anomaly = anomalies(values, mean, scale)
+    values = np.asarray(residuals, dtype=np.float64)
+    mean = 0.0
+    if backgrounds is not None and params.background_share != 1.0:
+        background = np.asarray(backgrounds, dtype=np.float64)
+        mean = float(background.mean())
+        # r' = o - b - β (A - b) = r + (1 - β)(A - b)
+        values = values + (1.0 - params.background_share) * (background - mean)
     field = ResidualField(
         params,
         lats,
@@ -359,14 +337,10 @@ def residual_field(
         np.zeros(len(stations), dtype=np.float64),
         hour_end,
         tuple(s.id for s in stations),
-        anomaly,
         mean,
-        scale,
     )
     # The site parts of two different stations are independent: only the diagonal has them.
-    alpha: FloatArray = np.linalg.solve(
-        field._kernel(), np.asarray(residuals, dtype=np.float64)
-    ).astype(np.float64)
+    alpha: FloatArray = np.linalg.solve(field._kernel(), values).astype(np.float64)
     return attrs.evolve(field, alpha=alpha)
 
 
@@ -448,7 +422,6 @@ __all__ = [
     "FusionParameters",
     "HourObservations",
     "ResidualField",
-    "anomalies",
     "apply_residuals",
     "background_error",
     "interval90",
@@ -457,6 +430,7 @@ __all__ = [
     "persistence",
     "residual_field",
     "station_distances",
+    "support",
     "taper",
     "uncertainty",
 ]

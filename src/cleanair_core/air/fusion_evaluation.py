@@ -9,9 +9,9 @@ r and FAC2 (the share of predictions within a factor of two of the observation),
 background and the fused field the coverage of their 90 % intervals.
 
 The fused field's parameters are fitted as the service fits them (`fusion_fit`, on the
-`FIT_DAYS` before each day), so the evaluation is held out twice: by station (the one
-predicted is left out) and in time (its parameters come from the week before). Over more
-than `DAILY_FITS_UP_TO_DAYS` the fit is made per calendar month, from the week before it.
+`FIT_DAYS` ending with each day), and without the station predicted: the evaluation holds
+each station out of the fit as well as out of the field. Over more than
+`DAILY_FITS_UP_TO_DAYS` the fit is made per calendar month.
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ async def station_matrices(
 
 
 #: Up to this many days the fused field's parameters are fitted per day, as served; beyond,
-#: per calendar month (a year of daily fits would take minutes).
+#: per calendar month (a year of daily fits would take an hour).
 DAILY_FITS_UP_TO_DAYS = 31
 
 
@@ -284,8 +284,10 @@ def fitted_predictions(
     fallback: FusionParameters,
 ) -> dict[str, FloatArray]:
     """`leave_one_station_out` for one pollutant with parameters fitted as the service fits
-    them: for each day (or month, over long spans) from the `FIT_DAYS` before it, the
-    fallback where those are too few (CPU work: off the loop)."""
+    them, held out by station throughout: for each day (or month, over long spans) and each
+    station, the parameters are fitted on the `FIT_DAYS` ending with that day (or on the
+    week before the month and the month) without that station, and its hours predicted
+    with them; the fallback where the data are too few. CPU work: off the loop."""
     import numpy as np
 
     values = matrices.observed[pollutant]
@@ -296,11 +298,21 @@ def fitted_predictions(
     predictions: dict[str, FloatArray] = {}
     for segment in sorted(set(segments)):
         rows = np.array([s == segment for s in segments], dtype=bool)
-        before = (hours > segment - timedelta(days=FIT_DAYS)) & (hours <= segment)
-        fit = fit_parameters(
-            matrices.stations, values[before], at_stations[before], fallback
-        ).parameters
-        part = leave_one_station_out(matrices.stations, values[rows], at_stations[rows], fit)
+        last = max(h for h, kept in zip(matrices.hours, rows, strict=True) if kept)
+        window = (hours > segment - timedelta(days=FIT_DAYS - 1)) & (hours <= last)
+        part = leave_one_station_out(matrices.stations, values[rows], at_stations[rows], fallback)
+        for k in range(len(matrices.stations)):
+            if np.isnan(values[rows, k]).all():
+                continue
+            without = values[window].copy()
+            without[:, k] = np.nan
+            fit = fit_parameters(matrices.stations, without, at_stations[window], fallback)
+            if fit.fitted:
+                mine = leave_one_station_out(
+                    matrices.stations, values[rows], at_stations[rows], fit.parameters
+                )
+                for method in ("fused", "fused_error"):
+                    part[method][:, k] = mine[method][:, k]
         for method, predicted in part.items():
             predictions.setdefault(method, np.full_like(values, np.nan))[rows] = predicted
     return predictions
