@@ -71,6 +71,11 @@ class FusionParameters:
     #: shares: a large M lets the stations set the level near them whatever the background
     #: says (ordinary kriging's weights, summing to one), fading beyond the support.
     mean_share: float = 0.0
+    #: Weigh the stations' residuals by inverse distance squared (weights summing to one,
+    #: times s(x)) instead of kriging them: the stations-alone baseline, chosen by the fit
+    #: where it predicts the held-out stations better. The covariance still gives the
+    #: standard error's shrinkage.
+    inverse_distance: bool = False
     #: q in the standard error's shrinkage v^q (`uncertainty`), fitted for 90 % coverage.
     spread: float = 0.5
     #: The background's own error as a share of its value, where no station speaks.
@@ -97,16 +102,16 @@ SUPPORT_RANGES = 3.0
 #: street and its kerbs (50 m).
 FUSION_PARAMETERS: dict[Pollutant, FusionParameters] = {
     Pollutant.PM25: FusionParameters(
-        150_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 30.0, background_error=0.9
+        150_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 30.0, background_error=0.9, background_share=0.5
     ),
     Pollutant.PM10: FusionParameters(
-        150_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 26.0, background_error=0.9
+        150_000.0, 40_000.0, 0.8, 0.05, 1.0, 50.0, 26.0, background_error=0.9, background_share=0.5
     ),
     Pollutant.NO2: FusionParameters(
-        100_000.0, 5_000.0, 0.8, 0.05, 1.0, 50.0, 25.0, background_error=0.8
+        100_000.0, 5_000.0, 0.8, 0.05, 1.0, 50.0, 25.0, background_error=0.8, background_share=0.5
     ),
     Pollutant.O3: FusionParameters(
-        150_000.0, 40_000.0, 0.8, 0.10, 1.0, 50.0, 20.0, background_error=0.8
+        150_000.0, 40_000.0, 0.8, 0.10, 1.0, 50.0, 20.0, background_error=0.8, background_share=0.5
     ),
 }
 
@@ -203,6 +208,21 @@ def _correlated(distance: FloatArray, params: FusionParameters) -> FloatArray:
     return value
 
 
+#: Stations nearer than this are one place to inverse-distance weighting (no division by 0).
+IDW_MIN_DISTANCE_M = 1.0
+
+
+def inverse_distance_weights(distance: FloatArray) -> FloatArray:
+    """Inverse-distance-squared weights of each point (a row) on the stations (columns),
+    summing to one per row."""
+    import numpy as np
+
+    d = np.maximum(np.asarray(distance, dtype=np.float64), IDW_MIN_DISTANCE_M)
+    inverse_square = 1.0 / (d * d)
+    weights: FloatArray = inverse_square / inverse_square.sum(axis=1, keepdims=True)
+    return weights
+
+
 def support(distance: FloatArray, params: FusionParameters) -> FloatArray:
     """s: for each point (a row of distances to the stations), the largest taper W over the
     stations: 1 at a station, 0 beyond every station's support."""
@@ -260,6 +280,12 @@ class ResidualField:
         step = max(1, _AT_ONCE // max(1, self.alpha.size))
         for first in range(0, lat.size, step):
             part = slice(first, first + step)
+            if self.params.inverse_distance:
+                d = station_distances(lat[part], lon[part], self.lats, self.lons)
+                value[part] = support(d, self.params) * (
+                    inverse_distance_weights(d) @ self.alpha + pattern[part]
+                )
+                continue
             k, d = self._covariances(lat[part], lon[part])
             value[part] = k @ self.alpha
             if beta != 1.0:
@@ -281,10 +307,13 @@ class ResidualField:
         provenance of an answer), not a network."""
         import numpy as np
 
-        k, _ = self._covariances(
+        k, d = self._covariances(
             np.asarray(lats, dtype=np.float64).reshape(-1),
             np.asarray(lons, dtype=np.float64).reshape(-1),
         )
+        if self.params.inverse_distance:
+            idw: FloatArray = support(d, self.params)[:, None] * inverse_distance_weights(d)
+            return idw
         weights: FloatArray = np.asarray(np.linalg.solve(self._kernel(), k.T).T, dtype=np.float64)
         return weights
 
@@ -294,12 +323,14 @@ class ResidualField:
         there would measure it); exactly 1 beyond every station's support."""
         import numpy as np
 
-        k, _ = self._covariances(
+        k, d = self._covariances(
             np.asarray(lats, dtype=np.float64).reshape(-1),
             np.asarray(lons, dtype=np.float64).reshape(-1),
         )
         explained = np.einsum("ij,ji->i", k, np.linalg.solve(self._kernel(), k.T))
-        prior = 1.0 + self.params.mean_share + self.params.noise_share
+        # A point in a traffic station's street shares that street's own variance.
+        street = (self.site_share[None, :] * np.exp(-d / self.site_length_m[None, :])).max(axis=1)
+        prior = 1.0 + self.params.mean_share + self.params.noise_share + street
         value: FloatArray = np.clip(1.0 - explained / prior, 1e-9, 1.0)
         return value
 
@@ -339,6 +370,8 @@ def residual_field(
         tuple(s.id for s in stations),
         mean,
     )
+    if params.inverse_distance:  # the residuals themselves are weighted
+        return attrs.evolve(field, alpha=values)
     # The site parts of two different stations are independent: only the diagonal has them.
     alpha: FloatArray = np.linalg.solve(field._kernel(), values).astype(np.float64)
     return attrs.evolve(field, alpha=alpha)
@@ -415,6 +448,7 @@ __all__ = [
     "ERROR_FLOOR",
     "FUSION_PARAMETERS",
     "HOUR",
+    "IDW_MIN_DISTANCE_M",
     "MAX_LEAD",
     "OBSERVED",
     "SUPPORT_RANGES",
@@ -425,6 +459,7 @@ __all__ = [
     "apply_residuals",
     "background_error",
     "interval90",
+    "inverse_distance_weights",
     "latest_hours",
     "observation_hour",
     "persistence",

@@ -28,6 +28,7 @@ from cleanair_core.air.fusion import (
     ERROR_FLOOR,
     FUSION_PARAMETERS,
     HOUR,
+    IDW_MIN_DISTANCE_M,
     Z90,
     FusionParameters,
     station_distances,
@@ -48,9 +49,6 @@ if TYPE_CHECKING:
 
 #: The methods compared, in the order reported.
 METHODS: tuple[str, ...] = ("background", "fused", "idw")
-
-#: Stations nearer than this are one place to inverse-distance weighting (no division by 0).
-_IDW_MIN_DISTANCE_M = 1.0
 
 
 @attrs.frozen
@@ -106,7 +104,7 @@ def model_statistics(
 def _loo_idw_weights(distance: FloatArray) -> FloatArray:
     import numpy as np
 
-    d = np.maximum(distance, _IDW_MIN_DISTANCE_M)
+    d = np.maximum(distance, IDW_MIN_DISTANCE_M)
     inverse_square: FloatArray = 1.0 / (d * d)
     np.fill_diagonal(inverse_square, 0.0)
     weights: FloatArray = inverse_square / inverse_square.sum(axis=1, keepdims=True)

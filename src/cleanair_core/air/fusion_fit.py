@@ -21,6 +21,7 @@ import attrs
 
 from cleanair_core.air.fusion import (
     ERROR_FLOOR,
+    IDW_MIN_DISTANCE_M,
     Z90,
     FusionParameters,
     _correlated,
@@ -56,7 +57,7 @@ _SHARES_KEPT = (0.0, 0.5, 1.0)
 _MEAN_SHARES = (0.0, 10.0)
 #: A candidate replaces the fallback only when it predicts the held-out stations this much
 #: better: a week of a handful of stations is little to choose on.
-_MARGIN = 0.97
+_MARGIN = 0.9
 _SPREADS = tuple(q / 20.0 for q in range(0, 61))
 
 
@@ -171,18 +172,25 @@ def leave_one_out(
     weights = ca - (ca_diag / a_diag)[:, :, None] * inverse
     weights[:, np.arange(count), np.arange(count)] = 0.0
     explained = np.einsum("tij,tij->ti", ca, covariances) - ca_diag * ca_diag / a_diag
+    taper_to_others = np.where(usable[:, None, :], taper(distance, params.support_m), 0.0)
+    taper_to_others[:, np.arange(count), np.arange(count)] = 0.0
+    reach = taper_to_others.max(axis=2)
+    if params.inverse_distance:
+        d = np.maximum(distance, IDW_MIN_DISTANCE_M)
+        inverse_square = np.where(usable[:, None, :], 1.0 / (d * d), 0.0)
+        inverse_square[:, np.arange(count), np.arange(count)] = 0.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            weights = inverse_square / inverse_square.sum(axis=2, keepdims=True)
+        weights = np.nan_to_num(weights) * reach[:, :, None]
 
     # The background's pattern kept at β about b, the mean over the others of the hour.
     beta = params.background_share
     a = np.where(usable, background, 0.0)
     reporting = usable.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        others_mean = (a.sum(axis=1, keepdims=True) - a) / (reporting - 1)
+        others_mean = np.nan_to_num((a.sum(axis=1, keepdims=True) - a) / (reporting - 1))
     z = np.where(usable, observed - beta * background, 0.0)
     weight_sum = weights.sum(axis=2)
-    taper_to_others = np.where(usable[:, None, :], taper(distance, params.support_m), 0.0)
-    taper_to_others[:, np.arange(count), np.arange(count)] = 0.0
-    reach = taper_to_others.max(axis=2)
     predicted = (
         background
         + reach * (beta - 1.0) * (background - others_mean)
@@ -261,6 +269,17 @@ def _candidates(stations: Sequence[Station], fallback: FusionParameters) -> list
         _MEAN_SHARES,
     )
     candidates = [fallback]
+    for kept in _SHARES_KEPT:
+        regional_m = min(MAX_REGIONAL_M, _REGIONAL_SCALES[0] * spacing)
+        candidates.append(
+            attrs.evolve(
+                fallback,
+                regional_length_m=regional_m,
+                district_length_m=min(nearest, 0.5 * regional_m),
+                background_share=kept,
+                inverse_distance=True,
+            )
+        )
     for district, regional, share, noise, kept, mean in grid:
         regional_m = min(MAX_REGIONAL_M, regional * spacing)
         district_m = min(district * nearest, 0.5 * regional_m)

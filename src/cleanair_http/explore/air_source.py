@@ -59,8 +59,11 @@ async def air_source(
     """The source's label and, when `point` is given and `air` is fused, the stations
     correcting the air at `point` at `now` (the fused source is asked for it once)."""
     pollutants: list[PollutantStations] = []
+    corrected = False
     if isinstance(air, FusedAir) and point is not None:
         explained = await air.explain(point, now)
+        # Many stations each under 1 % may still move a value: it is fused all the same.
+        corrected = any(value.corrected for value in explained.values())
         pollutants = [
             PollutantStations(
                 pollutant.value,
@@ -76,7 +79,7 @@ async def air_source(
     return AirSource(
         source=source,
         label=source_label(source),
-        fused=any(entry.corrected for entry in pollutants),
+        fused=corrected,
         stations=stations,
         pollutants=pollutants,
         at=now,
