@@ -240,7 +240,7 @@ CLUSTER_RADIUS_M = 36_000.0
 @given(
     network=network_strategy((None, StationType.BACKGROUND, StationType.TRAFFIC, None)),
     pollutant=st.sampled_from(FUSED),
-    skill=st.sampled_from([0.0, 0.5]),
+    skill=st.sampled_from([0.0, 0.5, 1.0]),
     bearing=st.floats(0.0, 2 * math.pi),
     beyond=st.floats(1.0, 4.0),
     seed=st.integers(0, 1_000),
@@ -253,7 +253,7 @@ def test_beyond_every_stations_support_the_residual_weights_and_share_are_exactl
     beyond: float,
     seed: int,
 ) -> None:
-    params = attrs.evolve(FUSION_PARAMETERS[pollutant], background_skill=skill)
+    params = attrs.evolve(FUSION_PARAMETERS[pollutant], background_share=skill)
     assert params.support_m == support_m(params)
     stations = [station(i, offset(HELSINKI, n, e), k) for i, (n, e, k, _) in enumerate(network)]
     residuals = [r for *_, r in network]
@@ -264,8 +264,8 @@ def test_beyond_every_stations_support_the_residual_weights_and_share_are_exactl
     lat, lon = one_point(point)
     here = np.array([backgrounds[0] * 1.7])  # any background there
     assert field.at(lat, lon, here)[0] == 0.0
-    assert np.all(field.weights(lat, lon, here) == 0.0)
-    assert field.unexplained(lat, lon, here)[0] == 1.0
+    assert np.all(field.weights(lat, lon) == 0.0)
+    assert field.unexplained(lat, lon)[0] == 1.0
 
 
 @settings(max_examples=80, deadline=None)
@@ -403,7 +403,7 @@ def test_one_absurd_station_moves_nothing_beyond_its_support(
 @given(
     network=network_strategy((None, StationType.BACKGROUND, StationType.TRAFFIC)),
     pollutant=st.sampled_from(FUSED),
-    skill=st.sampled_from([0.0, 0.5]),
+    skill=st.sampled_from([0.0, 0.5, 1.0]),
     probes=st.lists(
         st.tuples(st.floats(-600_000, 600_000), st.floats(-600_000, 600_000)),
         min_size=1,
@@ -418,7 +418,7 @@ def test_the_unexplained_share_is_within_zero_and_one_and_one_beyond_the_support
     probes: list[tuple[float, float]],
     seed: int,
 ) -> None:
-    params = attrs.evolve(FUSION_PARAMETERS[pollutant], background_skill=skill)
+    params = attrs.evolve(FUSION_PARAMETERS[pollutant], background_share=skill)
     stations = [station(i, offset(HELSINKI, n, e), k) for i, (n, e, k, _) in enumerate(network)]
     rng = np.random.default_rng(seed)
     backgrounds = list(rng.uniform(5.0, 90.0, len(stations)))
@@ -426,8 +426,7 @@ def test_the_unexplained_share_is_within_zero_and_one_and_one_beyond_the_support
     points = [offset(HELSINKI, n, e) for n, e in probes] + [s.point for s in stations]
     lats = np.array([p.lat for p in points])
     lons = np.array([p.lon for p in points])
-    here = rng.uniform(5.0, 90.0, len(points))
-    left = field.unexplained(lats, lons, here)
+    left = field.unexplained(lats, lons)
     assert np.all(left > 0.0)
     assert np.all(left <= 1.0)
     for point, share in zip(points, left.tolist(), strict=True):
@@ -552,7 +551,7 @@ def test_provenance_lists_exactly_the_stations_of_1_percent_and_corrected_iff_it
         for pollutant in values:
             field = fields[pollutant]
             fade = persistence(field.params, at - field.hour_end)
-            weights = field.weights(*one_point(point), np.array([unfused]))[0] * fade
+            weights = field.weights(*one_point(point))[0] * fade
             expected = {
                 sid: w
                 for sid, w in zip(field.stations, weights.tolist(), strict=True)
@@ -717,7 +716,7 @@ def served_without(
     )
     lat, lon = one_point(stations[k].point)
     value = max(0.0, float(LOO_BACKGROUND[t, k] + field.at(lat, lon, here)[0]))
-    return value, float(field.unexplained(lat, lon, here)[0])
+    return value, float(field.unexplained(lat, lon)[0])
 
 
 @pytest.mark.parametrize("pollutant", FUSED)
@@ -746,34 +745,52 @@ def test_a_station_alone_in_its_hour_is_predicted_as_the_background() -> None:
     assert left[1, 0] < 1.0
 
 
-def skilled_data(hours: int, seed: int) -> tuple[list[Station], FloatArray, FloatArray]:
-    """Truth = a smooth field + 2 x the background's anomaly (its departure from the hour's
-    mean over the stations), the background a rough pattern new every hour: the background's
-    pattern has real skill, but only a fit that learns it can use it."""
+def patterned_data(
+    hours: int, seed: int, skill: float
+) -> tuple[list[Station], FloatArray, FloatArray]:
+    """Truth = a smooth field + `skill` x the background's anomaly (its departure from the
+    hour's mean over the stations), the background a rough pattern new every hour: with
+    skill 1 the background's pattern is right, with 0 it is noise."""
     stations = scattered(10)
     rng = np.random.default_rng(seed)
     background = 30.0 + rng.normal(0.0, 8.0, (hours, len(stations)))
     anomaly = background - background.mean(axis=1, keepdims=True)
-    truth = smooth_field(hours, stations, seed + 1) + 2.0 * anomaly
+    truth = smooth_field(hours, stations, seed + 1) + skill * anomaly
     observed = truth + rng.normal(0.0, 1.0, truth.shape)
     return stations, observed, background
 
 
 @pytest.mark.parametrize("seed", [10, 11, 12])
-def test_where_the_backgrounds_pattern_has_skill_a_fit_learns_it_and_it_holds_out(
+def test_where_the_backgrounds_pattern_is_noise_a_fit_drops_it_and_it_holds_out(
     seed: int,
 ) -> None:
-    stations, observed, background = skilled_data(48, seed)
+    stations, observed, background = patterned_data(48, seed, skill=0.0)
     fit = fit_parameters(stations, observed, background, NO2)
     assert fit.fitted is True
-    assert fit.parameters.background_skill > 0.0
-    # On other hours (held out from the fit), learning the pattern beats ignoring it.
-    _, held_out, held_background = skilled_data(48, seed + 100)
-    learnt, _ = leave_one_out(stations, held_out, held_background, fit.parameters)
-    ignored, _ = leave_one_out(
-        stations, held_out, held_background, attrs.evolve(fit.parameters, background_skill=0.0)
+    assert fit.parameters.background_share < 1.0
+    # On other hours (held out from the fit), dropping the pattern beats keeping it.
+    _, held_out, held_background = patterned_data(48, seed + 100, skill=0.0)
+    fitted, _ = leave_one_out(stations, held_out, held_background, fit.parameters)
+    kept, _ = leave_one_out(
+        stations, held_out, held_background, attrs.evolve(fit.parameters, background_share=1.0)
     )
-    assert rmse(learnt, held_out) < 0.8 * rmse(ignored, held_out)
+    assert rmse(fitted, held_out) < 0.8 * rmse(kept, held_out)
+
+
+@pytest.mark.parametrize("seed", [10, 11, 12])
+def test_where_the_backgrounds_pattern_is_right_a_fit_keeps_it_and_it_holds_out(
+    seed: int,
+) -> None:
+    stations, observed, background = patterned_data(48, seed, skill=1.0)
+    fit = fit_parameters(stations, observed, background, NO2)
+    assert fit.fitted is True
+    assert fit.parameters.background_share > 0.5
+    _, held_out, held_background = patterned_data(48, seed + 100, skill=1.0)
+    fitted, _ = leave_one_out(stations, held_out, held_background, fit.parameters)
+    dropped, _ = leave_one_out(
+        stations, held_out, held_background, attrs.evolve(fit.parameters, background_share=0.0)
+    )
+    assert rmse(fitted, held_out) < 0.8 * rmse(dropped, held_out)
 
 
 # -- 8. FusedAir fits per pollutant and day
@@ -828,21 +845,27 @@ def test_enough_observations_in_the_week_before_fit_the_day(counted: CountedFits
     assert values[Pollutant.NO2].fitted is True
     assert values[Pollutant.PM25].fitted is False  # no PM2.5 observed: no field, no fit
     [(count, fallback, fit)] = counted.calls
-    assert (count, fallback, fit.fitted, fit.stations, fit.hours) == (6, NO2, True, 6, 30)
+    # The 30 hours up to the day and the day's own hour: the week ending with the day.
+    assert (count, fallback, fit.fitted, fit.stations, fit.hours) == (6, NO2, True, 6, 31)
     assert source.stations_used(HOUR_END)[Pollutant.NO2].params == fit.parameters
 
 
-def test_observations_of_the_day_itself_are_not_fitted_on(counted: CountedFits) -> None:
-    """The fit for a day sees the week before it: a whole day of its own hours fits nothing."""
+def test_the_days_own_hours_are_fitted_on_and_those_after_it_are_not(
+    counted: CountedFits,
+) -> None:
+    """The fit for a day sees the week ending with it: a whole day of its own hours fits it;
+    hours of the next day do not count."""
     stations = scattered(6)
     store = MemoryStore()
     store.put_stations(stations)
     late = DAY + timedelta(hours=24)  # the day's last hour ends at the next midnight
     store.put_observations(week_of(stations, 24, late))  # all 24 hours of the day
+    store.put_observations(week_of(stations, 30, late + timedelta(hours=30)))  # the next day
     source = FusedAir(PatternAir(25.0), store)
     assert fit_day(late) == fit_day(late - HOUR * 23) == DAY
-    assert explained(source, HELSINKI, late)[Pollutant.NO2].fitted is False
-    assert counted.calls == []
+    assert explained(source, HELSINKI, late)[Pollutant.NO2].fitted is True
+    [(_, _, fit)] = counted.calls
+    assert fit.hours == 24
 
 
 def test_one_station_is_not_fitted(counted: CountedFits) -> None:
@@ -868,18 +891,22 @@ def test_a_day_is_fitted_once_whatever_is_asked_and_written(counted: CountedFits
     source = FusedAir(PatternAir(25.0), store, clock=clock)
     for minutes in (0, -30, 45, 120, 600):
         explained(source, HELSINKI, HOUR_END + timedelta(minutes=minutes))
-    # New observations (a new version) of the same day need a new field, not a new fit.
+    assert len(counted.calls) == 1
+    # New observations (a new version) of the same day refit it, once.
     store.put_observations(Observation(s.id, Pollutant.NO2, HOUR_END, 90.0) for s in stations)
     clock.advance(seconds=1)
-    assert explained(source, HELSINKI, HOUR_END)[Pollutant.NO2].fitted is True
-    assert len(counted.calls) == 1
+    for minutes in (0, -30, 45):
+        assert explained(source, HELSINKI, HOUR_END + timedelta(minutes=minutes))[
+            Pollutant.NO2
+        ].fitted
+    assert len(counted.calls) == 2
     # The next day's hours are fitted on their own week, once.
     tomorrow = DAY + timedelta(days=1, hours=5)
     store.put_observations(Observation(s.id, Pollutant.NO2, tomorrow, 30.0) for s in stations)
     clock.advance(seconds=1)
     for minutes in (0, -50, 30):
         explained(source, HELSINKI, tomorrow + timedelta(minutes=minutes))
-    assert len(counted.calls) == 2
+    assert len(counted.calls) == 3
     assert all(fit.fitted for *_, fit in counted.calls)
 
 

@@ -214,7 +214,43 @@ class FusedAir:
             ]
             airs = await self.unfused.concentrations(points)
             self._store_fields(state, wanted, _columns(airs))
-        return self._corrected(state, samples, answers, latest)
+        wanted_pattern = self._pattern_samples(state, samples, latest)
+        pattern = (
+            dict(
+                zip(wanted_pattern, await self.unfused.concentrations(wanted_pattern), strict=True)
+            )
+            if wanted_pattern
+            else {}
+        )
+        return self._corrected(state, samples, answers, latest, pattern)
+
+    def _pattern_samples(
+        self,
+        state: _Fields,
+        samples: Sequence[Sample],
+        latest: dict[datetime, dict[Pollutant, HourObservations]],
+    ) -> list[Sample]:
+        """The background at the middle of each field's hour, at the samples that a field
+        keeping less than all of the background's pattern reaches: the pattern it judged
+        (the background's change since is not a pattern)."""
+        import numpy as np
+
+        with self._lock:
+            fields = dict(state.fields)
+        wanted: dict[Sample, None] = {}
+        for pollutant_hours in {observation_hour(s.at) for s in samples}:
+            for pollutant, hour in latest[pollutant_hours].items():
+                field = fields.get((pollutant, hour.hour_end))
+                if field is None or field.params.background_share == 1.0:
+                    continue
+                these = [s for s in samples if observation_hour(s.at) == pollutant_hours]
+                reached = field.reaches(
+                    np.array([s.point.lat for s in these]), np.array([s.point.lon for s in these])
+                )
+                for sample, inside in zip(these, reached.tolist(), strict=True):
+                    if inside and sample.at != field.middle:
+                        wanted[Sample(sample.point, field.middle)] = None
+        return list(wanted)
 
     async def explain(self, point: Point, at: datetime) -> dict[Pollutant, FusedValue]:
         """Each pollutant's value at `point` and `at` with its standard error, 90 % interval,
@@ -525,6 +561,7 @@ class FusedAir:
         samples: Sequence[Sample],
         answers: list[Concentrations],
         latest: dict[datetime, dict[Pollutant, HourObservations]],
+        pattern: dict[Sample, Concentrations],
     ) -> list[Concentrations]:
         import numpy as np
 
@@ -541,8 +578,14 @@ class FusedAir:
                 continue
             lats = np.array([samples[i].point.lat for i in indices], dtype=np.float64)
             lons = np.array([samples[i].point.lon for i in indices], dtype=np.float64)
+            at_middle = [
+                answers[i]
+                if samples[i].at == field.middle
+                else pattern.get(Sample(samples[i].point, field.middle), {})
+                for i in indices
+            ]
             backgrounds = np.array(
-                [_or_nan(answers[i].get(pollutant)) for i in indices], dtype=np.float64
+                [_or_nan(air.get(pollutant)) for air in at_middle], dtype=np.float64
             )
             fade = np.array([persistence(field.params, samples[i].at - hour_end) for i in indices])
             column = corrections.setdefault(pollutant, np.zeros(len(samples)))
@@ -638,6 +681,35 @@ class GriddedFusedAir(FusedAir):
             )
         self._keep_fits(state, layouts, backgrounds)
 
+    def _at_middle(
+        self,
+        field: ResidualField,
+        lat: FloatArray,
+        lon: FloatArray,
+        hour: datetime,
+        air: FloatArray,
+        middles: dict[tuple[datetime, bytes], FloatArray],
+    ) -> FloatArray | None:
+        """The unfused values (a column per `SCORED` pollutant) at the middle of `field`'s
+        hour where it reaches (NaN elsewhere: no pattern there), computed once per middle
+        and set of points reached; None where the field keeps all of the pattern."""
+        import numpy as np
+
+        if field.params.background_share == 1.0:
+            return None
+        if hour == field.middle:
+            return air
+        reached = field.reaches(lat, lon)
+        key = (field.middle, reached.tobytes())
+        if key not in middles:
+            values = np.full((lat.size, len(SCORED)), np.nan)
+            if reached.any():
+                values[reached] = self._gridded.air_at_hour(
+                    lat[reached], lon[reached], field.middle
+                )
+            middles[key] = values
+        return middles[key]
+
     def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
         """See `GriddedAir.air_at_hour`: the unfused array, corrected (the values
         `concentrations` gives). Reads the store: call it off the event loop."""
@@ -669,11 +741,13 @@ class GriddedFusedAir(FusedAir):
         with self._lock:
             fields = dict(state.fields)
         corrections: dict[Pollutant, FloatArray] = {}
+        middles: dict[tuple[datetime, bytes], FloatArray] = {}
         for pollutant, used in latest[wanted_hour].items():
             field = fields.get((pollutant, used.hour_end))
             if field is not None:
                 fade = persistence(field.params, hour - used.hour_end)
-                backgrounds = air[:, SCORED.index(pollutant)]
+                middle = self._at_middle(field, lat, lon, hour, air, middles)
+                backgrounds = None if middle is None else middle[:, SCORED.index(pollutant)]
                 corrections[pollutant] = field.at(lat, lon, backgrounds) * fade
         return apply_residuals(air, corrections) if corrections else air
 

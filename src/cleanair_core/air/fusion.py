@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     FloatArray = npt.NDArray[np.float64]
+    BoolArray = npt.NDArray[np.bool_]
 
 HOUR = timedelta(hours=1)
 
@@ -259,14 +260,33 @@ class ResidualField:
         )
         return k, d
 
+    @property
+    def middle(self) -> datetime:
+        """The instant the residuals were taken at: the middle of their hour."""
+        return self.hour_end - HOUR / 2
+
+    def reaches(self, lats: FloatArray, lons: FloatArray) -> BoolArray:
+        """Whether any station's support reaches each point (s(x) > 0)."""
+        import numpy as np
+
+        lat = np.asarray(lats, dtype=np.float64).reshape(-1)
+        lon = np.asarray(lons, dtype=np.float64).reshape(-1)
+        reached: BoolArray = np.empty(lat.size, dtype=bool)
+        step = max(1, _AT_ONCE // max(1, self.lats.size))
+        for first in range(0, lat.size, step):
+            part = slice(first, first + step)
+            d = station_distances(lat[part], lon[part], self.lats, self.lons)
+            reached[part] = (d < self.params.support_m).any(axis=1)
+        return reached
+
     def at(
         self, lats: FloatArray, lons: FloatArray, backgrounds: FloatArray | None = None
     ) -> FloatArray:
         """The correction at each point (µg/m³), before persistence; `backgrounds` are the
-        unfused values there (needed where the fit keeps less than all of the background's
-        pattern; an unknown one counts as the mean). The points-by-stations matrices are
-        built a slice of points at a time (`_AT_ONCE` cells), so a whole network against
-        thousands of stations stays in bounded memory."""
+        unfused values there at `middle` (the pattern the stations judged; needed where the
+        fit keeps less than all of it; an unknown one counts as the mean). The points-by-
+        stations matrices are built a slice of points at a time (`_AT_ONCE` cells), so a
+        whole network against thousands of stations stays in bounded memory."""
         import numpy as np
 
         lat = np.asarray(lats, dtype=np.float64).reshape(-1)
