@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
 from cleanair_core.air.street_level import (
     MAX_LOCAL_SHARE,
@@ -21,6 +21,8 @@ from cleanair_core.air.street_level import (
     GridCell,
     StreetLevelAir,
     downscale,
+    downscale_rows,
+    street_value,
     traffic_factor,
 )
 from cleanair_core.geo import Point
@@ -109,10 +111,126 @@ def test_a_point_with_the_cells_mean_increment_gets_the_background(
         assert math.isclose(result[pollutant], base[pollutant])  # type: ignore[arg-type]
 
 
-def test_no_more_than_the_local_share_of_the_cell_is_taken_out() -> None:
+@pytest.mark.parametrize("g", [0.5, 1.0, 2.0])
+def test_no_more_than_the_local_share_of_the_cell_is_taken_out_at_any_hour(g: float) -> None:
     mean = [0.0, 0.0, 30.0, 0.0]
-    result = downscale(background(no2=10.0), [0.0, 0.0, 0.0, 0.0], mean, 1.0)
+    result = downscale(background(no2=10.0), [0.0, 0.0, 0.0, 0.0], mean, g)
     assert math.isclose(result[Pollutant.NO2], 10.0 * (1 - MAX_LOCAL_SHARE))  # type: ignore[arg-type]
+
+
+def test_the_issues_node_keeps_the_background_left_after_the_cells_traffic() -> None:
+    """The issue's case, 14:20 UTC: B 9.823, g 2.028, the point's increment 1.029, the cell's
+    5.894. Capping the daily mean at 60 % of B still took out g x 5.894 = 11.95, more than B."""
+    b, g, local, mean = 9.823, 2.028, 1.029, 5.894
+    value = street_value(b, local, mean, g)
+    assert value == pytest.approx((1 - MAX_LOCAL_SHARE) * b + g * local)
+    assert value > 0.0
+
+
+def test_the_hours_traffic_is_taken_out_whole_where_the_value_holds_it() -> None:
+    """At night g · mean fits in the cell's value even where the daily mean would not: a point
+    with the cell's mean increment then gets the background, as averaging back requires."""
+    b, mean, g = 10.0, 8.0, 0.5  # the mean is 80 % of B, the hour's traffic 40 %
+    assert mean > MAX_LOCAL_SHARE * b >= g * mean
+    assert street_value(b, mean, mean, g) == pytest.approx(b)
+
+
+#: Inputs well outside what the shipped networks give, to hold the guarantee everywhere:
+#: backgrounds from a trace to far above any limit value, g over the profile's whole range
+#: and beyond, increments of either sign (ozone's are negative) far beyond a kerb's.
+positive_backgrounds = st.floats(1e-6, 1e6)
+profile_values = st.floats(0.0, 3.0 * max(TRAFFIC_PROFILE))
+any_increments = st.floats(-1e4, 1e4)
+
+
+@given(positive_backgrounds, any_increments, any_increments, profile_values)
+def test_a_background_above_zero_gives_a_street_value_above_zero(
+    b: float, local: float, mean: float, g: float
+) -> None:
+    assert street_value(b, local, mean, g) > 0.0
+
+
+@given(
+    st.lists(positive_backgrounds, min_size=4, max_size=4),
+    st.lists(any_increments, min_size=4, max_size=4),
+    st.lists(any_increments, min_size=4, max_size=4),
+    profile_values,
+)
+def test_every_downscaled_pollutant_stays_above_zero(
+    levels: list[float], local: list[float], mean: list[float], g: float
+) -> None:
+    base: Concentrations = dict(zip(STREET_POLLUTANTS, levels, strict=True))
+    result = downscale(base, local, mean, g)
+    assert all(v is not None and v > 0.0 for v in result.values())
+    rows = downscale_rows(
+        np.array([[base.get(p, math.nan) for p in SCORED]]),
+        np.array([local]),
+        np.array([mean]),
+        np.array([g]),
+    )
+    assert (rows[0][[SCORED.index(p) for p in STREET_POLLUTANTS]] > 0.0).all()
+
+
+@given(positive_backgrounds, st.floats(0.0, 1e4), any_increments, profile_values)
+def test_a_traffic_pollutant_keeps_what_the_cells_traffic_cannot_take(
+    b: float, local: float, mean: float, g: float
+) -> None:
+    """At most MAX_LOCAL_SHARE of B is ever taken out; a point's own traffic only adds."""
+    assert street_value(b, local, mean, g) >= (1 - MAX_LOCAL_SHARE) * b * (1 - 1e-12)
+
+
+def test_heavy_titration_lowers_ozone_ever_less_and_never_to_zero() -> None:
+    """Ozone 45 where the cell's traffic takes none, at a kerb whose traffic would take 2 x 30
+    at the peak by the straight line: far beyond what there is."""
+    g = 2.0
+    losses = np.linspace(0.0, 400.0, 4001)
+    values = np.array([street_value(45.0, -loss / g, 0.0, g) for loss in losses])
+    assert (values > 0.0).all()
+    assert (np.diff(values) < 0.0).all()  # more traffic, less ozone
+    linear = losses <= MAX_LOCAL_SHARE * 45.0
+    assert values[linear] == pytest.approx(45.0 - losses[linear])  # the documented line
+    assert values[~linear].min() < 0.1 * 45.0  # and it does fall: no floor
+
+
+def test_the_flattening_meets_the_line_without_a_step_or_a_kink() -> None:
+    rest, join, step = 45.0, MAX_LOCAL_SHARE * 45.0, 1e-6
+
+    def value(loss: float) -> float:
+        return street_value(rest, -loss, 0.0, 1.0)
+
+    assert value(join + step) == pytest.approx(value(join) - step, abs=1e-9)
+    below = (value(join) - value(join - step)) / step
+    above = (value(join + step) - value(join)) / step
+    assert below == pytest.approx(-1.0, rel=1e-4)
+    assert above == pytest.approx(-1.0, rel=1e-4)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.floats(0.0, 300.0), min_size=5, max_size=5),
+            st.lists(st.floats(-100.0, 100.0), min_size=4, max_size=4),
+            st.lists(st.floats(-100.0, 100.0), min_size=4, max_size=4),
+            profile_values,
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_the_array_path_gives_the_sample_paths_values(
+    rows: list[tuple[list[float], list[float], list[float], float]],
+) -> None:
+    """A plan reads `downscale_rows`, a score `downscale`: the same rule, branch by branch."""
+    backgrounds = np.array([levels for levels, _, _, _ in rows])
+    arrays = downscale_rows(
+        backgrounds,
+        np.array([local for _, local, _, _ in rows]),
+        np.array([mean for _, _, mean, _ in rows]),
+        np.array([g for _, _, _, g in rows]),
+    )
+    for row, (levels, local, mean, g) in enumerate(rows):
+        answer = downscale(dict(zip(SCORED, levels, strict=True)), local, mean, g)
+        assert arrays[row].tolist() == pytest.approx([answer[p] for p in SCORED], rel=1e-12)
 
 
 def test_unknown_pollutants_stay_unknown() -> None:

@@ -18,10 +18,16 @@ its uncovered part at that quiet increment, the street-level values give back th
 street thus keeps about the cell's value, the urban background, and the dense centre stands
 above it.
 
-When the cell value is too small to contain that average (a background model that misses a
-city), at most `MAX_LOCAL_SHARE` of it is taken to be local traffic; the rest of the mean is
-then not subtracted, and the values average above the background. A concentration never
-falls below zero. Outside every loaded street network the background applies unchanged.
+The cell's value at an hour holds the cell's traffic of that hour, g(h) · mean, so that is
+what is bounded: at most `MAX_LOCAL_SHARE` of the hour's value is taken to be local traffic.
+Where the value is too small to contain it (a background model that misses a city, or small
+cells over a dense centre at the traffic's peak) the rest is not subtracted, and the values
+average above the background; what remains of B is then at least (1 - MAX_LOCAL_SHARE) · B.
+A point's own traffic adds to that remainder R; where it lowers a value (ozone, titrated by
+the traffic's NO), the fall is linear while it takes at most `MAX_LOCAL_SHARE` of R and
+flattens beyond, as ozone does in the photostationary state (it falls as 1 / NO there), so it
+never reaches zero. For any background above zero every value stays above zero without a
+clip. Outside every loaded street network the background applies unchanged.
 
 Every number and its source is in docs/science.md ("Street-level air").
 """
@@ -92,7 +98,9 @@ STREET_POLLUTANTS: tuple[Pollutant, ...] = tuple(e.pollutant for e in TRAFFIC_EF
 #: which is also how Karner et al. (2010) measure distance: from the edge of the road.
 KERB_OFFSET_M = 7.0
 
-#: At most this share of a background cell's value is taken to be its average local traffic.
+#: At most this share of a background cell's value at an hour is taken to be the cell's local
+#: traffic of that hour, and a point's traffic lowers what remains of it (ozone) linearly by at
+#: most this share before the fall flattens.
 MAX_LOCAL_SHARE = 0.6
 
 #: The part of a background cell no loaded network covers is taken to carry this quantile of
@@ -177,25 +185,46 @@ class TrafficIncrements(Protocol):
         ...
 
 
+#: The fall beyond the linear part, (1 - s)² R² / (loss - (2s - 1) R) with s the share: it meets
+#: the line R - loss where loss = s R with the same value and slope, so there is no kink.
+_TAIL_SCALE = (1.0 - MAX_LOCAL_SHARE) ** 2
+_TAIL_SHIFT = 2.0 * MAX_LOCAL_SHARE - 1.0
+
+
+def street_value(background: float, local: float, cell_mean: float, traffic: float) -> float:
+    """One pollutant's street-level value: B + g · (ΔC(x) - mean ΔC over the cell), the
+    subtracted cell traffic g · mean at most `MAX_LOCAL_SHARE` of B, a fall below what remains
+    flattening (see the module documentation). Above zero whenever `background` is."""
+    # The cell's value at this hour holds its traffic of this hour: take that out, but never
+    # more than MAX_LOCAL_SHARE of the value (for ozone the mean is negative: the cell lost it
+    # to traffic, and it is given back).
+    held = traffic * cell_mean
+    if held > 0.0:
+        held = min(held, MAX_LOCAL_SHARE * background)
+    rest = background - held
+    effect = traffic * local
+    loss = -effect
+    if loss <= MAX_LOCAL_SHARE * rest:
+        return rest + effect
+    # Titration cannot take more ozone than there is: beyond the linear part the fall
+    # flattens towards zero, as the photostationary state's ozone does (as 1 / NO).
+    return _TAIL_SCALE * rest * rest / (loss - _TAIL_SHIFT * rest)
+
+
 def downscale(
     background: Concentrations,
     local: Sequence[float],
     cell_mean: Sequence[float],
     traffic: float,
 ) -> Concentrations:
-    """C = B + g · (ΔC(x) - mean ΔC over the cell), per street pollutant (see the module
-    documentation); pollutants the background does not know stay unknown."""
+    """`street_value` for each street pollutant (see the module documentation); pollutants
+    the background does not know stay unknown."""
     result = dict(background)
     for index, pollutant in enumerate(STREET_POLLUTANTS):
         value = background.get(pollutant)
         if value is None:
             continue
-        mean = cell_mean[index]
-        # The cell's own value holds its average traffic: take it out, but never more than
-        # MAX_LOCAL_SHARE of it (for ozone the mean is negative: the cell lost it to traffic).
-        if mean > 0.0:
-            mean = min(mean, MAX_LOCAL_SHARE * value)
-        result[pollutant] = max(0.0, value + traffic * (local[index] - mean))
+        result[pollutant] = street_value(value, local[index], cell_mean[index], traffic)
     if (pm25 := result.get(Pollutant.PM25)) is not None and (
         pm10 := result.get(Pollutant.PM10)
     ) is not None:
@@ -233,9 +262,15 @@ def downscale_rows(
     result = np.array(background, dtype=np.float64)
     for index, column in enumerate(_SCORED_COLUMN):
         value = result[:, column]
-        mean = cell_mean[:, index]
-        mean = np.where(mean > 0.0, np.minimum(mean, MAX_LOCAL_SHARE * value), mean)
-        result[:, column] = np.maximum(0.0, value + traffic * (local[:, index] - mean))
+        held = traffic * cell_mean[:, index]
+        held = np.where(held > 0.0, np.minimum(held, MAX_LOCAL_SHARE * value), held)
+        rest = value - held
+        effect = traffic * local[:, index]
+        loss = -effect
+        tail = loss > MAX_LOCAL_SHARE * rest  # False where the background is unknown (NaN)
+        # The tail's divisor is positive where it applies; 1 elsewhere keeps off warnings.
+        divisor = np.where(tail, loss - _TAIL_SHIFT * rest, 1.0)
+        result[:, column] = np.where(tail, _TAIL_SCALE * rest * rest / divisor, rest + effect)
     pm25, pm10 = SCORED.index(Pollutant.PM25), SCORED.index(Pollutant.PM10)
     result[:, pm10] = np.fmax(result[:, pm10], result[:, pm25])  # PM10 contains PM2.5
     result[:, pm10] = np.where(np.isnan(background[:, pm10]), np.nan, result[:, pm10])
