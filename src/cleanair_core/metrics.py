@@ -41,6 +41,11 @@ class Metrics(Protocol):
         """A live source stored `count` station observations from `upstream` that were new
         or changed (the same value again is not counted)."""
 
+    def observations_held_back(self, upstream: Upstream, reason: str, count: int) -> None:
+        """A live source's intake screening held back `count` observations from `upstream`
+        for `reason` (`over_bound`: over the pollutant's upper bound; `future`: an hour
+        that has not ended), neither stored nor fused."""
+
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
         """The air of one hour was worked out for `pollutant` (once per hour and change of the
         observations): `fused` with station observations, or the unfused background because
@@ -63,6 +68,9 @@ class NoMetrics:
         pass
 
     def observations_stored(self, upstream: Upstream, count: int) -> None:
+        pass
+
+    def observations_held_back(self, upstream: Upstream, reason: str, count: int) -> None:
         pass
 
     def air_hour(self, pollutant: str, *, fused: bool) -> None:

@@ -30,6 +30,7 @@ from cleanair_core.air.observations import (
 )
 from cleanair_core.air.point_score import PointScore
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.screening import ObservationImport
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
 from cleanair_core.clock import Clock, SystemClock
@@ -232,9 +233,10 @@ class CleanAir:
         *,
         chunk_size: int = air.OBSERVATION_CHUNK,
         on_chunk: Callable[[int, ObservationsWritten], None] | None = None,
-    ) -> tuple[int, ObservationsWritten]:
-        """Store stations and their observations, all or nothing: the stations given and
-        what writing the observations did (`use_cases.air.import_observations`)."""
+    ) -> ObservationImport:
+        """Store stations and their observations, all or nothing: the stations given, what
+        writing the observations did and the observations the intake screening held back
+        (`use_cases.air.import_observations`)."""
         return air.import_observations(
             self.context, parsed, chunk_size=chunk_size, on_chunk=on_chunk
         )

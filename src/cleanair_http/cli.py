@@ -8,10 +8,11 @@ import math
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 
@@ -25,6 +26,14 @@ from cleanair_core.air.observations import (
     Station,
 )
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.retention import (
+    DAY,
+    days_to_keep,
+    last_full_hour,
+    replay_shift,
+    retention_cutoff,
+)
+from cleanair_core.air.screening import UPPER_BOUNDS, ObservationImport
 from cleanair_core.air.wifi_location import (
     IMPORT_BATCH_SIZE,
     PROGRESS_EVERY_ROWS,
@@ -38,6 +47,9 @@ from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_http.terminal import escape_nonprintable
 from cleanair_storage.errors import SchemaTooNew
+
+if TYPE_CHECKING:  # imported where used: other commands start without the archive reader
+    from cleanair_sources.openaq_archive import ArchiveTally
 
 
 class _Help(argparse.HelpFormatter):
@@ -185,6 +197,14 @@ def _add_station_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         type=Path,
         help="a CSV file with the header location_id,location,lat,lon[,station_type,area_type]: "
         "the stations' names and types (default: none; names from the observation files)",
+    )
+    station_import.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay a past sample as if it were live: move every row's hour by one whole "
+        "number of days (each value stays on its local hour) so the latest hour in the "
+        "files ends at the last full hour, or less than a day before it; rows still older "
+        "than CLEANAIR_OBSERVATION_RETENTION_DAYS are left out, with a message",
     )
     stations_sub.add_parser(
         "list", help="every station: id, name, place, types, observations and their span"
@@ -387,9 +407,12 @@ class _Progress:
         return True
 
 
-def _import_stations(core: CleanAir, files: list[Path], locations: Path | None) -> int:
+def _import_stations(
+    core: CleanAir, files: list[Path], locations: Path | None, replay: bool = False
+) -> int:
     """Read and check every file, then write what passed in one transaction: a file that
-    cannot be read (exit 2) writes nothing, and the database is locked only while writing."""
+    cannot be read (exit 2) writes nothing, and the database is locked only while writing.
+    What the retention will do to the rows (and `replay`'s shift) is told before writing."""
     from cleanair_http.spool import Spool
     from cleanair_sources.openaq_archive import (
         ArchiveFileError,
@@ -402,6 +425,9 @@ def _import_stations(core: CleanAir, files: list[Path], locations: Path | None) 
 
     tally = ArchiveTally()
     progress = _Progress(PROGRESS_EVERY_ROWS)
+    # Observations per hour end: a year of hours is some 9,000 keys whatever the rows, and
+    # enough to count the rows any shift leaves older than the retention.
+    hours: Counter[datetime] = Counter()
 
     def read_so_far(done: ArchiveTally) -> None:
         if progress.due(done.rows):
@@ -417,25 +443,86 @@ def _import_stations(core: CleanAir, files: list[Path], locations: Path | None) 
         if progress.due(done):
             print(f"cleanair: {done} of {tally.accepted} observations written", file=sys.stderr)
 
+    def counted(items: Iterator[Station | Observation]) -> Iterator[Station | Observation]:
+        for item in items:
+            if isinstance(item, Observation):
+                hours[item.hour_end] += 1
+            yield item
+
     with Spool[Station | Observation]() as spool:
         try:
             check_readable([*files, *([] if locations is None else [locations])])
             known = None if locations is None else read_locations(locations, tally)
             parser = ArchiveParser(known, tally, on_progress=read_so_far, progress_every=1_000)
-            spool.extend(read_archive(files, parser))
+            spool.extend(counted(read_archive(files, parser)))
         except ArchiveFileError as exc:
             print(f"cleanair: {escape_nonprintable(exc)}; nothing was imported", file=sys.stderr)
             return 2
+        now = core.clock.now()
+        shift = replay_shift(max(hours), now) if replay and hours else timedelta(0)
+        if replay and hours:
+            print(
+                f"cleanair: replaying: every row's hour moved by {shift // DAY} days, so the "
+                f"latest ends at {_when(max(hours) + shift)} (the last full hour is "
+                f"{_when(last_full_hour(now))})",
+                file=sys.stderr,
+            )
+        cutoff = retention_cutoff(now, core.policy.observation_retention_seconds)
+        old = 0 if cutoff is None else sum(n for h, n in hours.items() if h + shift < cutoff)
+        if old:
+            _warn_retention(old, min(hours) + shift, now, core, dropping=replay)
         progress = _Progress(IMPORT_BATCH_SIZE)
-        stations, written = core.import_observations(
-            spool, chunk_size=IMPORT_BATCH_SIZE, on_chunk=written_so_far
+        done = core.import_observations(
+            _shifted(spool, shift, cutoff if replay else None),
+            chunk_size=IMPORT_BATCH_SIZE,
+            on_chunk=written_so_far,
         )
+    _report_import(done, tally, now)
+    empty = [file.name for file in tally.files if not file.valid]
+    for name in empty:
+        print(f"cleanair: {escape_nonprintable(name)} has no valid row", file=sys.stderr)
+    return 1 if empty else 0
+
+
+def _shifted(
+    items: Iterable[Station | Observation], shift: timedelta, drop_before: datetime | None
+) -> Iterator[Station | Observation]:
+    """`items` with every observation's hour moved by `shift`, less those whose moved hour
+    ends before `drop_before` (when given)."""
+    for item in items:
+        if not isinstance(item, Observation):
+            yield item
+            continue
+        hour_end = item.hour_end + shift
+        if drop_before is not None and hour_end < drop_before:
+            continue
+        yield attrs.evolve(item, hour_end=hour_end) if shift else item
+
+
+def _report_import(done: ObservationImport, tally: ArchiveTally, now: datetime) -> None:
+    """What an import did, on stdout, and why rows were not stored, on stderr."""
+    written, held = done.written, done.held_back
     print(
-        f"imported {stations} stations; observations: {written.added} added, "
+        f"imported {done.stations} stations; observations: {written.added} added, "
         f"{written.replaced} replaced, {written.unchanged} unchanged; "
+        f"held back {held.total} (over the pollutant's upper bound: {held.over_bound}, "
+        f"hour in the future: {held.future}); "
         f"rows: {tally.rows} read, {tally.rejected_total} rejected, "
         f"{sum(tally.ignored.values())} ignored"
     )
+    if held.over_bound:
+        bounds = ", ".join(f"{p.value} {b:,.0f}" for p, b in UPPER_BOUNDS.items())
+        print(
+            f"cleanair: held back {held.over_bound} observations over their pollutant's upper "
+            f"bound (µg/m³: {bounds}; docs/science.md, Screening observations): not stored",
+            file=sys.stderr,
+        )
+    if held.future:
+        print(
+            f"cleanair: held back {held.future} observations whose hour ends after now "
+            f"({_when(now)}): not stored",
+            file=sys.stderr,
+        )
     # Counts, reasons, files and line numbers only: a cell could hold anything.
     for reason, count in sorted(tally.rejected.items()):
         print(f"cleanair: rejected {count} rows: {reason}", file=sys.stderr)
@@ -447,10 +534,29 @@ def _import_stations(core: CleanAir, files: list[Path], locations: Path | None) 
     if tally.rejected_total > len(tally.first_errors):
         more = tally.rejected_total - len(tally.first_errors)
         print(f"cleanair: ... and {more} more rejected rows", file=sys.stderr)
-    empty = [file.name for file in tally.files if not file.valid]
-    for name in empty:
-        print(f"cleanair: {escape_nonprintable(name)} has no valid row", file=sys.stderr)
-    return 1 if empty else 0
+
+
+def _warn_retention(
+    old: int, oldest: datetime, now: datetime, core: CleanAir, *, dropping: bool
+) -> None:
+    """Say, before anything is written, how many observations end before the retention and
+    what becomes of them, and how to keep them."""
+    days = core.policy.observation_retention_seconds // 86_400
+    fate = (
+        "they are left out of this replay"
+        if dropping
+        else "they are imported now and deleted by the next prune (an API process's start or "
+        "hourly upkeep, or `cleanair stations prune`)"
+    )
+    print(
+        f"cleanair: {old} observations end more than {days} days ago, the retention "
+        f"(CLEANAIR_OBSERVATION_RETENTION_DAYS): {fate}; to keep them, set "
+        f"CLEANAIR_OBSERVATION_RETENTION_DAYS to 0 (for ever) or to at least "
+        f"{days_to_keep(oldest, now)} days, for this command and the servers"
+        f"{'' if dropping else ' (or move them to the present with --replay)'}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _list_stations(core: CleanAir, as_json: bool) -> None:
@@ -727,7 +833,7 @@ def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR
         case "wifi", "import":
             return _import_wifi(core, args.file)
         case "stations", "import":
-            return _import_stations(core, args.files, args.locations)
+            return _import_stations(core, args.files, args.locations, args.replay)
         case "stations", "evaluate":
             return _evaluate_stations(core, args.pollutant, args.since, args.until, args.json)
         case "stations", "list":

@@ -50,6 +50,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from cleanair_core.air.observations import OBSERVED
+from cleanair_core.air.screening import HeldBack
 from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import Limit
 from cleanair_core.metrics import Upstream
@@ -121,6 +122,13 @@ class PrometheusMetrics:
             ["upstream"],
             registry=registry,
         )
+        self.held_back = Counter(
+            f"{PREFIX}_observations_held_back",
+            "Station observations a live source's intake screening held back (not stored), by "
+            "upstream and reason: over the pollutant's upper bound, or an hour in the future",
+            ["upstream", "reason"],
+            registry=registry,
+        )
         self.air_hours = Counter(
             f"{PREFIX}_air_hours",
             "Hours of air worked out per pollutant, fused with station observations or not "
@@ -141,6 +149,8 @@ class PrometheusMetrics:
             self.upstream_latency.labels(upstream.value)
             self.upstream_errors.labels(upstream.value)
             self.observations.labels(upstream.value)
+            for reason in HeldBack:
+                self.held_back.labels(upstream.value, reason.value)
         for pollutant in OBSERVED:
             self.air_hours.labels(pollutant.value, "yes")
             self.air_hours.labels(pollutant.value, "no")
@@ -162,6 +172,9 @@ class PrometheusMetrics:
 
     def observations_stored(self, upstream: Upstream, count: int) -> None:
         self.observations.labels(upstream.value).inc(count)
+
+    def observations_held_back(self, upstream: Upstream, reason: str, count: int) -> None:
+        self.held_back.labels(upstream.value, str(reason)).inc(count)
 
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
         self.air_hours.labels(str(pollutant), "yes" if fused else "no").inc()

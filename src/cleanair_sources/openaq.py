@@ -25,6 +25,9 @@ Only pm25, pm10, no2 and o3 sensors are kept (`OBSERVED`), in µg/m³ or in ppm/
 converted at 25 °C and 1 atm (µg/m³ = ppb * M / 24.45; M = 46.0055 g/mol for NO2, 47.9982 for
 O3). A latest value counts only when it ends on the hour and is at most `max_age` old; any
 entry that is malformed or of another parameter or unit is skipped and counted, never fatal.
+The values kept then pass the intake screening every import passes
+(`cleanair_core.air.screening`): one over its pollutant's upper bound or ending after now is
+held back, counted and logged, never stored.
 
 Licence: OpenAQ aggregates data from many providers and the data carry their providers'
 licences; OpenAQ's terms require attributing the source (see docs/deployment.md).
@@ -52,6 +55,7 @@ from cleanair_core.air.observations import (
     Station,
 )
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.screening import HeldBack, HeldBackCounts, screen_observations
 from cleanair_core.air.units import MOLAR_MASS, MOLAR_VOLUME_25C
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.errors import StoreUnavailable
@@ -235,7 +239,8 @@ def parse_latest(
     raw: Any, location: Location, now: datetime, max_age: timedelta, skipped: Skipped
 ) -> list[Observation]:
     """The hourly observations of one `latest` answer's results: on the hour, at most
-    `max_age` old (and not in the future), of a kept sensor of `location`."""
+    `max_age` old, of a kept sensor of `location`. One ending after `now` is left in, for the
+    intake screening to hold back and count as such (`screen_observations`)."""
     observations: list[Observation] = []
     for entry in raw:
         if not isinstance(entry, dict):
@@ -253,7 +258,7 @@ def parse_latest(
         if hour_end.minute or hour_end.second or hour_end.microsecond:
             skipped.off_hour += 1
             continue
-        if not now - max_age <= hour_end <= now:
+        if hour_end < now - max_age:
             skipped.too_old += 1
             continue
         observations.append(
@@ -415,13 +420,15 @@ def _retry_after(headers: httpx.Headers) -> float | None:
 @attrs.frozen
 class PollResult:
     """What one poll did: stations and observations stored, entries skipped, the failure
-    (a loggable cause) if any, and the seconds until the next poll."""
+    (a loggable cause) if any, the seconds until the next poll, and the observations the
+    intake screening held back."""
 
     stations: int
     written: ObservationsWritten
     skipped: Skipped
     next_in: float
     failure: str | None = None
+    held_back: HeldBackCounts = attrs.Factory(HeldBackCounts)
 
 
 class OpenAQPoller:
@@ -483,6 +490,7 @@ class OpenAQPoller:
         skipped = Skipped()
         stations = 0
         written = ObservationsWritten()
+        held = HeldBackCounts()
         failure: OpenAQError | None = None
         paused: float | None = None
         try:
@@ -512,8 +520,10 @@ class OpenAQPoller:
                 # round: one that always fails (gone, or broken upstream) must not keep every
                 # other one from being polled.
                 del self._pending[: 0 if exc.retry_after is not None else 1]
-            if observations:
-                written = await self._offload(lambda: self._store.put_observations(observations))
+            kept, held = screen_observations(observations, self._clock.now())
+            self._held_back(held)
+            if kept:
+                written = await self._offload(lambda: self._store.put_observations(kept))
                 self._metrics.observations_stored(Upstream.OPENAQ, written.added + written.replaced)
         except RateLimitSpent as exc:  # while listing: the listing starts again after it
             paused = exc.retry_after
@@ -528,10 +538,10 @@ class OpenAQPoller:
             )
         if failure is not None:
             wait = self._failed(failure)
-            return PollResult(stations, written, skipped, wait, failure=failure.cause)
+            return PollResult(stations, written, skipped, wait, failure.cause, held)
         if paused is not None:  # not a failure: the limit is as documented, and it resets
-            return PollResult(stations, written, skipped, paused)
-        return PollResult(stations, written, skipped, self._succeeded())
+            return PollResult(stations, written, skipped, paused, held_back=held)
+        return PollResult(stations, written, skipped, self._succeeded(), held_back=held)
 
     async def run(self, sleep: Callable[[float], Awaitable[object]]) -> None:
         """Poll until cancelled, awaiting `sleep(seconds)` between rounds."""
@@ -545,6 +555,27 @@ class OpenAQPoller:
             for location in await self._client.locations(box, skipped):
                 by_id.setdefault(location.id, location)  # boxes may overlap
         return list(by_id.values())
+
+    def _held_back(self, held: HeldBackCounts) -> None:
+        """Tell the operator of values a station reported that the screening kept out: a
+        warning, as a sensor or the upstream is at fault, with the counts only."""
+        if not held.total:
+            return
+        for reason in HeldBack:
+            if held.count(reason):
+                self._metrics.observations_held_back(Upstream.OPENAQ, reason, held.count(reason))
+        _log.warning(
+            "OpenAQ: held back %d observations (over the pollutant's upper bound: %d, hour in "
+            "the future: %d); they are not stored",
+            held.total,
+            held.over_bound,
+            held.future,
+            extra={
+                "upstream": Upstream.OPENAQ.value,
+                "over_bound": held.over_bound,
+                "future": held.future,
+            },
+        )
 
     def _due(self, locations: Iterable[Location]) -> list[Location]:
         """The locations worth a request: those that reported lately (or do not say)."""

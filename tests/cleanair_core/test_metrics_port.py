@@ -44,6 +44,9 @@ class Recorded:
     def observations_stored(self, upstream: Upstream, count: int) -> None:
         self.events.append(("observations", upstream, count))
 
+    def observations_held_back(self, upstream: Upstream, reason: str, count: int) -> None:
+        self.events.append(("held back", upstream, reason, count))
+
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
         self.events.append(("air hour", pollutant, fused))
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air.observations import Observation, ObservationsWritten, Station
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.screening import ObservationImport
 from cleanair_core.geo import Point
 from cleanair_core.ports import Store
 from cleanair_storage.memory import MemoryStore
@@ -46,10 +47,10 @@ def test_an_import_stores_stations_before_their_observations_in_chunks() -> None
         MANNERHEIMINTIE,
         *hourly(MANNERHEIMINTIE, 2),
     ]
-    stations, written = core_over(store).import_observations(
+    done = core_over(store).import_observations(
         stream, chunk_size=3, on_chunk=lambda s, w: heard.append((s, w))
     )
-    assert (stations, written) == (2, ObservationsWritten(added=7))
+    assert done == ObservationImport(2, ObservationsWritten(added=7))
     assert [w.added for _, w in heard] == [3, 6, 7]
     assert [s.observations for s in store.station_summaries()] == [5, 2]
 
@@ -57,8 +58,8 @@ def test_an_import_stores_stations_before_their_observations_in_chunks() -> None
 def test_stations_after_the_last_observation_are_stored_too() -> None:
     store = MemoryStore()
     stream: list[Station | Observation] = [KALLIO, *hourly(KALLIO, 3), MANNERHEIMINTIE]
-    stations, written = core_over(store).import_observations(stream, chunk_size=3)
-    assert (stations, written) == (2, ObservationsWritten(added=3))
+    done = core_over(store).import_observations(stream, chunk_size=3)
+    assert done == ObservationImport(2, ObservationsWritten(added=3))
     assert [s.id for s in store.list_stations()] == [KALLIO.id, MANNERHEIMINTIE.id]
 
 
@@ -68,10 +69,10 @@ def test_importing_the_same_rows_again_changes_nothing() -> None:
     stream: list[Station | Observation] = [KALLIO, *hourly(KALLIO, 4)]
     core.import_observations(stream)
     before = store.observations_between(NOW - timedelta(days=1), NOW)
-    _, again = core.import_observations(stream, chunk_size=2)
+    again = core.import_observations(stream, chunk_size=2).written
     assert again == ObservationsWritten(unchanged=4)
     assert store.observations_between(NOW - timedelta(days=1), NOW) == before
-    _, changed = core.import_observations(with_station(KALLIO, hourly(KALLIO, 2, value=50.0)))
+    changed = core.import_observations(with_station(KALLIO, hourly(KALLIO, 2, value=50.0))).written
     assert changed == ObservationsWritten(replaced=2)
 
 
@@ -147,8 +148,9 @@ def test_the_default_retention_is_400_days_and_never_negative() -> None:
 def test_on_every_adapter_an_import_is_all_or_nothing_and_repeatable(store: Store) -> None:
     core = CleanAir(store, TokenKeys(generate_key()), Policy(), ManualClock(NOW))
     stream = with_station(KALLIO, hourly(KALLIO, 7))
-    assert core.import_observations(stream, chunk_size=3) == (1, ObservationsWritten(added=7))
-    assert core.import_observations(stream, chunk_size=3) == (1, ObservationsWritten(unchanged=7))
+    added, unchanged = ObservationsWritten(added=7), ObservationsWritten(unchanged=7)
+    assert core.import_observations(stream, chunk_size=3) == ObservationImport(1, added)
+    assert core.import_observations(stream, chunk_size=3) == ObservationImport(1, unchanged)
     version = store.observations_version()
 
     def failing() -> Iterator[Station | Observation]:

@@ -86,6 +86,7 @@ def test_import_then_list(
     assert status == 0, err
     assert out == (
         "imported 1 stations; observations: 3 added, 0 replaced, 0 unchanged; "
+        "held back 0 (over the pollutant's upper bound: 0, hour in the future: 0); "
         "rows: 6 read, 2 rejected, 1 ignored\n"
     )
     assert "cleanair: rejected 1 rows: negative value\n" in err
@@ -367,3 +368,179 @@ def test_evaluate_with_nothing_stored_or_bad_arguments(
             cli.main(["stations", "evaluate", *bad])
         assert exited.value.code == 2
         assert bad[1] not in capsys.readouterr().err  # the value is never echoed
+
+
+# -- screening, the retention and replaying
+
+
+def row_at(location: int, hour_end: datetime, value: float, parameter: str = "pm25") -> str:
+    """A row of `location` (at 60.1+location/1000, 24.9) for the hour ending `hour_end`."""
+    return (
+        f"{location},{location * 10},Station {location},{hour_end.isoformat()},"
+        f"{60.1 + location / 1000},24.9,{parameter},µg/m³,{value}"
+    )
+
+
+def full_hour() -> datetime:
+    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def test_values_over_their_bound_and_hours_ahead_are_held_back_not_stored(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One PM2.5 of 1e300 at a Helsinki station, once stored and fused for thousands of km,
+    and a row dated two hours ahead, once served as a measurement: counted, not stored, and
+    the rest imported with exit 0."""
+    hour = full_hour() - timedelta(hours=1)
+    day = archive(
+        tmp_path,
+        "a.csv",
+        row_at(1, hour, 1e300),
+        row_at(1, hour + timedelta(hours=3), 12.0, "no2"),
+        row_at(2, hour, 8.5),
+        packed=False,
+    )
+    status, out, err = run(["stations", "import", str(day)], capsys)
+    assert status == 0, err
+    assert out == (
+        "imported 2 stations; observations: 1 added, 0 replaced, 0 unchanged; "
+        "held back 2 (over the pollutant's upper bound: 1, hour in the future: 1); "
+        "rows: 3 read, 0 rejected, 0 ignored\n"
+    )
+    assert "cleanair: held back 1 observations over their pollutant's upper bound" in err
+    assert "cleanair: held back 1 observations whose hour ends after now" in err
+    assert "1e+300" not in err + out
+    assert "e300" not in err + out
+    assert stored(database) == [("openaq:1", 0), ("openaq:2", 1)]
+
+
+def test_rows_older_than_the_retention_are_told_of_before_anything_is_written(
+    database: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    told_before_writing: list[str] = []
+    importing = CleanAir.import_observations
+
+    def watched(self: CleanAir, *args: object, **kwargs: object) -> object:
+        told_before_writing.append(capsys.readouterr().err)
+        return importing(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(CleanAir, "import_observations", watched)
+    recent = row_at(1, full_hour() - timedelta(hours=2), 5.0)
+    # 2024-01-01 is over 400 days before any day these tests run on.
+    day = archive(tmp_path, "a.csv.gz", row(1, 0, 5.5), row(1, 1, 6.5), recent)
+    before = datetime.now(UTC)
+    status, out, _ = run(["stations", "import", str(day)], capsys)
+    after = datetime.now(UTC)
+    assert status == 0
+    assert "3 added" in out  # imported all the same, as the message says
+    [warned] = told_before_writing
+    oldest = datetime(2024, 1, 1, tzinfo=UTC)
+    keep = {math.ceil((at - oldest) / timedelta(days=1)) for at in (before, after)}
+    assert any(
+        warned
+        == (
+            "cleanair: 2 observations end more than 400 days ago, the retention "
+            "(CLEANAIR_OBSERVATION_RETENTION_DAYS): they are imported now and deleted by the "
+            "next prune (an API process's start or hourly upkeep, or `cleanair stations "
+            "prune`); to keep them, set CLEANAIR_OBSERVATION_RETENTION_DAYS to 0 (for ever) "
+            f"or to at least {days} days, for this command and the servers (or move them to "
+            "the present with --replay)\n"
+        )
+        for days in keep
+    ), warned
+    assert stored(database) == [("openaq:1", 3)]
+
+    monkeypatch.setenv("CLEANAIR_OBSERVATION_RETENTION_DAYS", "0")  # kept for ever: no word
+    told_before_writing.clear()
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    assert told_before_writing == [""]
+
+
+def test_replay_moves_a_past_sample_by_whole_days_to_the_last_full_hour(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two days of 2016 at two stations, given in local time (+08:00), as the shipped
+    Beijing sample is: the latest lands at the last full hour or less than a day before it,
+    each value on its own hour of the day."""
+    beijing = timezone(timedelta(hours=8))
+    start = datetime(2016, 12, 30, 1, tzinfo=beijing)
+    rows = [
+        row_at(station, (start + timedelta(hours=h)).astimezone(beijing), 10.0 + h)
+        for station in (1, 2)
+        for h in range(47)
+    ]
+    latest = (start + timedelta(hours=46)).astimezone(UTC)
+    day = archive(tmp_path, "beijing.csv.gz", *rows)
+    before = full_hour()
+    status, out, err = run(["stations", "import", str(day), "--replay"], capsys)
+    after = full_hour()
+    assert status == 0, err
+    assert "94 added" in out
+    assert "cleanair: replaying: every row's hour moved by " in err
+    store = SqliteStore(database)
+    try:
+        summaries = store.station_summaries()
+        stored_hours = store.observations_between(latest, after + timedelta(days=1))
+    finally:
+        store.close()
+    last = {s.last_hour_end for s in summaries}
+    assert len(last) == 1
+    [landed] = last
+    assert landed is not None
+    # Whichever hour the clock was in while the command ran.
+    assert any(timedelta(0) <= full - landed < timedelta(days=1) for full in (before, after))
+    assert (landed - latest) % timedelta(days=1) == timedelta(0)
+    assert landed.astimezone(beijing).hour == latest.astimezone(beijing).hour
+    assert len(stored_hours) == 94  # every row moved together, none left where it was
+    values = {o.hour_end: o.value for o in stored_hours if o.station_id == "openaq:1"}
+    assert values[landed] == 10.0 + 46  # each value moved with its hour
+
+
+def test_replay_leaves_out_what_stays_older_than_the_retention_and_says_so_first(
+    database: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("CLEANAIR_OBSERVATION_RETENTION_DAYS", "2")
+    start = datetime(2016, 3, 1, tzinfo=UTC)
+    day = archive(
+        tmp_path, "a.csv", *(row_at(1, start + timedelta(hours=h), 1.0) for h in range(97))
+    )
+    before = datetime.now(UTC)
+    status, out, err = run(["stations", "import", str(day), "--replay"], capsys)
+    after = datetime.now(UTC)
+    assert status == 0, err
+    [line] = [x for x in err.splitlines() if "retention" in x]
+    assert line.startswith("cleanair: ")
+    left_out = int(line.split()[1])
+    assert line.endswith(
+        "end more than 2 days ago, the retention (CLEANAIR_OBSERVATION_RETENTION_DAYS): they "
+        "are left out of this replay; to keep them, set CLEANAIR_OBSERVATION_RETENTION_DAYS "
+        f"to 0 (for ever) or to at least {line.split('at least ')[1].split()[0]} days, for "
+        "this command and the servers"
+    )
+    assert err.index("replaying") < err.index("retention")
+    store = SqliteStore(database)
+    try:
+        kept = store.observations_between(before - timedelta(days=10), after)
+    finally:
+        store.close()
+    # What is kept ends within the retention; the hour before the first kept does not.
+    assert len(kept) == 97 - left_out
+    assert 0 < left_out < 97
+    first = min(o.hour_end for o in kept)
+    assert first >= before - timedelta(days=2)
+    assert first - timedelta(hours=1) < after - timedelta(days=2)
+    assert f"{97 - left_out} added" in out
+
+
+def test_import_help_shows_replay(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["stations", "import", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--replay" in shown
+    assert "latest hour in the files ends at the last full hour" in shown

@@ -436,7 +436,13 @@ def test_openaq_requests_errors_and_stored_observations_are_counted(
             }
         ]
     }
-    latest = {"results": [{"datetime": {"utc": hour}, "value": 4.0, "sensorsId": 70}]}
+    latest = {
+        "results": [
+            {"datetime": {"utc": hour}, "value": 4.0, "sensorsId": 70},
+            {"datetime": {"utc": hour}, "value": 1e300, "sensorsId": 70},  # held back
+            {"datetime": {"utc": "2026-05-20T12:00:00Z"}, "value": 4.0, "sensorsId": 70},
+        ]
+    }
     answers = [httpx.Response(200, json=listing), httpx.Response(200, json=latest)]
     answers.append(httpx.Response(500))
     transport = httpx.MockTransport(lambda _: answers.pop(0))
@@ -460,6 +466,15 @@ def test_openaq_requests_errors_and_stored_observations_are_counted(
     assert after.delta(before, "cleanair_upstream_request_duration_seconds_count", **labels) == 3
     assert after.delta(before, "cleanair_upstream_errors_total", **labels) == 1
     assert after.delta(before, "cleanair_observations_stored_total", **labels) == 1
+    held_back = "cleanair_observations_held_back_total"
+    assert after.delta(before, held_back, reason="over_bound", **labels) == 1
+    assert after.delta(before, held_back, reason="future", **labels) == 1
+    # Every reason's series is there from the start, so rate() and alerts see the first.
+    for upstream in ("open_meteo", "ichnaea", "openaq"):
+        for reason in ("over_bound", "future"):
+            assert (held_back, frozenset({("upstream", upstream), ("reason", reason)})) in (
+                before.samples
+            )
 
 
 # -- label hygiene ---------------------------------------------------------------------------

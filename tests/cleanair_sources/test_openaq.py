@@ -15,6 +15,7 @@ import pytest
 
 from cleanair_core.air.observations import Observation, ObservationsWritten, Station
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.screening import HeldBack, HeldBackCounts
 from cleanair_core.clock import ManualClock
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.geo import Point
@@ -121,12 +122,16 @@ class Recorded(NoMetrics):
     def __init__(self) -> None:
         self.requests: list[tuple[Upstream, bool]] = []
         self.stored: list[tuple[Upstream, int]] = []
+        self.held_back: list[tuple[Upstream, str, int]] = []
 
     def upstream_request(self, upstream: Upstream, seconds: float, *, failed: bool) -> None:
         self.requests.append((upstream, failed))
 
     def observations_stored(self, upstream: Upstream, count: int) -> None:
         self.stored.append((upstream, count))
+
+    def observations_held_back(self, upstream: Upstream, reason: str, count: int) -> None:
+        self.held_back.append((upstream, reason, count))
 
 
 class Ticks:
@@ -272,7 +277,7 @@ def test_off_hour_old_future_and_malformed_values_are_skipped_and_counted() -> N
     latest: list[Any] = [
         value(PM25, 1, 5.0, "2026-05-20T09:30:00Z"),  # off the hour
         value(PM25, 1, 5.0, "2026-05-20T06:00:00Z"),  # older than three hours
-        value(PM25, 1, 5.0, "2026-05-20T11:00:00Z"),  # not yet ended
+        value(PM25, 1, 5.0, "2026-05-20T11:00:00Z"),  # not yet ended: held back
         {"datetime": {"utc": HOUR}, "value": "7", "sensorsId": PM25},  # a string
         {"datetime": {"utc": "yesterday"}, "value": 7, "sensorsId": PM25},
         {"datetime": {"utc": HOUR}, "value": 7},  # no sensor
@@ -284,11 +289,54 @@ def test_off_hour_old_future_and_malformed_values_are_skipped_and_counted() -> N
     result = setup.poll()
     assert result.failure is None
     assert result.skipped.off_hour == 1
-    assert result.skipped.too_old == 2
+    assert result.skipped.too_old == 1
     assert result.skipped.malformed == 5
+    assert result.held_back == HeldBackCounts(over_bound=0, future=1)
     (kept,) = setup.stored()
     assert kept.pollutant is Pollutant.NO2
     assert kept.hour_end == datetime(2026, 5, 20, 8, tzinfo=UTC)
+
+
+def test_values_over_their_bound_or_in_the_future_are_held_back_counted_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sensor's 1e300 or a reading dated ahead is neither stored nor fused; the rest of the
+    round is stored, and the operator hears the counts (never a value or the key)."""
+    caplog.set_level(logging.INFO)
+    sensors = [sensor(PM25, "pm25", "µg/m³"), sensor(NO2_PPM, "no2", "ppm")]
+    latest: list[Any] = [
+        value(PM25, 1, 1e300),  # over PM2.5's bound
+        value(NO2_PPM, 1, 5.0),  # 5 ppm: about 9,400 µg/m³, over NO2's bound
+        value(PM25, 1, 7.5, "2026-05-20T11:00:00Z"),  # ends 40 minutes from now
+        value(NO2_PPM, 1, 0.0106, "2026-05-20T09:00:00Z"),  # kept
+    ]
+    setup = Setup(StandIn([location(1, sensors)], {1: latest}))
+    result = setup.poll()
+    assert result.failure is None
+    assert result.held_back == HeldBackCounts(over_bound=2, future=1)
+    assert result.written == ObservationsWritten(added=1)
+    [kept] = setup.store.observations_between(NOW - timedelta(days=1), NOW + timedelta(days=1))
+    assert (kept.pollutant, kept.hour_end) == (Pollutant.NO2, datetime(2026, 5, 20, 9, tzinfo=UTC))
+    assert setup.metrics.held_back == [
+        (Upstream.OPENAQ, HeldBack.OVER_BOUND, 2),
+        (Upstream.OPENAQ, HeldBack.FUTURE, 1),
+    ]
+    [warning] = [r for r in caplog.records if "held back" in r.getMessage()]
+    assert warning.levelno == logging.WARNING
+    assert (warning.__dict__["over_bound"], warning.__dict__["future"]) == (2, 1)
+    assert warning.__dict__["upstream"] == "openaq"
+    assert "1e+300" not in repr(warning.__dict__)
+    assert KEY not in repr(warning.__dict__)
+
+
+def test_a_round_with_nothing_held_back_says_nothing_of_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    setup = Setup(helsinki())
+    assert setup.poll().held_back == HeldBackCounts()
+    assert setup.metrics.held_back == []
+    assert not [r for r in caplog.records if "held back" in r.getMessage()]
 
 
 def test_unknown_parameters_units_and_malformed_locations_never_fail_the_poll() -> None:

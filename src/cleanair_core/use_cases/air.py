@@ -4,7 +4,7 @@ operator's access points and station observations."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 
 from cleanair_core.access.connections import Authorized
 from cleanair_core.access.scopes import Scope
@@ -26,6 +26,8 @@ from cleanair_core.air.observations import (
 from cleanair_core.air.places import Place
 from cleanair_core.air.point_score import PointScore, resolve_point, score_at, score_sample
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.air.retention import retention_cutoff
+from cleanair_core.air.screening import HeldBack, HeldBackCounts, ObservationImport, held_back
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
 from cleanair_core.credits.ledger import Billable
@@ -184,17 +186,21 @@ def import_observations(
     *,
     chunk_size: int = OBSERVATION_CHUNK,
     on_chunk: Callable[[int, ObservationsWritten], None] | None = None,
-) -> tuple[int, ObservationsWritten]:
-    """Store stations and their observations as one unit of work: the stations given and
-    what writing the observations did. Each station must come before its observations (as
+) -> ObservationImport:
+    """Store stations and their observations as one unit of work: the stations given, what
+    writing the observations did, and the observations held back by the intake screening
+    (over their pollutant's upper bound, or ending after now: `cleanair_core.air.screening`),
+    which are counted and not stored. Each station must come before its observations (as
     `cleanair_sources.openaq_archive` yields them). Anything raised while `parsed` is read
     (a file truncated half way, say) or written undoes the whole import. `on_chunk` hears
     the running totals after each chunk written."""
     if chunk_size < 1:
         raise ValueError("chunk_size must be at least 1")
+    now = ctx.now()
     stations: list[Station] = []
     chunk: list[Observation] = []
     station_count, written = 0, ObservationsWritten()
+    over_bound = future = 0
     with ctx.store.transaction() as tx:
 
         def flush() -> None:
@@ -211,13 +217,19 @@ def import_observations(
         for item in parsed:
             if isinstance(item, Station):
                 stations.append(item)
+                continue
+            reason = held_back(item, now)
+            if reason is HeldBack.OVER_BOUND:
+                over_bound += 1
+            elif reason is HeldBack.FUTURE:
+                future += 1
             else:
                 chunk.append(item)
                 if len(chunk) >= chunk_size:
                     flush()
         if stations or chunk:
             flush()
-    return station_count, written
+    return ObservationImport(station_count, written, HeldBackCounts(over_bound, future))
 
 
 def station_summaries(ctx: Context) -> list[StationSummary]:
@@ -228,9 +240,9 @@ def station_summaries(ctx: Context) -> list[StationSummary]:
 def prune_observations(ctx: Context) -> int:
     """Delete observations older than the retention period (none when it is 0, for ever);
     how many were deleted."""
-    if not ctx.policy.observation_retention_seconds:
+    cutoff = retention_cutoff(ctx.now(), ctx.policy.observation_retention_seconds)
+    if cutoff is None:
         return 0
-    cutoff = ctx.now() - timedelta(seconds=ctx.policy.observation_retention_seconds)
     return ctx.store.delete_observations_before(cutoff)
 
 
