@@ -46,6 +46,10 @@ class Metrics(Protocol):
         for `reason` (`over_bound`: over the pollutant's upper bound; `future`: an hour
         that has not ended), neither stored nor fused."""
 
+    def observations_set_aside(self, pollutant: str, count: int) -> None:
+        """Fusion set aside `count` stored observations of `pollutant` of one hour, wildly
+        out of line with their neighbours and their own last day (not fused)."""
+
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
         """The air of one hour was worked out for `pollutant` (once per hour and change of the
         observations): `fused` with station observations, or the unfused background because
@@ -71,6 +75,9 @@ class NoMetrics:
         pass
 
     def observations_held_back(self, upstream: Upstream, reason: str, count: int) -> None:
+        pass
+
+    def observations_set_aside(self, pollutant: str, count: int) -> None:
         pass
 
     def air_hour(self, pollutant: str, *, fused: bool) -> None:

@@ -129,6 +129,13 @@ class PrometheusMetrics:
             ["upstream", "reason"],
             registry=registry,
         )
+        self.set_aside = Counter(
+            f"{PREFIX}_observations_set_aside",
+            "Stored station observations fusion set aside, wildly out of line with their "
+            "neighbours and their own last day",
+            ["pollutant"],
+            registry=registry,
+        )
         self.air_hours = Counter(
             f"{PREFIX}_air_hours",
             "Hours of air worked out per pollutant, fused with station observations or not "
@@ -152,6 +159,7 @@ class PrometheusMetrics:
             for reason in HeldBack:
                 self.held_back.labels(upstream.value, reason.value)
         for pollutant in OBSERVED:
+            self.set_aside.labels(pollutant.value)
             self.air_hours.labels(pollutant.value, "yes")
             self.air_hours.labels(pollutant.value, "no")
 
@@ -175,6 +183,9 @@ class PrometheusMetrics:
 
     def observations_held_back(self, upstream: Upstream, reason: str, count: int) -> None:
         self.held_back.labels(upstream.value, str(reason)).inc(count)
+
+    def observations_set_aside(self, pollutant: str, count: int) -> None:
+        self.set_aside.labels(str(pollutant)).inc(count)
 
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
         self.air_hours.labels(str(pollutant), "yes" if fused else "no").inc()

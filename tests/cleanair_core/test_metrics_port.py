@@ -47,6 +47,9 @@ class Recorded:
     def observations_held_back(self, upstream: Upstream, reason: str, count: int) -> None:
         self.events.append(("held back", upstream, reason, count))
 
+    def observations_set_aside(self, pollutant: str, count: int) -> None:
+        self.events.append(("set aside", pollutant, count))
+
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
         self.events.append(("air hour", pollutant, fused))
 

@@ -42,7 +42,7 @@ from cleanair_core.air.fusion import (
     uncertainty,
 )
 from cleanair_core.air.fusion_fit import FitLayout, fit_layout, fit_parameters
-from cleanair_core.air.observations import ObservationStore, Station
+from cleanair_core.air.observations import Observation, ObservationStore, Station
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import (
     AirQualitySource,
@@ -50,6 +50,7 @@ from cleanair_core.air.quality_source import (
     Sample,
     answers_at_once,
 )
+from cleanair_core.air.screening import in_line
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.geo import Point
 from cleanair_core.metrics import NO_METRICS, Metrics
@@ -146,6 +147,8 @@ class _Fields:
         self.stations: dict[str, Station] | None = None
         self.latest: OrderedDict[datetime, dict[Pollutant, HourObservations]] = OrderedDict()
         self.fields: OrderedDict[tuple[Pollutant, datetime], ResidualField | None] = OrderedDict()
+        #: Pollutant-hours whose out-of-line observations were counted already.
+        self.set_aside: set[tuple[Pollutant, datetime]] = set()
         #: Per pollutant and day: the parameters, and whether the data fitted them.
         self.fits: OrderedDict[tuple[Pollutant, datetime], tuple[FusionParameters, bool]] = (
             OrderedDict()
@@ -377,6 +380,7 @@ class FusedAir:
             min(missing) - MAX_LEAD, max(missing), tuple(self._parameters)
         )
         found = {hour: latest_hours(rows, hour) for hour in missing}
+        self._set_aside_out_of_line(state, found, rows, stations)
         with self._lock:
             state.stations = stations
             state.latest.update(found)
@@ -387,6 +391,40 @@ class FusedAir:
                 self._metrics.air_hour(pollutant.value, fused=pollutant in by_pollutant)
         self._say_if_fused(any(found.values()))
         return known | found
+
+    def _set_aside_out_of_line(
+        self,
+        state: _Fields,
+        found: dict[datetime, dict[Pollutant, HourObservations]],
+        rows: Sequence[Observation],
+        stations: dict[str, Station],
+    ) -> None:
+        """Drop from each hour's observations those wildly out of line with their
+        neighbours and their own last day (`screening.in_line`): counted and logged once per
+        pollutant-hour and version, never fused."""
+        screened: dict[tuple[Pollutant, datetime], HourObservations] = {}
+        for by_pollutant in found.values():
+            for pollutant, hour in list(by_pollutant.items()):
+                key = (pollutant, hour.hour_end)
+                if key not in screened:
+                    kept = in_line(hour.observations, rows, stations)
+                    screened[key] = attrs.evolve(hour, observations=kept)
+                    aside = len(hour.observations) - len(kept)
+                    with self._lock:
+                        counted = key in state.set_aside
+                        state.set_aside.add(key)
+                    if aside and not counted:
+                        self._metrics.observations_set_aside(pollutant.value, aside)
+                        log.warning(
+                            "observations set aside: out of line with their neighbours and "
+                            "their own last day",
+                            extra={
+                                "pollutant": pollutant.value,
+                                "hour_end": hour.hour_end.isoformat(),
+                                "count": aside,
+                            },
+                        )
+                by_pollutant[pollutant] = screened[key]
 
     def _wanted(
         self, state: _Fields, latest: Iterable[dict[Pollutant, HourObservations]]

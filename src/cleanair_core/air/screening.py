@@ -11,15 +11,16 @@ sources are in docs/science.md, "Screening observations".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
 
 import attrs
 
-from cleanair_core.air.observations import Observation, ObservationsWritten
+from cleanair_core.air.observations import Observation, ObservationsWritten, Station
 from cleanair_core.air.pollutants import Pollutant
+from cleanair_core.geo import distance_m
 
 #: The highest hourly mean (µg/m³) accepted per pollutant: above the highest hourly means
 #: ever measured (dust storms, smog episodes, wildfire smoke), with a margin, so a real
@@ -98,3 +99,71 @@ class ObservationImport:
     stations: int
     written: ObservationsWritten
     held_back: HeldBackCounts = attrs.Factory(HeldBackCounts)
+
+
+# -- at fusion: a reading wildly out of line with its neighbours and its own last day
+
+#: A reading is out of line when it is more than this many times above (or below) both the
+#: median of its neighbours' readings of the same hour and the median of its own readings
+#: of the `OWN_HOURS` before, each side with `OUT_OF_LINE_OFFSET` added (so that clean air,
+#: a few µg/m³ either way, is never "ten times" anything).
+OUT_OF_LINE_FACTOR = 10.0
+OUT_OF_LINE_OFFSET = 5.0
+#: Neighbours: the other stations of the hour within this distance (at least two needed).
+NEIGHBOUR_M = 100_000.0
+#: A station's own recent hours (at least three needed).
+OWN_HOURS = 24
+
+
+def _far_from(value: float, reference: float) -> bool:
+    ratio = (value + OUT_OF_LINE_OFFSET) / (reference + OUT_OF_LINE_OFFSET)
+    return ratio > OUT_OF_LINE_FACTOR or ratio < 1.0 / OUT_OF_LINE_FACTOR
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return 0.5 * (ordered[middle - 1] + ordered[middle])
+
+
+def in_line(
+    hour: Sequence[Observation],
+    recent: Iterable[Observation],
+    stations: Mapping[str, Station],
+) -> tuple[Observation, ...]:
+    """The observations of one pollutant's hour (`hour`, of stations in `stations`) that are
+    not wildly out of line: one is set aside when it is `OUT_OF_LINE_FACTOR` times off the
+    median of its neighbours (within `NEIGHBOUR_M`) and off the median of its own
+    `OWN_HOURS` before (from `recent`), both where both can be judged, else the one that
+    can; neither judged, it is kept. A real episode moves a station's neighbours or follows
+    its own rise; a broken sensor's jump does neither."""
+    if not hour:
+        return ()
+    pollutant, hour_end = hour[0].pollutant, hour[0].hour_end
+    earliest = hour_end - timedelta(hours=OWN_HOURS)
+    own: dict[str, list[float]] = {}
+    for o in recent:
+        if o.pollutant is pollutant and earliest <= o.hour_end < hour_end:
+            own.setdefault(o.station_id, []).append(o.value)
+    located = [o for o in hour if o.station_id in stations]
+    points = [stations[o.station_id].point for o in located]
+    kept: list[Observation] = []
+    for index, observation in enumerate(located):
+        here = points[index]
+        neighbours = [
+            other.value
+            for j, other in enumerate(located)
+            if j != index and distance_m(here, points[j]) <= NEIGHBOUR_M
+        ]
+        references = []
+        if len(neighbours) >= 2:
+            references.append(_median(neighbours))
+        history = own.get(observation.station_id, [])
+        if len(history) >= 3:
+            references.append(_median(history))
+        if references and all(_far_from(observation.value, r) for r in references):
+            continue
+        kept.append(observation)
+    return tuple(kept)
