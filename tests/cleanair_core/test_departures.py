@@ -68,6 +68,7 @@ class DriftingGriddedAir:
 
     def __init__(self, rate: float) -> None:
         self.rate = rate
+        self.hours: list[datetime] = []  # of every array asked
 
     def _no2(self, lat: FloatArray, at: datetime) -> FloatArray:
         minutes = (at - NOW).total_seconds() / 60
@@ -82,6 +83,7 @@ class DriftingGriddedAir:
         ]
 
     def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
+        self.hours.append(hour)
         air = np.full((np.asarray(lats).size, len(SCORED)), np.nan)
         air[:, SCORED.index(Pollutant.NO2)] = self._no2(np.asarray(lats), hour)
         air[:, SCORED.index(Pollutant.PM25)] = 5.0
@@ -239,7 +241,7 @@ def test_saved_pct_needs_both_doses_and_a_positive_baseline() -> None:
 
 
 def test_departures_of_one_hour_share_its_node_air() -> None:
-    source = HourlyAir([1.0, 2.0])
+    source = DriftingGriddedAir(rate=0.01)
     network = grid(2, COLS)
     start, end = trip(network)
     cache = NetworkAir()
@@ -247,12 +249,13 @@ def test_departures_of_one_hour_share_its_node_air() -> None:
         start, end, WALK, NOW, NOW + timedelta(minutes=30), timedelta(minutes=5)
     )
     asyncio.run(plan_departures(request, LoadedNetworks([network]), source, network_air=cache))
-    # Seven plans whose walks all end within the hour: its node air is asked once (the
-    # routes are described from it too); a cache per plan would ask it seven times.
-    single = HourlyAir([1.0, 2.0])
+    # Seven plans whose walks all end within the hour: the node air of that hour and the
+    # next (each node's is interpolated between them) is computed once; a cache per plan
+    # would compute it seven times.
+    single = DriftingGriddedAir(rate=0.01)
     asyncio.run(plan_routes(PlanRequest(start, end, WALK, NOW), LoadedNetworks([network]), single))
-    assert source.calls == single.calls  # the routes come from the node air too
-    assert cache.bytes_held > 0
+    assert source.hours == single.hours == [NOW, NOW + timedelta(hours=1)]
+    assert cache.network_hours == 2
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -331,20 +334,72 @@ def test_the_search_weighs_the_air_when_each_node_is_walked(minutes: int) -> Non
     assert graph.doses[edges] == pytest.approx(expected, rel=1e-9)
 
 
-def test_the_proof_bounds_air_that_clears_while_a_detour_walks() -> None:
+class DriftingAir:
+    """`DriftingGriddedAir` asked sample by sample only, as a source that waits on the
+    network is (Open-Meteo, and street level over it)."""
+
+    update_interval = 3600
+
+    def __init__(self, rate: float) -> None:
+        self._gridded = DriftingGriddedAir(rate)
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        return await self._gridded.concentrations(samples)
+
+
+@pytest.mark.parametrize("kind", [DriftingGriddedAir, DriftingAir])
+@pytest.mark.parametrize("minutes", [5, 55])  # the walk from :55 crosses the hour
+def test_the_proof_bounds_air_that_clears_while_a_detour_walks(
+    kind: type[DriftingGriddedAir | DriftingAir], minutes: int
+) -> None:
     """Air falling within the hour is cleaner for a detour reaching a node later than the
     search weighed it: the least doses the proof uses are below the search's there (never
-    above anywhere). Rising air meets no detour cleaner: the search's own doses bound all."""
+    above anywhere). Rising air meets no detour cleaner: the search's own doses bound all
+    (an hour's start before a node can be reached, cleaner than any time it can, is not
+    among the times weighed)."""
     network = grid(2, COLS)
     start, end = trip(network)
-    request = PlanRequest(start, end, WALK, NOW + timedelta(minutes=5))
+    request = PlanRequest(start, end, WALK, NOW + timedelta(minutes=minutes))
     networks = LoadedNetworks([network])
-    clearing = asyncio.run(plan_graph(request, networks, DriftingGriddedAir(rate=-0.01)))
+    clearing = asyncio.run(plan_graph(request, networks, kind(rate=-0.01)))
     usable = np.isfinite(clearing.doses)
     assert np.all(clearing.least_doses[usable] <= clearing.doses[usable])
     assert np.any(clearing.least_doses[usable] < clearing.doses[usable] * (1 - 1e-6))
-    rising = asyncio.run(plan_graph(request, networks, DriftingGriddedAir(rate=0.01)))
+    rising = asyncio.run(plan_graph(request, networks, kind(rate=0.01)))
     assert rising.least_doses is rising.doses
+
+
+class SawtoothAir:
+    """An hourly background as Open-Meteo's is at street level, exaggerated: NO2 falls
+    through each hour from twice the street's value to once, and jumps back at the hour.
+    Sample by sample only."""
+
+    update_interval = 3600
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        return [
+            {
+                Pollutant.NO2: (60.0 if s.point.lat < ORIGIN.lat + 5e-4 else 20.0)
+                * (2 - (s.at.minute * 60 + s.at.second + s.at.microsecond / 1e6) / 3600),
+                Pollutant.PM25: 5.0,
+            }
+            for s in samples
+        ]
+
+
+def test_the_proof_bounds_the_air_at_the_end_of_an_hour_before_it_jumps() -> None:
+    """A detour reaching a node just before the hour meets the hour's cleanest air, which
+    neither end of the times it can be reached nor the next hour's start has: the least
+    doses the proof uses are the air a microsecond before the hour, where a node can be
+    reached on both sides of it."""
+    network = grid(2, COLS)
+    start, end = trip(network)
+    request = PlanRequest(start, end, WALK, NOW + timedelta(minutes=50))
+    graph = asyncio.run(plan_graph(request, LoadedNetworks([network]), SawtoothAir()))
+    usable = np.isfinite(graph.doses)
+    quiet = (20.0 / GUIDELINE_LEVELS[Pollutant.NO2] + 5.0 / GUIDELINE_LEVELS[Pollutant.PM25]) / 2
+    least_load = (graph.least_doses[usable] / network.edge_length[usable]).min()
+    assert least_load == pytest.approx(quiet, rel=1e-6)
 
 
 def test_helsinki_departures_report_the_enrichment_endpoints_doses() -> None:

@@ -108,21 +108,31 @@ def test_memory_is_bounded_by_dropping_the_least_recently_used_hours() -> None:
     assert len(air.asked) == asked + network.node_count  # the oldest went
 
 
-def test_a_second_plan_of_the_hour_asks_the_source_nothing() -> None:
+@pytest.mark.parametrize(
+    ("minute", "hours"),
+    [(1, 1), (50, 2)],  # the walk from :50 crosses the hour
+)
+def test_a_source_that_waits_on_the_network_is_asked_at_each_instant_in_the_walks_hours(
+    minute: int, hours: int
+) -> None:
+    """Open-Meteo answers from its cache per cell and hour. At street level its air moves
+    within the hour (the traffic follows the time of day), so a plan asks it for each node
+    at the instant the node is walked, as the enrichment endpoint asks for a waypoint, and
+    never for the hour's start; only in the hours its routes can reach, which a second plan
+    of the hour asks again and no other (no more upstream data than the walk needs)."""
     network = grid(6, 8)
     air, cache = CountingAir(), NetworkAir(whole_network_nodes=0)
     networks = LoadedNetworks([network])
     walk = PlanActivityType.WALKING
-    # Leaving a minute into the hour: the node air is asked at the hour's start, and the
-    # routes are enriched from it.
-    request = PlanRequest(network.node(0), network.node(47), walk, HOUR + timedelta(minutes=1))
-    asyncio.run(plan_routes(request, networks, air, network_air=cache))
-    node_air = [s for s in air.asked if s.at == HOUR]
-    assert len(node_air) >= network.node_count // 2
-    first = len(air.asked)
-    asyncio.run(plan_routes(request, networks, air, network_air=cache))
-    assert all(s.at == HOUR for s in air.asked)
-    assert len(air.asked) == first  # nothing asked again, route enrichment included
+    start = HOUR + timedelta(minutes=minute)
+    request = PlanRequest(network.node(0), network.node(47), walk, start)
+    for _ in range(2):
+        asyncio.run(plan_routes(request, networks, air, network_air=cache))
+        asked = {s.at.replace(minute=0, second=0, microsecond=0) for s in air.asked}
+        assert asked == {HOUR + timedelta(hours=k) for k in range(hours)}
+    walked = [s for s in air.asked if s.at < HOUR + timedelta(hours=1)]
+    assert all(s.at >= start for s in walked)
+    assert len({s.at for s in walked}) > network.node_count // 2  # each node its own
 
 
 class GriddedCountingAir(CountingAir):

@@ -5,22 +5,23 @@ How (docs/routing.md gives the numbers and why):
 2. Baseline: the shortest usable path (for cycling too: one speed for every edge makes the
    quickest path the shortest).
 3. Air at the nodes: the outdoor air at every node that a route at most MAX_DETOUR longer than
-   the baseline can pass (the ellipse around start and end), at the hour its shortest path
-   from the start reaches it, in
-   one batch to the air-quality source. An edge's dose is its length times the mean air load of
-   its two ends: summed along a route, the very trapezoid integral the reported dose is
-   (concentration x ventilation x time; ventilation and speed are the same for every edge of
-   one activity). Edges with an end outside the ellipse or without data cannot be used; if
-   data covers less than MIN_DATA_COVERAGE of the ellipse the plan is rejected rather than
-   silently detoured.
+   the baseline can pass (the ellipse around start and end), when its shortest path from the
+   start reaches it: the air the enrichment endpoint gives for that place and time
+   (`_walked_air`; interpolated within the hour for a source that computes its values). An
+   edge's dose is its length times the mean air load of its two ends: summed along a route,
+   the very trapezoid integral the reported dose is (concentration x ventilation x time;
+   ventilation and speed are the same for every edge of one activity). Edges with an end
+   outside the ellipse or without data cannot be used; if data covers less than
+   MIN_DATA_COVERAGE of the ellipse the plan is rejected rather than silently detoured.
 4. Alternatives: the supported length/dose frontier between the baseline and the least-dose
    route (`frontier.py`): each route found is exactly the least-dose route no longer than
    itself. For each of LENGTH_BUDGETS the exact least-dose route within it (`budgets.py`:
    LARAC's answer, the best supported route, with the hull's gap closed by enumeration)
    comes first; the other supported routes stand in where a budget's is not kept.
-5. Every route is enriched (measures per waypoint at its estimated time, summary, dose) with
-   the node air of step 3, each node's for the hour the route reaches it: its dose is then
-   its search cost times one factor for the whole plan.
+5. Every route is enriched (measures per waypoint at its estimated time, summary, dose) as
+   the enrichment endpoint enriches it, from the same air as step 3: for a route reaching
+   each node when its shortest path does, its dose is its search cost times one factor for
+   the whole plan.
 6. Honest choice, the budgets' routes first, each group cleanest first: an alternative is
    offered only when it cuts the dose by at least MATERIAL_REDUCTION_PCT, is at most
    MAX_DETOUR longer than the baseline and shares at most MAX_SHARED of its length with every
@@ -32,7 +33,7 @@ How (docs/routing.md gives the numbers and why):
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
@@ -41,13 +42,13 @@ from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.dose import GUIDELINE_LEVELS
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.point_score import current_hour
-from cleanair_core.air.pollutants import SCORED, Concentrations
-from cleanair_core.air.quality_source import AirQualitySource, GriddedAir
+from cleanair_core.air.pollutants import SCORED
+from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.errors import PlanRejected, SourceUnavailable
 from cleanair_core.geo import Point, distances_m
 from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.budgets import Budgeted, BudgetSearch
-from cleanair_core.routes.enrichment import EnrichedRoute, enrich, enrich_route
+from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route
 from cleanair_core.routes.frontier import (
     Corner,
     Frontier,
@@ -66,7 +67,7 @@ from cleanair_core.routes.network import (
     StreetNetwork,
     StreetNetworks,
 )
-from cleanair_core.routes.network_air import NetworkAir, hours_reached
+from cleanair_core.routes.network_air import SLICE, NetworkAir, hours_reached
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
 from cleanair_core.routes.times import estimated_times
@@ -216,26 +217,9 @@ async def plan_graph(
         or np.count_nonzero(~np.isnan(loads[nodes])) < MIN_DATA_COVERAGE * nodes.size
     ):
         raise PlanRejected("Air-quality data covers too little of the area to plan routes")
-    # Every later hour a route within the detour limit can reach a node in: its least load.
-    least = loads
-    step = max(1, source.update_interval)
-    _, first_hours = hours_reached(request.start_time, earliest, step)
-    _, last_hours = hours_reached(request.start_time, latest, step)
-    for later in range(1, int((last_hours - first_hours).max(initial=0)) + 1):
-        at = np.minimum(earliest + later * step, latest)
-        air = await _node_air(kept, network, nodes, at, source, request.start_time, run)
-        least = np.where(
-            np.isnan(least), least, np.fmin(least, _loads(network, nodes, air, columns))
-        )
-    if isinstance(source, GriddedAir):
-        # Air interpolated between the hours' starts is least at one of them or at an end
-        # of the times a node can be reached: the latest one too.
-        air = await _walked_air(kept, network, nodes, latest, source, request.start_time, run)
-        least = np.where(
-            np.isnan(least), least, np.fmin(least, _loads(network, nodes, air, columns))
-        )
-    if np.array_equal(least, loads, equal_nan=True):
-        least = loads  # no route meets cleaner air later: the search's own doses bound all
+    least = await _least_loads(
+        kept, network, nodes, (earliest, latest), source, request.start_time, (loads, columns), run
+    )
     doses = await run(lambda: _edge_doses(network, loads))
     least_doses = doses if least is loads else await run(lambda: _edge_doses(network, least))
     return PlanGraph(
@@ -273,10 +257,10 @@ async def plan_routes(
     )
     budgets = await run(lambda: budget_routes(graph, request.activity, frontier))
     network = graph.router.network
-    baseline = await _candidate(network, graph.baseline, request, source, network_air, run)
+    baseline = await _candidate(network, graph.baseline, request, source)
     chosen, standing_in = _worth_enriching(budgets, frontier.corners, graph.baseline, shortest)
     enriched = [
-        [await _candidate(network, path, request, source, network_air, run) for path in paths]
+        [await _candidate(network, path, request, source) for path in paths]
         for paths in (chosen, standing_in)
     ]
     widest = budgets[_BUDGETS.index(MAX_DETOUR)]
@@ -447,6 +431,67 @@ def _ellipse(router: Router, start: Point, end: Point, longest: float) -> EdgeIn
     return nodes
 
 
+async def _least_loads(
+    network_air: NetworkAir,
+    network: StreetNetwork,
+    nodes: EdgeIndices,
+    window: tuple[FloatArray, FloatArray],
+    source: AirQualitySource,
+    start_time: datetime,
+    loads: tuple[FloatArray, list[int]],
+    offload: Offload,
+) -> FloatArray:
+    """Per node, the least load a route within the detour limit can meet there, reaching it
+    `window` seconds after `start_time` (earliest, latest). `loads` are the earliest's (the
+    search's own) and the `SCORED` columns they are of; they are returned themselves when
+    no route meets cleaner air later."""
+    import numpy as np
+
+    earliest, latest = window
+    searched, columns = loads
+    least = searched
+
+    def lower(among: EdgeIndices, air: FloatArray) -> None:
+        nonlocal least
+        found = _loads(network, nodes[among], air, columns)
+        least = np.where(np.isnan(least), least, np.fmin(least, found))
+
+    # Every hour's start a route can reach a node at, after the earliest: its air there.
+    step = max(1, source.update_interval)
+    first = current_hour(start_time, step)
+    offset = (start_time - first).total_seconds()
+    _, first_index = hours_reached(start_time, earliest, step)
+    _, last_index = hours_reached(start_time, latest, step)
+    starts = [
+        first + timedelta(seconds=step * k) for k in range(int(last_index.max(initial=0)) + 1)
+    ]
+    for later in range(1, int((last_index - first_index).max(initial=0)) + 1):
+        index = first_index + later
+        among = np.flatnonzero(index <= last_index)
+        at = await network_air.at_nodes(
+            network, source, nodes[among], starts, index[among], offload
+        )
+        lower(among, at)
+        if not isinstance(source, GriddedAir):
+            # An hourly source's air jumps at the hour: the hour before ends at other air
+            # than the hour's start (that hour's background, this instant's traffic), a
+            # microsecond before it.
+            began = index[among] * float(step) - offset
+            ended = np.maximum(began - 1e-6, earliest[among])
+            lower(among, await _air_at(network, nodes[among], ended, source, start_time))
+    # Air moving within the hour (interpolated between the hours' starts, or an hourly
+    # source's at each instant) is least at one of the times above or at an end of the
+    # times a node can be reached: the latest one too.
+    everywhere = np.arange(nodes.size)
+    lower(
+        everywhere,
+        await _walked_air(network_air, network, nodes, latest, source, start_time, offload),
+    )
+    if np.array_equal(least, searched, equal_nan=True):
+        return searched
+    return least
+
+
 async def _node_air(
     network_air: NetworkAir,
     network: StreetNetwork,
@@ -462,6 +507,41 @@ async def _node_air(
     return await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
 
 
+async def _air_at(
+    network: StreetNetwork,
+    nodes: EdgeIndices,
+    seconds: FloatArray,
+    source: AirQualitySource,
+    start_time: datetime,
+) -> FloatArray:
+    """The air at `nodes` (a row each, a column per `SCORED` pollutant, NaN unknown) asked
+    of `source` at `start_time + seconds`, node by node: what the enrichment endpoint gets
+    for a waypoint there and then. In slices, each handing the event loop back."""
+    import asyncio
+
+    import numpy as np
+
+    result = np.full((nodes.size, len(SCORED)), np.nan)
+    lats, lons = network.node_lat[nodes].tolist(), network.node_lon[nodes].tolist()
+    offsets = np.asarray(seconds, dtype=np.float64).tolist()
+    for first in range(0, nodes.size, SLICE):
+        if first:
+            await asyncio.sleep(0)
+        last = min(first + SLICE, nodes.size)
+        samples = [
+            Sample(Point(lats[i], lons[i]), start_time + timedelta(seconds=offsets[i]))
+            for i in range(first, last)
+        ]
+        airs = await source.concentrations(samples)
+        if len(airs) != len(samples):
+            raise SourceUnavailable()
+        for column, pollutant in enumerate(SCORED):
+            result[first:last, column] = [
+                np.nan if (value := air.get(pollutant)) is None else value for air in airs
+            ]
+    return result
+
+
 async def _walked_air(
     network_air: NetworkAir,
     network: StreetNetwork,
@@ -473,18 +553,23 @@ async def _walked_air(
 ) -> FloatArray:
     """The air at `nodes` when a walk reaches each, `seconds` after `start_time`.
 
-    A source that waits on the network (Open-Meteo) has one value per hour, which is what
-    enrichment gets too: each node's hour's. A source that computes its values (`GriddedAir`)
-    moves within the hour: each node's air is interpolated in time between the starts of
-    its hour and the next, so the search weighs the air at the time the node is walked
-    (exact for air that changes at a steady rate through the hour; the embedded model's
-    hourly tables are such, its weather blocks nearly so). Both hours are kept per network,
-    so the next plans of the hour ask the source nothing."""
+    A source that waits on the network (Open-Meteo) is asked for each node at that instant,
+    as the enrichment endpoint asks it for a waypoint: its background has one value per hour,
+    but street level over it follows the traffic of the time of day, and fusion fades with
+    the time since the stations' hour, so the air of the hour's start put a walk's dose up
+    to 7.9 % off the endpoint's (bench/departures.py). It is asked only in the hours the
+    walks reach, which its routes' enrichment asks too: Open-Meteo answers them from its
+    cache per cell and hour, no more upstream data. A source that computes its values
+    (`GriddedAir`) moves within the hour too: each node's air is interpolated in time
+    between the starts of its hour and the next, so the search weighs the air at the time
+    the node is walked (exact for air that changes at a steady rate through the hour; the
+    embedded model's hourly tables are such, its weather blocks nearly so). Both hours are
+    kept per network, so the next plans of the hour ask the source nothing."""
     import numpy as np
 
-    air = await _node_air(network_air, network, nodes, seconds, source, start_time, offload)
     if not isinstance(source, GriddedAir):
-        return air
+        return await _air_at(network, nodes, seconds, source, start_time)
+    air = await _node_air(network_air, network, nodes, seconds, source, start_time, offload)
     step = max(1, source.update_interval)
     following = seconds + step
     later = await _node_air(network_air, network, nodes, following, source, start_time, offload)
@@ -527,45 +612,24 @@ def _edge_doses(network: StreetNetwork, loads: FloatArray) -> FloatArray:
 
 
 async def _candidate(
-    network: StreetNetwork,
-    path: Path,
-    request: PlanRequest,
-    source: AirQualitySource,
-    network_air: NetworkAir,
-    offload: Offload,
+    network: StreetNetwork, path: Path, request: PlanRequest, source: AirQualitySource
 ) -> _Candidate:
     """A route enriched as the route-enrichment use case enriches the same waypoints and
     times, so the dose a plan reports is the one `POST /v1/airquality/routes` reports.
 
-    A source that computes its values (`GriddedAir`) is asked for each waypoint at its own
-    time, as enrichment asks it: such a source moves within its hour (the embedded model
-    follows the time of day), and the node air, its value at the hour's start, was up to
-    10 % off a walk's dose (bench/departures.py). It is a few milliseconds of computing per
-    route. Any other source is described with the plan's node air, each node's value for
-    the hour it is reached in: a source that waits on the network gives one value per hour
-    (Open-Meteo), which is what enrichment gets too, and a route in the search's hours then
-    asks it nothing. The dose is then the search's own cost of the route, up to one factor
-    for the whole plan, wherever each node is reached in the hour the search assumed."""
-    import numpy as np
-
-    nodes = np.asarray(path.nodes, dtype=np.intp)
+    Every source is asked for each waypoint at its own time, as enrichment asks it: every
+    source the service builds moves within its hour (the embedded model follows the time of
+    day, street level the traffic over any background, fusion fades), and the node air of
+    the hour's start was up to 10 % off a walk's dose from the embedded model and 7.9 %
+    from an hourly one at street level (bench/departures.py). It is a few milliseconds per
+    route; an hourly source answers from its cache the hours the search asked. The dose is
+    then the search's own cost of the route, up to one factor for the whole plan, wherever
+    each node is reached when the search assumed."""
     points = [network.node(i) for i in path.nodes]
     activity = request.activity.activity
     times = estimated_times(points, request.start_time, speed_m_s(activity))
     distance = float(sum(float(network.edge_length[e]) for e in path.edges))
-    if isinstance(source, GriddedAir):
-        route = await enrich_route(source, points, times, activity, EnvironmentType.OUTDOOR)
-        return _Candidate(path, distance, route)
-    seconds = np.array([(at - request.start_time).total_seconds() for at in times])
-    hours, hour_of_node = hours_reached(request.start_time, seconds, source.update_interval)
-    air = await network_air.at_nodes(network, source, nodes, hours, hour_of_node, offload)
-    airs: list[Concentrations] = [
-        {p: float(v) for p, v in zip(SCORED, row, strict=True) if not math.isnan(v)}
-        for row in air.tolist()
-    ]
-    route = enrich(points, times, airs, activity, EnvironmentType.OUTDOOR)
-    if not route.has_data:
-        raise SourceUnavailable("No air-quality data is available along this route")
+    route = await enrich_route(source, points, times, activity, EnvironmentType.OUTDOOR)
     return _Candidate(path, distance, route)
 
 
