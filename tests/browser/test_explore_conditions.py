@@ -183,8 +183,14 @@ def test_clicking_a_point_shows_its_index_advice_source_and_age(
     expect(panel.locator(".conditions-age")).to_have_text(
         re.compile(rf"Values for {hour:%H:%M} UTC, (just now|\d+ min ago)\.")
     )
+    worst, best = body["clean_air_score_interval90"]
+    band = "" if worst == best else f" (90 %: {worst}–{best})"
     expect(panel.locator(".conditions-score")).to_have_text(
-        f"At 60.16600, 24.94500: Clean Air Score {body['clean_air_score']} of 100."
+        f"At 60.16600, 24.94500: Clean Air Score {body['clean_air_score']} of 100{band}."
+    )
+    # Each concentration with its interval (the digits are the browser's rounding).
+    expect(panel.locator(".conditions-pollutants")).to_have_text(
+        re.compile(r"Concentrations, µg/m³: .*NO₂ \d+\.\d \(90 %: \d+\.\d–\d+\.\d\)")
     )
     # The call's credit is shown gone: 1000 a month, 100 a day to start with.
     expect(page.locator("#credits")).to_have_text("Credits left: 999 this month, 99 today.")
@@ -208,9 +214,10 @@ def test_station_observations_are_named_in_the_source(
     [station] = provenance["stations"]
     distance = station["distance_m"]
     shown = f"{distance / 1000:.1f} km" if distance >= 1000 else f"{round(distance)} m"
+    weight = round(abs(station["weight"]) * 100)
     expect(page.locator("#conditions .conditions-source")).to_have_text(
         "Source: the embedded model (modelled, not measured), corrected by 1 station: "
-        f"nearest Kaivokatu ({shown})."
+        f"Kaivokatu ({shown}, weight {weight} %)."
     )
     if SCREENSHOT_DIR:
         page.screenshot(path=str(Path(SCREENSHOT_DIR) / "explore-conditions-stations.png"))

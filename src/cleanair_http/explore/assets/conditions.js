@@ -18,7 +18,7 @@
     "embedded-model": "the embedded model (modelled, not measured)",
     cams: "CAMS forecasts",
   };
-  // The nearest stations named in the source line; the rest are counted.
+  // The stations weighing most named in the source line; the rest are counted.
   const STATIONS_NAMED = 3;
 
   const $ = (id) => document.getElementById(id);
@@ -100,15 +100,31 @@
     if (extras.includes("stations")) {
       const stations = provenance.stations || [];
       if (!stations.length) return `${words}, corrected by station observations`;
+      // The answer lists them heaviest first, each weighing at least 1 % at the point.
       const named = stations
         .slice(0, STATIONS_NAMED)
-        .map((station) => `${station.name} (${formatDistance(station.distance_m)})`);
+        .map(
+          (station) =>
+            `${station.name} (${formatDistance(station.distance_m)}, ` +
+            `weight ${Math.round(Math.abs(Number(station.weight)) * 100)} %)`,
+        );
       const more = stations.length - named.length;
       const count = `${stations.length} station${stations.length === 1 ? "" : "s"}`;
-      words += `, corrected by ${count}: nearest ${named.join(", ")}`;
+      words += `, corrected by ${count}: ${named.join(", ")}`;
       if (more > 0) words += ` and ${more} more`;
     }
     return words;
+  }
+
+  // Each concentration with its 90 % interval: how wrong it may be (docs/science.md).
+  function concentrationWords(pollutants) {
+    const parts = Object.entries(pollutants || {}).map(([code, value]) => {
+      const [low, high] = value.interval90 || [];
+      const interval =
+        low === undefined ? "" : ` (90 %: ${Number(low).toFixed(1)}–${Number(high).toFixed(1)})`;
+      return `${pollutantName(code)} ${Number(value.concentration).toFixed(1)}${interval}`;
+    });
+    return parts.length ? `Concentrations, µg/m³: ${parts.join("; ")}.` : "";
   }
 
   function ageWords(provenance) {
@@ -174,12 +190,20 @@
     result.replaceChildren();
     const cards = html("ul", undefined, "conditions-indexes");
     for (const index of body.indexes || []) cards.append(indexCard(index));
+    const [worst, best] = body.clean_air_score_interval90 || [];
+    const band =
+      worst === undefined || worst === best ? "" : ` (90 %: ${worst}–${best})`;
     result.append(
-      html("p", `At ${point}: Clean Air Score ${body.clean_air_score} of 100.`, "conditions-score"),
+      html(
+        "p",
+        `At ${point}: Clean Air Score ${body.clean_air_score} of 100${band}.`,
+        "conditions-score",
+      ),
       cards,
     );
     const provenance = body.provenance || {};
     result.append(
+      html("p", concentrationWords(body.pollutants), "conditions-pollutants"),
       html("p", `Source: ${sourceWords(provenance)}.`, "conditions-source"),
       html("p", ageWords(provenance), "conditions-age"),
     );
