@@ -184,13 +184,13 @@ def test_clicking_a_point_shows_its_index_advice_source_and_age(
         re.compile(rf"Values for {hour:%H:%M} UTC, (just now|\d+ min ago)\.")
     )
     worst, best = body["clean_air_score_interval90"]
-    band = "" if worst == best else f" (90 %: {worst}–{best})"
+    band = "" if worst == best else f" (90 %: {worst} to {best})"
     expect(panel.locator(".conditions-score")).to_have_text(
         f"At 60.16600, 24.94500: Clean Air Score {body['clean_air_score']} of 100{band}."
     )
     # Each concentration with its interval (the digits are the browser's rounding).
     expect(panel.locator(".conditions-pollutants")).to_have_text(
-        re.compile(r"Concentrations, µg/m³: .*NO₂ \d+\.\d \(90 %: \d+\.\d–\d+\.\d\)")
+        re.compile(r"Concentrations, µg/m³: .*NO₂ \d+\.\d \(90 %: \d+\.\d to \d+\.\d\)")
     )
     # The call's credit is shown gone: 1000 a month, 100 a day to start with.
     expect(page.locator("#credits")).to_have_text("Credits left: 999 this month, 99 today.")

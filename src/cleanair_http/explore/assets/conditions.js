@@ -121,7 +121,7 @@
     const parts = Object.entries(pollutants || {}).map(([code, value]) => {
       const [low, high] = value.interval90 || [];
       const interval =
-        low === undefined ? "" : ` (90 %: ${Number(low).toFixed(1)}–${Number(high).toFixed(1)})`;
+        low === undefined ? "" : ` (90 %: ${Number(low).toFixed(1)} to ${Number(high).toFixed(1)})`;
       return `${pollutantName(code)} ${Number(value.concentration).toFixed(1)}${interval}`;
     });
     return parts.length ? `Concentrations, µg/m³: ${parts.join("; ")}.` : "";
@@ -192,7 +192,7 @@
     for (const index of body.indexes || []) cards.append(indexCard(index));
     const [worst, best] = body.clean_air_score_interval90 || [];
     const band =
-      worst === undefined || worst === best ? "" : ` (90 %: ${worst}–${best})`;
+      worst === undefined || worst === best ? "" : ` (90 %: ${worst} to ${best})`;
     result.append(
       html(
         "p",
