@@ -251,11 +251,12 @@ class CleanAir:
         pollutants: Sequence[Pollutant] = OBSERVED,
         since: datetime | None = None,
         until: datetime | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> list[PollutantEvaluation]:
         """The service's own error against the stored observations, leaving one station out
-        at a time (`use_cases.air.evaluate_stations`)."""
+        at a time (`use_cases.air.evaluate_stations`); `progress` hears what is being fitted."""
         return await air.evaluate_stations(
-            self.context, pollutants=pollutants, since=since, until=until
+            self.context, pollutants=pollutants, since=since, until=until, progress=progress
         )
 
     def prune_observations(self) -> int:

@@ -601,9 +601,15 @@ def _evaluate_stations(
 ) -> int:
     import asyncio
 
+    def fitting(step: str) -> None:
+        print(f"cleanair: {step}", file=sys.stderr, flush=True)
+
     evaluations = asyncio.run(
         core.evaluate_stations(
-            pollutants=(pollutant,) if pollutant else OBSERVED, since=since, until=until
+            pollutants=(pollutant,) if pollutant else OBSERVED,
+            since=since,
+            until=until,
+            progress=fitting,
         )
     )
     if not evaluations:

@@ -349,11 +349,20 @@ def test_evaluate_reports_each_method_against_the_stations(
     rmse = {row["method"]: row["rmse"] for row in no2["rows"] if row["group"] == "all"}
     assert set(rmse) == {"background", "fused", "idw"}
     assert rmse["fused"] < 0.5 * rmse["background"]  # the stations know better than the model
+    coverage = {row["method"]: row["coverage"] for row in no2["rows"] if row["group"] == "all"}
+    assert coverage["idw"] is None  # inverse distance gives no interval
+    assert 0.0 <= coverage["fused"] <= 1.0
+    assert 0.0 <= coverage["background"] <= 1.0
+    # Each day is fitted in turn (from the week ending with it), said on stderr: the hours
+    # ending 00:00-23:00 of 2024-01-01 start on three UTC days.
+    assert "no2: fitting day 1 of 3" in err
+    assert "no2: fitting day 3 of 3" in err
     status, out, _ = run(
         ["stations", "evaluate", "--pollutant", "no2", "--until", "2024-01-01T12:00:00Z"], capsys
     )
     assert status == 0
     assert "no2: 3 stations, 13 hours, 39 observations" in out
+    assert "90% interval coverage" in out
     assert "fused RMSE:" in out
 
 

@@ -17,7 +17,7 @@ each station out of the fit as well as out of the field. Over more than
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -280,6 +280,7 @@ def fitted_predictions(
     matrices: StationMatrices,
     pollutant: Pollutant,
     fallback: FusionParameters,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, FloatArray]:
     """`leave_one_station_out` for one pollutant with parameters fitted as the service fits
     them, held out by station throughout: for each day (or month, over long spans) and each
@@ -294,7 +295,11 @@ def fitted_predictions(
     daily = (matrices.hours[-1] - matrices.hours[0]).days < DAILY_FITS_UP_TO_DAYS
     segments = [fit_day(h) if daily else fit_day(h).replace(day=1) for h in matrices.hours]
     predictions: dict[str, FloatArray] = {}
-    for segment in sorted(set(segments)):
+    ordered = sorted(set(segments))
+    for number, segment in enumerate(ordered, start=1):
+        if progress is not None:
+            span = "day" if daily else "month"
+            progress(f"{pollutant.value}: fitting {span} {number} of {len(ordered)}")
         rows = np.array([s == segment for s in segments], dtype=bool)
         last = max(h for h, kept in zip(matrices.hours, rows, strict=True) if kept)
         window = (hours > segment - timedelta(days=FIT_DAYS - 1)) & (hours <= last)
@@ -317,7 +322,9 @@ def fitted_predictions(
 
 
 def evaluate_matrices(
-    matrices: StationMatrices, parameters: dict[Pollutant, FusionParameters] | None = None
+    matrices: StationMatrices,
+    parameters: dict[Pollutant, FusionParameters] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[PollutantEvaluation]:
     """Leave-one-station-out for every pollutant of `matrices` (CPU work: off the loop), with
     the parameters fitted as served (`fitted_predictions`), or `parameters` as they are."""
@@ -327,7 +334,9 @@ def evaluate_matrices(
     for pollutant, values in matrices.observed.items():
         stations = matrices.stations
         if parameters is None:
-            predictions = fitted_predictions(matrices, pollutant, FUSION_PARAMETERS[pollutant])
+            predictions = fitted_predictions(
+                matrices, pollutant, FUSION_PARAMETERS[pollutant], progress
+            )
         else:
             at_stations = matrices.background[:, :, SCORED.index(pollutant)]
             predictions = leave_one_station_out(
@@ -354,6 +363,7 @@ async def evaluate_stations(
     since: datetime | None = None,
     until: datetime | None = None,
     offload: Offload = inline,
+    progress: Callable[[str], None] | None = None,
 ) -> list[PollutantEvaluation]:
     """Leave-one-station-out over the stored observations whose hour ends in [since, until]
     (all of them by default), with `source`'s unfused air as the background: one
@@ -364,7 +374,7 @@ async def evaluate_stations(
     if matrices is None:
         return []
     found = matrices
-    return await offload(lambda: evaluate_matrices(found))
+    return await offload(lambda: evaluate_matrices(found, progress=progress))
 
 
 async def _background_at_stations(

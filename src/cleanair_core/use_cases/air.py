@@ -252,10 +252,11 @@ async def evaluate_stations(
     pollutants: Sequence[Pollutant] = OBSERVED,
     since: datetime | None = None,
     until: datetime | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[PollutantEvaluation]:
     """Leave-one-station-out over the stored observations: the service's own error against
     them, for the raw background, the fused field and inverse distance
-    (`cleanair_core.air.fusion_evaluation`)."""
+    (`cleanair_core.air.fusion_evaluation`); `progress` hears what is being fitted."""
     return await fusion_evaluation.evaluate_stations(
         ctx.store,
         ctx.require_sources().air_quality,
@@ -263,4 +264,5 @@ async def evaluate_stations(
         since=since,
         until=until,
         offload=ctx.offload,
+        progress=progress,
     )
