@@ -378,7 +378,12 @@ def build_sources(
     deployment.watchers.append(watch_networks)
     # Fused with the stored station observations: with none, exactly the street level.
     air = fused_air(
-        street_level, store, store_calls=store_calls_for(settings), clock=clock, metrics=metrics
+        street_level,
+        store,
+        store_calls=store_calls_for(settings),
+        cpu_calls=in_thread,  # a fit or a screening takes tenths of a second: never the loop
+        clock=clock,
+        metrics=metrics,
     )
     deployment.air_quality_source = _source_label(settings)
     deployment.network_names = tuple(network.name for network in networks)

@@ -50,7 +50,7 @@ from cleanair_core.air.quality_source import (
     Sample,
     answers_at_once,
 )
-from cleanair_core.air.screening import in_line
+from cleanair_core.air.screening import OWN_HOURS, in_line, in_line_hours
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.geo import Point
 from cleanair_core.metrics import NO_METRICS, Metrics
@@ -139,6 +139,15 @@ def fit_window(day: datetime) -> tuple[datetime, datetime]:
     return day - timedelta(days=FIT_DAYS - 1) + HOUR, day + timedelta(days=1)
 
 
+@attrs.frozen
+class _Used:
+    """What one request's values were corrected with."""
+
+    state: _Fields
+    latest: dict[datetime, dict[Pollutant, HourObservations]]
+    fields: dict[tuple[Pollutant, datetime], ResidualField | None]
+
+
 class _Fields:
     """What has been computed from one version of the observations."""
 
@@ -169,6 +178,7 @@ class FusedAir:
         observations: ObservationStore,
         *,
         store_calls: Offload = inline,
+        cpu_calls: Offload = inline,
         clock: Clock | None = None,
         recheck: timedelta = timedelta(seconds=1),
         parameters: dict[Pollutant, FusionParameters] | None = None,
@@ -178,6 +188,7 @@ class FusedAir:
         self.update_interval = unfused.update_interval
         self._store = observations
         self._store_calls = store_calls
+        self._cpu_calls = cpu_calls
         self._clock = clock or SystemClock()
         self._recheck = recheck
         #: Given parameters are used as they are; else they are fitted per day, these the
@@ -196,6 +207,13 @@ class FusedAir:
         answers = await self.unfused.concentrations(samples)
         if not samples:
             return answers
+        return (await self._fused(samples, answers))[0]
+
+    async def _fused(
+        self, samples: Sequence[Sample], answers: list[Concentrations]
+    ) -> tuple[list[Concentrations], _Used]:
+        """`answers` (the unfused air of `samples`) corrected, and what corrected them: the
+        one place values and their provenance both come from."""
         # The common case (the version read within the second, the hours' observations read
         # already) needs no store call, and so no trip off the event loop.
         fresh = self._fresh()
@@ -205,9 +223,10 @@ class FusedAir:
         latest = (
             known
             if known is not None
-            else await self._store_calls(lambda: self._latest_for(state, hours))
+            else await self._cpu_calls(lambda: self._latest_for(state, hours))
         )
         wanted = self._wanted(state, latest.values())
+        computed: dict[tuple[Pollutant, datetime], ResidualField | None] = {}
         if wanted:
             await self._fit_for(state, wanted)
             points = [
@@ -216,20 +235,27 @@ class FusedAir:
                 for station, _ in observed
             ]
             airs = await self.unfused.concentrations(points)
-            self._store_fields(state, wanted, _columns(airs))
-        wanted_pattern = self._pattern_samples(state, samples, latest)
-        pattern = (
-            dict(
-                zip(wanted_pattern, await self.unfused.concentrations(wanted_pattern), strict=True)
+            computed = await self._cpu_calls(
+                lambda: self._store_fields(state, wanted, _columns(airs))
             )
-            if wanted_pattern
-            else {}
-        )
-        return self._corrected(state, samples, answers, latest, pattern)
+        with self._lock:
+            fields = dict(state.fields)
+        # This request's own fields, even where more were computed than the state keeps.
+        fields.update(computed)
+        wanted_pattern = self._pattern_samples(fields, samples, latest)
+        pattern: dict[Sample, Concentrations] = {}
+        if wanted_pattern:
+            try:
+                airs = await self.unfused.concentrations(wanted_pattern)
+                pattern = dict(zip(wanted_pattern, airs, strict=True))
+            except Exception:  # the pattern is a refinement: without it, none is judged
+                log.warning("the background's pattern could not be read: it is kept whole")
+        used = _Used(state, latest, fields)
+        return self._corrected(fields, samples, answers, latest, pattern), used
 
     def _pattern_samples(
         self,
-        state: _Fields,
+        fields: dict[tuple[Pollutant, datetime], ResidualField | None],
         samples: Sequence[Sample],
         latest: dict[datetime, dict[Pollutant, HourObservations]],
     ) -> list[Sample]:
@@ -238,8 +264,6 @@ class FusedAir:
         (the background's change since is not a pattern)."""
         import numpy as np
 
-        with self._lock:
-            fields = dict(state.fields)
         wanted: dict[Sample, None] = {}
         for pollutant_hours in {observation_hour(s.at) for s in samples}:
             for pollutant, hour in latest[pollutant_hours].items():
@@ -262,12 +286,13 @@ class FusedAir:
         import numpy as np
 
         sample = Sample(point, at)
-        [air] = await self.concentrations([sample])
-        [raw] = await self.unfused.concentrations([sample])
+        raws = await self.unfused.concentrations([sample])
+        [raw] = raws
+        fused, corrected_with = await self._fused([sample], raws)
+        [air] = fused
+        state, fields = corrected_with.state, corrected_with.fields
+        latest = corrected_with.latest.get(observation_hour(at), {})
         with self._lock:
-            state = self._state
-            latest = state.latest.get(observation_hour(at), {})
-            fields = dict(state.fields)
             stations = dict(state.stations or {})
         explained: dict[Pollutant, FusedValue] = {}
         for pollutant, value in air.items():
@@ -376,8 +401,12 @@ class FusedAir:
             return known
         if stations is None:
             stations = {station.id: station for station in self._store.list_stations()}
+        # The hours a correction may be made from, and the day before the earliest of them:
+        # what the out-of-line screen compares each reading with.
         rows = self._store.observations_between(
-            min(missing) - MAX_LEAD, max(missing), tuple(self._parameters)
+            min(missing) - MAX_LEAD - timedelta(hours=OWN_HOURS),
+            max(missing),
+            tuple(self._parameters),
         )
         found = {hour: latest_hours(rows, hour) for hour in missing}
         self._set_aside_out_of_line(state, found, rows, stations)
@@ -452,9 +481,10 @@ class FusedAir:
         state: _Fields,
         wanted: dict[tuple[Pollutant, datetime], list[tuple[Station, float]]],
         unfused: dict[Pollutant, list[float | None]],
-    ) -> None:
+    ) -> dict[tuple[Pollutant, datetime], ResidualField | None]:
         """Compute each wanted field from the unfused air at its stations (`unfused` holds
-        them in the order of `wanted`, concatenated)."""
+        them in the order of `wanted`, concatenated); returns them (the state keeps the
+        latest `_FIELDS_KEPT`)."""
         offset = 0
         computed: dict[tuple[Pollutant, datetime], ResidualField | None] = {}
         for (pollutant, hour_end), observed in wanted.items():
@@ -480,6 +510,7 @@ class FusedAir:
             state.fields.update(computed)
             while len(state.fields) > _FIELDS_KEPT:
                 state.fields.popitem(last=False)
+        return computed
 
     # -- fusion's parameters, fitted per pollutant and day
     def _params_for(
@@ -509,19 +540,35 @@ class FusedAir:
             days = {(pollutant, fit_day(hour_end)) for pollutant, hour_end in wanted}
             return sorted(key for key in days if key not in state.fits)
 
+    def _fit_rows(
+        self, keys: Sequence[tuple[Pollutant, datetime]]
+    ) -> dict[datetime, list[Observation]]:
+        """The observations each day's fit is made on: the `FIT_DAYS` ending with it, and the
+        day before them (the out-of-line screen's history). One read per day."""
+        found: dict[datetime, list[Observation]] = {}
+        for day in sorted({day for _, day in keys}):
+            first, last = fit_window(day)
+            pollutants = tuple(p for p, d in keys if d == day)
+            found[day] = self._store.observations_between(
+                first - timedelta(hours=OWN_HOURS), last, pollutants
+            )
+        return found
+
     def _fit_layouts(
-        self, state: _Fields, keys: Sequence[tuple[Pollutant, datetime]]
+        self,
+        state: _Fields,
+        keys: Sequence[tuple[Pollutant, datetime]],
+        rows: dict[datetime, list[Observation]],
     ) -> dict[tuple[Pollutant, datetime], FitLayout | None]:
-        """What each fit is made on: the `FIT_DAYS` of observations ending with its day (one
-        read per day). Reads the store."""
+        """What each fit is made on: its day's observations without those out of line with
+        their neighbours and their own last day (as fusion sets them aside), laid out."""
         with self._lock:
             stations = dict(state.stations or {})
         layouts: dict[tuple[Pollutant, datetime], FitLayout | None] = {}
-        for day in sorted({day for _, day in keys}):
-            pollutants = tuple(p for p, d in keys if d == day)
-            rows = self._store.observations_between(*fit_window(day), pollutants)
-            for pollutant in pollutants:
-                layouts[(pollutant, day)] = fit_layout(rows, stations, pollutant)
+        for pollutant, day in keys:
+            first, _ = fit_window(day)
+            kept = [o for o in in_line_hours(rows[day], stations, pollutant) if o.hour_end >= first]
+            layouts[(pollutant, day)] = fit_layout(kept, stations, pollutant)
         return layouts
 
     def _keep_fits(
@@ -567,16 +614,24 @@ class FusedAir:
         keys = self._unfitted(state, wanted)
         if not keys:
             return
-        layouts = await self._store_calls(lambda: self._fit_layouts(state, keys))
+        rows = await self._store_calls(lambda: self._fit_rows(keys))
+        layouts = await self._cpu_calls(lambda: self._fit_layouts(state, keys, rows))
         backgrounds: dict[tuple[Pollutant, datetime], FloatArray] = {}
         for key, layout in layouts.items():
             if layout is None:
                 continue
             samples = [Sample(s.point, h - HOUR / 2) for h in layout.hours for s in layout.stations]
-            airs = await self.unfused.concentrations(samples)
+            try:
+                airs = await self.unfused.concentrations(samples)
+            except Exception:  # a fit is a refinement: the fallback fuses meanwhile
+                log.warning(
+                    "fusion could not be fitted: the background was unavailable",
+                    extra={"pollutant": key[0].value, "day": key[1].date().isoformat()},
+                )
+                continue
             values = np.array([_or_nan(air.get(key[0])) for air in airs], dtype=np.float64)
             backgrounds[key] = values.reshape(len(layout.hours), len(layout.stations))
-        await self._store_calls(lambda: self._keep_fits(state, layouts, backgrounds))
+        await self._cpu_calls(lambda: self._keep_fits(state, layouts, backgrounds))
 
     def _say_if_fused(self, fused: bool) -> None:
         """Log when fusion starts or stops having observations, once per change (the first
@@ -595,7 +650,7 @@ class FusedAir:
 
     def _corrected(
         self,
-        state: _Fields,
+        fields: dict[tuple[Pollutant, datetime], ResidualField | None],
         samples: Sequence[Sample],
         answers: list[Concentrations],
         latest: dict[datetime, dict[Pollutant, HourObservations]],
@@ -603,8 +658,6 @@ class FusedAir:
     ) -> list[Concentrations]:
         import numpy as np
 
-        with self._lock:
-            fields = dict(state.fields)
         corrections: dict[Pollutant, FloatArray] = {}
         by_field: dict[tuple[Pollutant, datetime], list[int]] = {}
         for index, sample in enumerate(samples):
@@ -703,7 +756,7 @@ class GriddedFusedAir(FusedAir):
         keys = self._unfitted(state, wanted)
         if not keys:
             return
-        layouts = self._fit_layouts(state, keys)
+        layouts = self._fit_layouts(state, keys, self._fit_rows(keys))
         backgrounds: dict[tuple[Pollutant, datetime], FloatArray] = {}
         for key, layout in layouts.items():
             if layout is None:
@@ -762,6 +815,7 @@ class GriddedFusedAir(FusedAir):
         wanted_hour = observation_hour(hour)
         latest = self._latest_for(state, [wanted_hour])
         wanted = self._wanted(state, latest.values())
+        computed: dict[tuple[Pollutant, datetime], ResidualField | None] = {}
         if wanted:
             self._fit_gridded(state, wanted)
             unfused: dict[Pollutant, list[float | None]] = {p: [] for p in SCORED}
@@ -775,9 +829,10 @@ class GriddedFusedAir(FusedAir):
                     unfused[pollutant].extend(
                         None if np.isnan(v) else float(v) for v in at_stations[:, column]
                     )
-            self._store_fields(state, wanted, unfused)
+            computed = self._store_fields(state, wanted, unfused)
         with self._lock:
             fields = dict(state.fields)
+        fields.update(computed)
         corrections: dict[Pollutant, FloatArray] = {}
         middles: dict[tuple[datetime, bytes], FloatArray] = {}
         for pollutant, used in latest[wanted_hour].items():
@@ -795,6 +850,7 @@ def fused_air(
     observations: ObservationStore,
     *,
     store_calls: Offload = inline,
+    cpu_calls: Offload = inline,
     clock: Clock | None = None,
     metrics: Metrics = NO_METRICS,
 ) -> FusedAir:
@@ -802,7 +858,14 @@ def fused_air(
     computes its values, else sample by sample. `metrics` hears of every hour worked out,
     fused or not."""
     kind = GriddedFusedAir if isinstance(unfused, GriddedAir) else FusedAir
-    return kind(unfused, observations, store_calls=store_calls, clock=clock, metrics=metrics)
+    return kind(
+        unfused,
+        observations,
+        store_calls=store_calls,
+        cpu_calls=cpu_calls,
+        clock=clock,
+        metrics=metrics,
+    )
 
 
 def unfused_of(source: AirQualitySource) -> AirQualitySource:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     FloatArray = npt.NDArray[np.float64]
+    BoolArray = npt.NDArray[np.bool_]
 
 #: Below these a deployment's own fit is not trusted: the fallback is used.
 MIN_STATIONS = 4
@@ -124,6 +125,49 @@ class FusionFit:
     coverage: float
 
 
+def _held_out_weights(
+    distance: FloatArray,
+    share: FloatArray,
+    length: FloatArray,
+    usable: BoolArray,
+    params: FusionParameters,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """For each hour (usable: which stations report) and each station k held out: the
+    weights W[t, k, j] of the others, the variance they explain at k, and s(k), the largest
+    taper to them."""
+    import numpy as np
+
+    count = share.size
+    diagonal = share + params.noise_share
+    correlated = _correlated(distance, params)
+    # Between a point and station j: the correlated part and j's own site part.
+    between = correlated + share[None, :] * np.exp(-distance / length[None, :])
+    np.fill_diagonal(between, 0.0)
+    cut = usable[:, :, None] & usable[:, None, :]
+    kernels = np.where(cut, correlated + np.diag(diagonal), 0.0)
+    # A station missing in an hour is cut loose: its row and column are the identity's.
+    kernels[np.eye(count, dtype=bool)[None, :, :] & ~usable[:, :, None]] = 1.0
+    covariances = np.where(cut, between, 0.0)
+    inverse = np.linalg.inv(kernels)
+    a_diag = np.einsum("tii->ti", inverse)
+    ca = covariances @ inverse
+    ca_diag = np.einsum("tii->ti", ca)
+    weights: FloatArray = ca - (ca_diag / a_diag)[:, :, None] * inverse
+    weights[:, np.arange(count), np.arange(count)] = 0.0
+    explained: FloatArray = np.einsum("tij,tij->ti", ca, covariances) - ca_diag * ca_diag / a_diag
+    taper_to_others = np.where(usable[:, None, :], taper(distance, params.support_m), 0.0)
+    taper_to_others[:, np.arange(count), np.arange(count)] = 0.0
+    reach: FloatArray = taper_to_others.max(axis=2)
+    if params.inverse_distance:
+        d = np.maximum(distance, IDW_MIN_DISTANCE_M)
+        inverse_square = np.where(usable[:, None, :], 1.0 / (d * d), 0.0)
+        inverse_square[:, np.arange(count), np.arange(count)] = 0.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            normalised = inverse_square / inverse_square.sum(axis=2, keepdims=True)
+        weights = np.nan_to_num(normalised) * reach[:, :, None]
+    return weights, explained, reach
+
+
 def leave_one_out(
     stations: Sequence[Station],
     observed: FloatArray,
@@ -146,42 +190,14 @@ def leave_one_out(
 
     observed = np.asarray(observed, dtype=np.float64)
     background = np.asarray(background, dtype=np.float64)
-    count = observed.shape[1]
     lats = np.array([s.point.lat for s in stations], dtype=np.float64)
     lons = np.array([s.point.lon for s in stations], dtype=np.float64)
     distance = station_distances(lats, lons, lats, lons)
     sites = [_site(s, params) for s in stations]
     share = np.array([site[0] for site in sites], dtype=np.float64)
     length = np.array([site[1] for site in sites], dtype=np.float64)
-    diagonal = share + params.noise_share
-    correlated = _correlated(distance, params)
-    # Between a point and station j: the correlated part and j's own site part.
-    between = correlated + share[None, :] * np.exp(-distance / length[None, :])
-    np.fill_diagonal(between, 0.0)
     usable = ~(np.isnan(observed) | np.isnan(background))
-    cut = usable[:, :, None] & usable[:, None, :]
-    kernels = np.where(cut, correlated + np.diag(diagonal), 0.0)
-    # A station missing in an hour is cut loose: its row and column are the identity's.
-    kernels[np.eye(count, dtype=bool)[None, :, :] & ~usable[:, :, None]] = 1.0
-    covariances = np.where(cut, between, 0.0)
-    inverse = np.linalg.inv(kernels)
-    a_diag = np.einsum("tii->ti", inverse)
-    ca = covariances @ inverse
-    ca_diag = np.einsum("tii->ti", ca)
-    # W[t, k, j]: station j's weight when k is predicted from the others of hour t.
-    weights = ca - (ca_diag / a_diag)[:, :, None] * inverse
-    weights[:, np.arange(count), np.arange(count)] = 0.0
-    explained = np.einsum("tij,tij->ti", ca, covariances) - ca_diag * ca_diag / a_diag
-    taper_to_others = np.where(usable[:, None, :], taper(distance, params.support_m), 0.0)
-    taper_to_others[:, np.arange(count), np.arange(count)] = 0.0
-    reach = taper_to_others.max(axis=2)
-    if params.inverse_distance:
-        d = np.maximum(distance, IDW_MIN_DISTANCE_M)
-        inverse_square = np.where(usable[:, None, :], 1.0 / (d * d), 0.0)
-        inverse_square[:, np.arange(count), np.arange(count)] = 0.0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            weights = inverse_square / inverse_square.sum(axis=2, keepdims=True)
-        weights = np.nan_to_num(weights) * reach[:, :, None]
+    weights, explained, reach = _held_out_weights(distance, share, length, usable, params)
 
     # The background's pattern kept at β about b, the mean over the others of the hour.
     beta = params.background_share
@@ -199,7 +215,13 @@ def leave_one_out(
     )
     alone = reporting < 2
     predicted = np.where(alone, background, predicted)
-    prior = 1.0 + params.mean_share + diagonal[None, :]
+    # As served at a point: the noise, and the street variance of the others' streets it
+    # lies in (`ResidualField.unexplained`; the held-out station's own type is unknown there).
+    streets = np.where(
+        usable[:, None, :], share[None, None, :] * np.exp(-distance / length[None, :])[None], 0.0
+    )
+    streets[:, np.arange(share.size), np.arange(share.size)] = 0.0
+    prior = 1.0 + params.mean_share + params.noise_share + streets.max(axis=2)
     left = np.where(alone, 1.0, np.clip(1.0 - explained / prior, 1e-9, 1.0))
     fused = np.maximum(0.0, predicted)
     return np.where(usable, fused, np.nan), np.where(usable, left, np.nan)

@@ -20,7 +20,6 @@ import attrs
 
 from cleanair_core.air.observations import Observation, ObservationsWritten, Station
 from cleanair_core.air.pollutants import Pollutant
-from cleanair_core.geo import distance_m
 
 #: The highest hourly mean (µg/m³) accepted per pollutant: above the highest hourly means
 #: ever measured (dust storms, smog episodes, wildfire smoke), with a margin, so a real
@@ -147,19 +146,30 @@ def in_line(
     for o in recent:
         if o.pollutant is pollutant and earliest <= o.hour_end < hour_end:
             own.setdefault(o.station_id, []).append(o.value)
+    return _in_line_of_hour(hour, own, stations)
+
+
+def _in_line_of_hour(
+    hour: Sequence[Observation], own: Mapping[str, list[float]], stations: Mapping[str, Station]
+) -> tuple[Observation, ...]:
+    import numpy as np
+
+    from cleanair_core.geo import distances_m
+
     located = [o for o in hour if o.station_id in stations]
-    points = [stations[o.station_id].point for o in located]
+    if not located:
+        return ()
+    lats = np.array([stations[o.station_id].point.lat for o in located], dtype=np.float64)
+    lons = np.array([stations[o.station_id].point.lon for o in located], dtype=np.float64)
+    near = distances_m(lats[:, None], lons[:, None], lats[None, :], lons[None, :]) <= NEIGHBOUR_M
+    np.fill_diagonal(near, False)
+    values = np.array([o.value for o in located], dtype=np.float64)
     kept: list[Observation] = []
     for index, observation in enumerate(located):
-        here = points[index]
-        neighbours = [
-            other.value
-            for j, other in enumerate(located)
-            if j != index and distance_m(here, points[j]) <= NEIGHBOUR_M
-        ]
+        neighbours = values[near[index]]
         references = []
-        if len(neighbours) >= 2:
-            references.append(_median(neighbours))
+        if neighbours.size >= 2:
+            references.append(float(np.median(neighbours)))
         history = own.get(observation.station_id, [])
         if len(history) >= 3:
             references.append(_median(history))
@@ -167,3 +177,32 @@ def in_line(
             continue
         kept.append(observation)
     return tuple(kept)
+
+
+def in_line_hours(
+    observations: Iterable[Observation], stations: Mapping[str, Station], pollutant: Pollutant
+) -> list[Observation]:
+    """`in_line` applied to every hour of `pollutant` in `observations`, each hour judged
+    against the hours before it among them: what a fit is made on."""
+    from bisect import bisect_left
+
+    by_hour: dict[datetime, list[Observation]] = {}
+    by_station: dict[str, list[tuple[datetime, float]]] = {}
+    for o in observations:
+        if o.pollutant is pollutant:
+            by_hour.setdefault(o.hour_end, []).append(o)
+            by_station.setdefault(o.station_id, []).append((o.hour_end, o.value))
+    ends: dict[str, list[datetime]] = {}
+    for station_id, found in by_station.items():
+        found.sort()
+        ends[station_id] = [end for end, _ in found]
+    kept: list[Observation] = []
+    for hour_end, hour in sorted(by_hour.items()):
+        earliest = hour_end - timedelta(hours=OWN_HOURS)
+        own: dict[str, list[float]] = {}
+        for o in hour:
+            times = ends.get(o.station_id, [])
+            first, last = bisect_left(times, earliest), bisect_left(times, hour_end)
+            own[o.station_id] = [v for _, v in by_station[o.station_id][first:last]]
+        kept.extend(_in_line_of_hour(hour, own, stations))
+    return kept
