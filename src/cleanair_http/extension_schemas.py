@@ -138,7 +138,8 @@ class StationUsed(msgspec.Struct):
         float,
         msgspec.Meta(
             description="The station's residual's share in the correction at the point (its "
-            "largest over the pollutants): listed when at least 0.01"
+            "largest over the pollutants, by magnitude; a kriging weight may be negative): "
+            "listed when its magnitude is at least 0.01"
         ),
     ]
     last_value_time: Annotated[

@@ -229,3 +229,26 @@ def test_the_leave_one_outs_unexplained_share_is_the_served_one_beside_streets(
         )
         served = field.unexplained(np.array([held.point.lat]), np.array([held.point.lon]))
         assert left[0, k] == pytest.approx(float(served[0]), abs=1e-9)
+
+
+class HoldsTheHour(Flat):
+    """A caching source holding only the air of instants on the hour."""
+
+    def answers_at_once(self, samples: Sequence[Sample]) -> bool:
+        return all(sample.at.minute == 0 for sample in samples)
+
+
+def test_answers_at_once_counts_the_background_at_the_middle_of_the_hour() -> None:
+    """A field that judges the background's pattern asks it at the middle of the stations'
+    hour: a source that does not hold that is not answering at once."""
+    stations = ring(3)
+    store = MemoryStore()
+    store.put_stations(stations)
+    store.put_observations(
+        Observation(s.id, Pollutant.NO2, HOUR_END, 40.0 + i) for i, s in enumerate(stations)
+    )
+    source = FusedAir(HoldsTheHour(), store)
+    asked = [Sample(stations[0].point, HOUR_END + timedelta(hours=1))]
+    asyncio.run(source.concentrations(asked))  # the fields, computed
+    assert source.stations_used(asked[0].at)[Pollutant.NO2].params.background_share != 1.0
+    assert source.answers_at_once(asked) is False

@@ -327,15 +327,21 @@ class FusedAir:
         return explained
 
     def answers_at_once(self, samples: Sequence[Sample]) -> bool:
-        """See `CachingAir`: the unfused air at once, and the hours' fields computed already
-        (a field not yet computed asks the unfused air at its stations)."""
+        """See `CachingAir`: the unfused air at once, the hours' fields computed already (a
+        field not yet computed asks the unfused air at its stations), and the background at
+        the middle of their hours where a field judges its pattern."""
         if not answers_at_once(self.unfused, samples):
             return False
         state = self._fresh()
         if state is None:  # the observations are due to be read: new ones need new fields
             return False
         known = self._known_latest(state, {observation_hour(sample.at) for sample in samples})
-        return known is not None and not self._wanted(state, known.values())
+        if known is None or self._wanted(state, known.values()):
+            return False
+        with self._lock:
+            fields = dict(state.fields)
+        pattern = self._pattern_samples(fields, samples, known)
+        return not pattern or answers_at_once(self.unfused, pattern)
 
     def parameters_at(self, pollutant: Pollutant, at: datetime) -> FusionParameters:
         """The parameters a sample of `pollutant` at `at` is fused with, as last computed

@@ -2,26 +2,31 @@
 
 The background (the embedded model or CAMS, at street level) is corrected by what stations
 measured. For pollutant p in the hour whose observations are used, each station i with an
-observation o_i has a residual r_i = o_i - A(s_i), A being the air the service would report
-at the station's point without fusion. The residual field is interpolated by optimal
-interpolation (simple kriging of the residuals, the analysis step of data assimilation):
+observation o_i and the background there A(s_i) (the air the service would report at the
+station's point without fusion, in the middle of the hour), with b the mean of those
+backgrounds over the hour's stations:
 
-    F(x, t) = max(0, A(x, t) + rho(t - h) · k(x)ᵀ (K + N)⁻¹ r)
+    F(x, t) = max(0, A(x, t) + rho(t - h) · [s(x)(β - 1)(A(x) - b) + k(x)ᵀ (K + N)⁻¹ r'])
+    r'_i = o_i - b - β (A(s_i) - b)
 
-with k and K the residuals' covariances (below), N each station's own noise, h the end of
-the observations' hour and rho(lead) = exp(-lead / persistence) the residual's persistence
-into the forecast: the correction is blended back to the raw background over the next day.
+k and K are the residuals' covariances, N each station's own noise, h the end of the
+observations' hour and rho(lead) = exp(-lead / persistence) the correction's persistence into
+the forecast. The covariance between points at distance d is
 
-The covariance of the residuals at distance d is a regional and a district part,
-
-    c(d) = R · exp(-d / L_regional) + (1 - R) · exp(-d / L_district),
+    c(d) = W(d) · [M + R · exp(-d / L_regional) + (1 - R) · exp(-d / L_district)],
 
 plus, for a traffic or industrial station, a site part of its own, T · exp(-d / L_site),
-that reaches only its street (or site): a traffic station speaks for its street, a
-background station for its district and region. Far from every station (several regional
-lengths) k(x) -> 0 and F is the background: with no observations F is exactly A. At a
-station, F reproduces its observation up to its noise. Why this method and where each number
-comes from: docs/science.md ("Fusion with station observations").
+that reaches only its street (or site). W is Wendland's C2 taper, zero from `SUPPORT_RANGES`
+regional lengths on, so a station's influence ends where the data no longer support it:
+beyond it F is exactly the background. M lets the stations set the local level (ordinary
+kriging's weights); β keeps only the share of the background's spatial pattern the data
+support; s(x) is the largest taper over the stations. With `inverse_distance` the residuals
+r' are weighted by inverse distance squared instead (times s(x)): the stations-alone
+baseline. The parameters are fitted per pollutant from the observations a deployment holds
+(`cleanair_core.air.fusion_fit`); `FUSION_PARAMETERS` are the fallback where there are too
+few. Every value carries a standard error (`uncertainty`): the background's own error, shrunk
+where stations speak. Why this method and where each number comes from: docs/science.md
+("Fusion with station observations").
 """
 
 from __future__ import annotations
