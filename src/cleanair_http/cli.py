@@ -33,7 +33,7 @@ from cleanair_core.air.retention import (
     replay_shift,
     retention_cutoff,
 )
-from cleanair_core.air.screening import UPPER_BOUNDS, ObservationImport
+from cleanair_core.air.screening import UPPER_BOUNDS, ObservationImport, held_back
 from cleanair_core.air.wifi_location import (
     IMPORT_BATCH_SIZE,
     PROGRESS_EVERY_ROWS,
@@ -443,9 +443,13 @@ def _import_stations(
         if progress.due(done):
             print(f"cleanair: {done} of {tally.accepted} observations written", file=sys.stderr)
 
+    read_at = core.clock.now()
+
     def counted(items: Iterator[Station | Observation]) -> Iterator[Station | Observation]:
+        # Only what the screening keeps: one row dated years ahead would otherwise set the
+        # replay's shift and move every real row out of the retention.
         for item in items:
-            if isinstance(item, Observation):
+            if isinstance(item, Observation) and held_back(item, read_at) is None:
                 hours[item.hour_end] += 1
             yield item
 

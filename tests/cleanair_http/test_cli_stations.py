@@ -508,6 +508,33 @@ def test_replay_moves_a_past_sample_by_whole_days_to_the_last_full_hour(
     assert values[landed] == 10.0 + 46  # each value moved with its hour
 
 
+def test_a_row_dated_ahead_does_not_set_the_replays_shift(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One broken row dated years ahead among a past sample: the sample still lands at the
+    last full hour (the shift comes from what the screening keeps), the broken row is held
+    back."""
+    start = datetime(2016, 6, 1, tzinfo=UTC)
+    rows = [row_at(1, start + timedelta(hours=h), 10.0 + h) for h in range(30)]
+    rows.append(row_at(1, datetime(2099, 1, 1, tzinfo=UTC), 12.0))
+    before = full_hour()
+    status, out, err = run(
+        ["stations", "import", str(archive(tmp_path, "b.csv.gz", *rows)), "--replay"], capsys
+    )
+    after = full_hour()
+    assert status == 0, err
+    assert "30 added" in out
+    assert "hour in the future: 1" in out
+    store = SqliteStore(database)
+    try:
+        [summary] = store.station_summaries()
+    finally:
+        store.close()
+    landed = summary.last_hour_end
+    assert landed is not None
+    assert any(timedelta(0) <= full - landed < timedelta(days=1) for full in (before, after))
+
+
 def test_replay_leaves_out_what_stays_older_than_the_retention_and_says_so_first(
     database: Path,
     tmp_path: Path,
