@@ -567,3 +567,21 @@ def test_a_tile_leaving_streets_out_says_to_zoom_in(visit: Visit) -> None:
     expect(page.locator("#zoom-hint")).to_have_text(
         "Zoom in to see all streets (not drawn at this scale: path, local)."
     )
+
+
+def test_air_moved_only_by_distant_light_stations_says_so(visit: Visit) -> None:
+    """Fused with no station weighing 1 % at the point (many far ones): the notice says so
+    instead of failing on an empty list of stations' hours."""
+    page = visit.page
+
+    def distant(route: Route) -> None:
+        served = route.fetch()
+        body = served.json()
+        body.update(fused=True, stations=[], pollutants=[])
+        route.fulfill(response=served, body=json.dumps(body))
+
+    page.route("**/explore/air-source*", distant)
+    page.reload()
+    expect(page.locator("#air-source")).to_contain_text(
+        "corrected a little by distant stations, none weighing 1 % here; as of "
+    )

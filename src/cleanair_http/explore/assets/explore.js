@@ -201,7 +201,10 @@
     const clock = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit" });
     const asOf = new Date(answer.at);
     let fused = "not corrected by any station now";
-    if (answer.fused) {
+    if (answer.fused && !answer.pollutants.length) {
+      // Moved by more than 0.1 %, by stations each weighing under 1 % here (far ones).
+      fused = "corrected a little by distant stations, none weighing 1 % here";
+    } else if (answer.fused) {
       const latest = Math.max(...answer.pollutants.map((p) => Date.parse(p.hour_end)));
       const minutes = Math.max(0, Math.round((asOf.getTime() - latest) / 60_000));
       const count = answer.stations.length;
