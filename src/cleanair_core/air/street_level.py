@@ -185,10 +185,12 @@ class TrafficIncrements(Protocol):
         ...
 
 
-#: The fall beyond the linear part, (1 - s)² R² / (loss - (2s - 1) R) with s the share: it meets
-#: the line R - loss where loss = s R with the same value and slope, so there is no kink.
-_TAIL_SCALE = (1.0 - MAX_LOCAL_SHARE) ** 2
-_TAIL_SHIFT = 2.0 * MAX_LOCAL_SHARE - 1.0
+#: Below this share of the background, a falling value (ozone titrated by a road's NO) no
+#: longer falls linearly but as θ² / (2θ - D), D the linear value and θ this share of B: it
+#: meets the line with the same value and slope, falls towards zero as 1 / D without
+#: reaching it, and depends on the linear value alone, so more traffic never raises it (B
+#: does not move with traffic).
+_TAIL_SHARE = 1.0 - MAX_LOCAL_SHARE
 
 
 def street_value(background: float, local: float, cell_mean: float, traffic: float) -> float:
@@ -201,14 +203,13 @@ def street_value(background: float, local: float, cell_mean: float, traffic: flo
     held = traffic * cell_mean
     if held > 0.0:
         held = min(held, MAX_LOCAL_SHARE * background)
-    rest = background - held
-    effect = traffic * local
-    loss = -effect
-    if loss <= MAX_LOCAL_SHARE * rest:
-        return rest + effect
-    # Titration cannot take more ozone than there is: beyond the linear part the fall
-    # flattens towards zero, as the photostationary state's ozone does (as 1 / NO).
-    return _TAIL_SCALE * rest * rest / (loss - _TAIL_SHIFT * rest)
+    linear = background - held + traffic * local
+    floor = _TAIL_SHARE * background
+    if linear >= floor:
+        return linear
+    # Titration cannot take more ozone than there is: below the floor the fall flattens
+    # towards zero, as the photostationary state's ozone does (as 1 / NO).
+    return floor * floor / (2.0 * floor - linear)
 
 
 def downscale(
@@ -264,13 +265,12 @@ def downscale_rows(
         value = result[:, column]
         held = traffic * cell_mean[:, index]
         held = np.where(held > 0.0, np.minimum(held, MAX_LOCAL_SHARE * value), held)
-        rest = value - held
-        effect = traffic * local[:, index]
-        loss = -effect
-        tail = loss > MAX_LOCAL_SHARE * rest  # False where the background is unknown (NaN)
-        # The tail's divisor is positive where it applies; 1 elsewhere keeps off warnings.
-        divisor = np.where(tail, loss - _TAIL_SHIFT * rest, 1.0)
-        result[:, column] = np.where(tail, _TAIL_SCALE * rest * rest / divisor, rest + effect)
+        linear = value - held + traffic * local[:, index]
+        floor = _TAIL_SHARE * value
+        tail = linear < floor  # False where the background is unknown (NaN)
+        # The divisor is above θ where the tail applies; 1 elsewhere keeps off warnings.
+        divisor = np.where(tail, 2.0 * floor - linear, 1.0)
+        result[:, column] = np.where(tail, floor * floor / divisor, linear)
     pm25, pm10 = SCORED.index(Pollutant.PM25), SCORED.index(Pollutant.PM10)
     result[:, pm10] = np.fmax(result[:, pm10], result[:, pm25])  # PM10 contains PM2.5
     result[:, pm10] = np.where(np.isnan(background[:, pm10]), np.nan, result[:, pm10])
