@@ -5,14 +5,16 @@ imported with the real CLI (`cleanair stations import`) into a fresh SQLite data
 evaluated as `cleanair stations evaluate` does: leave one station out, each of its hours
 predicted from the other stations of that hour, with the embedded model as the raw background
 (Beijing has no street network loaded: the background is the model's grid), the parameters
-fitted as the service fits them (from the week before each month: held out in time too).
+fitted as the service fits them and without the station predicted (per month here, on the
+six days before it and the month: held out by station in the fit too).
 Reported per half and per month. Aims (issue 30): fused RMSE at most 0.6x the raw background
 and at most 0.9x inverse distance interpolation, for NO2 and PM2.5; 90 % intervals covering
 85-95 % of held-out station-hours; Beijing's stations moving Seoul, Shanghai and Helsinki by
 0.0 %, and a point three fitted ranges away by nothing; no provenance label that disagrees
 with its value over a lattice of points and hours.
 
-Run alone: `.venv/bin/python -m bench.fusion` (`--fit` fits the parameters on January-June).
+Run alone: `.venv/bin/python -m bench.fusion` (`--fit` re-fits the fallback parameters on
+January-June).
 """
 
 from __future__ import annotations
