@@ -70,10 +70,15 @@ async def conditions_at(
         raise SourceUnavailable("No air-quality data is available for this location")
     history = {pollutant: [a.get(pollutant) for a in airs] for pollutant in SCORED}
     values = tuple(value for index in indexes if (value := index.compute(history)) is not None)
-    pollutants: Concentrations = {p: v for p, v in air.items() if v is not None}
-    explained = background_values(pollutants)
+    explained = background_values(air)
     if isinstance(source, FusedAir):
         explained |= await source.explain(point, hour)
+        # The hour's values and their provenance from one computation (new observations
+        # may have arrived since the history was asked).
+        air = {**air, **{p: v.value for p, v in explained.items()}}
+        rescored = clean_air_score(air)
+        score = score if rescored is None else rescored
+    pollutants: Concentrations = {p: v for p, v in air.items() if v is not None}
     stations = _stations(explained.values())
     corrected = any(value.corrected for value in explained.values())
     return Conditions(
