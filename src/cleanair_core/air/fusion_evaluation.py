@@ -28,9 +28,9 @@ from cleanair_core.air.fusion import (
     ERROR_FLOOR,
     FUSION_PARAMETERS,
     HOUR,
-    IDW_MIN_DISTANCE_M,
     Z90,
     FusionParameters,
+    inverse_distance_weights,
     station_distances,
     uncertainty,
 )
@@ -102,13 +102,12 @@ def model_statistics(
 
 
 def _loo_idw_weights(distance: FloatArray) -> FloatArray:
+    """Each station's inverse-distance weights on the others (its own distance infinite)."""
     import numpy as np
 
-    d = np.maximum(distance, IDW_MIN_DISTANCE_M)
-    inverse_square: FloatArray = 1.0 / (d * d)
-    np.fill_diagonal(inverse_square, 0.0)
-    weights: FloatArray = inverse_square / inverse_square.sum(axis=1, keepdims=True)
-    return weights
+    others = np.array(distance, dtype=np.float64)
+    np.fill_diagonal(others, np.inf)
+    return inverse_distance_weights(others)
 
 
 def leave_one_station_out(
