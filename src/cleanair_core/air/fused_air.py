@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     FloatArray = npt.NDArray[np.float64]
+    BoolArray = npt.NDArray[np.bool_]
 
 log = logging.getLogger("cleanair.fusion")
 
@@ -265,15 +266,17 @@ class FusedAir:
         import numpy as np
 
         wanted: dict[Sample, None] = {}
-        for pollutant_hours in {observation_hour(s.at) for s in samples}:
-            for pollutant, hour in latest[pollutant_hours].items():
+        by_hour: dict[datetime, list[Sample]] = {}
+        for sample in samples:
+            by_hour.setdefault(observation_hour(sample.at), []).append(sample)
+        for hour_of_samples, these in by_hour.items():
+            lats = np.array([s.point.lat for s in these])
+            lons = np.array([s.point.lon for s in these])
+            for pollutant, hour in latest[hour_of_samples].items():
                 field = fields.get((pollutant, hour.hour_end))
                 if field is None or field.params.background_share == 1.0:
                     continue
-                these = [s for s in samples if observation_hour(s.at) == pollutant_hours]
-                reached = field.reaches(
-                    np.array([s.point.lat for s in these]), np.array([s.point.lon for s in these])
-                )
+                reached = field.reaches(lats, lons)
                 for sample, inside in zip(these, reached.tolist(), strict=True):
                     if inside and sample.at != field.middle:
                         wanted[Sample(sample.point, field.middle)] = None
@@ -786,17 +789,23 @@ class GriddedFusedAir(FusedAir):
         hour: datetime,
         air: FloatArray,
         middles: dict[tuple[datetime, bytes], FloatArray],
+        reaches: dict[tuple[tuple[str, ...], float], BoolArray],
     ) -> FloatArray | None:
         """The unfused values (a column per `SCORED` pollutant) at the middle of `field`'s
         hour where it reaches (NaN elsewhere: no pattern there), computed once per middle
-        and set of points reached; None where the field keeps all of the pattern."""
+        and set of points reached; None where the field keeps all of the pattern. Which
+        points a set of stations reaches is worked out once (the pollutants' fields mostly
+        share their stations, and a network has up to millions of points)."""
         import numpy as np
 
         if field.params.background_share == 1.0:
             return None
         if hour == field.middle:
             return air
-        reached = field.reaches(lat, lon)
+        reach_key = (field.stations, field.params.support_m)
+        if reach_key not in reaches:
+            reaches[reach_key] = field.reaches(lat, lon)
+        reached = reaches[reach_key]
         key = (field.middle, reached.tobytes())
         if key not in middles:
             values = np.full((lat.size, len(SCORED)), np.nan)
@@ -841,11 +850,12 @@ class GriddedFusedAir(FusedAir):
         fields.update(computed)
         corrections: dict[Pollutant, FloatArray] = {}
         middles: dict[tuple[datetime, bytes], FloatArray] = {}
+        reaches: dict[tuple[tuple[str, ...], float], BoolArray] = {}
         for pollutant, used in latest[wanted_hour].items():
             field = fields.get((pollutant, used.hour_end))
             if field is not None:
                 fade = persistence(field.params, hour - used.hour_end)
-                middle = self._at_middle(field, lat, lon, hour, air, middles)
+                middle = self._at_middle(field, lat, lon, hour, air, middles, reaches)
                 backgrounds = None if middle is None else middle[:, SCORED.index(pollutant)]
                 corrections[pollutant] = field.at(lat, lon, backgrounds) * fade
         return apply_residuals(air, corrections) if corrections else air
