@@ -575,7 +575,8 @@ class Settings:
         "CLEANAIR_DEFAULT_NETWORK",
         _flag,
         True,
-        help="import the shipped central-Helsinki network on first start when none is stored",
+        help="import the shipped central-Helsinki network on first start when none is stored; "
+        "`false`: a process is ready with no network (a deployment that serves scores alone)",
     )
     charge_hold_seconds: int = _setting(
         "CLEANAIR_CHARGE_HOLD_SECONDS",
