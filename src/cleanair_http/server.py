@@ -6,7 +6,8 @@ that socket: the kernel hands each new connection to one of them. Everything the
 (credits, rate limits, plans) is in the database, so limits hold across them. SIGTERM or
 SIGINT to the command is passed on to every process as SIGTERM, which then shuts down
 gracefully (a Ctrl-C that reached them too included); the
-command exits once they all have (non-zero if any failed).
+command exits once they all have (non-zero if any failed). One that dies before (killed for
+its memory, say) is replaced, after a back-off (`api_processes`).
 
 With metrics on (`CLEANAIR_METRICS=on`), the command makes a private directory for
 prometheus_client's multiprocess mode before anything imports it, so that every process
@@ -32,6 +33,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 
@@ -39,6 +41,7 @@ import attrs
 import uvicorn
 
 from cleanair_http.access_log import configure_logging, stop_logging
+from cleanair_http.api_processes import ApiProcesses, Forked, spawn, wait_for_change
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
@@ -177,11 +180,15 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
     _banner(settings, host, port, workers=workers)
     with _wake_pipe(settings) as wakeups:
         children = _fork_serving(settings, host, listening, workers, wakeups)
-        listening.close()
-        if wakeups is not None:
-            wakeups.keep_reading_end()
+        # The command keeps the listening socket and both ends of the wake pipe: it hands
+        # them to an API process it starts in place of one that died (`api_processes`).
         planners = PlanProcesses.start(workers if plans_in_processes(settings) else 0, wakeups)
-        return _supervise(settings, children, planners)
+        api = ApiProcesses(
+            [Forked(pid) for pid in children],
+            lambda index: spawn(host, listening, wakeups, index),
+            forget=_forget_metrics if settings.metrics_enabled else lambda pid: None,
+        )
+        return _supervise(settings, api, planners, listening)
 
 
 def _fork_serving(
@@ -231,18 +238,24 @@ def _fork_serving(
     return children
 
 
-def _supervise(settings: Settings, children: list[int], planners: PlanProcesses) -> int:
-    """Pass a stop on to the API processes `children` and the plan processes, and wait for
-    them all; the command's exit status."""
+def _supervise(
+    settings: Settings, api: ApiProcesses, planners: PlanProcesses, listening: socket.socket
+) -> int:
+    """Replace API processes that die, pass a stop on to them and the plan processes, and
+    wait for them all; the command's exit status."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
 
     def pass_on(signum: int, _: FrameType | None) -> None:
         # Always SIGTERM: a terminal's Ctrl-C has already sent every process of the group a
         # SIGINT, and uvicorn takes a second SIGINT as "quit now", skipping the shutdown
         # that hands plans back and closes connections.
-        for child in children:
-            with contextlib.suppress(ProcessLookupError):  # that one has already ended
-                os.kill(child, signal.SIGTERM)
+        api.stop()
         planners.stop()
+        # New connections are refused from now on, not left waiting for nobody.
+        listening.close()
+        with contextlib.suppress(BlockingIOError):  # already woken
+            os.write(wake_write, b"!")
 
     signal.signal(signal.SIGTERM, pass_on)
     signal.signal(signal.SIGINT, pass_on)
@@ -256,20 +269,52 @@ def _supervise(settings: Settings, children: list[int], planners: PlanProcesses)
         failed = cannot_listen(settings.metrics_host, settings.metrics_port, exc)
         pass_on(signal.SIGTERM, None)
     try:
-        for child in children:
-            _, status = os.waitpid(child, 0)
-            if settings.metrics_enabled:
-                from cleanair_http.metrics import mark_process_dead
-
-                mark_process_dead(child)
-            if os.waitstatus_to_exitcode(status) != 0:
-                failed += 1
-                log.error("a serving process ended with an error", extra={"pid": child})
+        while True:
+            api.reap()
+            if api.done():
+                break
+            api.restart_due()
+            due = api.next_due()
+            wait_for_change(
+                api.running(), wake_read, None if due is None else max(0.0, due - time.monotonic())
+            )
+        failed += api.failed
         failed += planners.wait()
     finally:
         if stop_metrics is not None:
             stop_metrics()
+        os.close(wake_read)
+        os.close(wake_write)
     return 1 if failed else 0
+
+
+def _forget_metrics(pid: int) -> None:
+    from cleanair_http.metrics import mark_process_dead
+
+    mark_process_dead(pid)
+
+
+def serve_on(
+    settings: Settings,
+    host: str,
+    listening: socket.socket,
+    *,
+    polls_observations: bool,
+    plans_here: bool,
+    wakeups: WakePipe | None,
+) -> int:
+    """One API process of `--workers N` on the command's `listening` socket: the replacement
+    of one that died (`api_processes.main`). Its exit status."""
+    return _serve(
+        settings,
+        host,
+        listening.getsockname()[1],
+        listening,
+        announce=False,
+        polls_observations=polls_observations,
+        plans_here=plans_here,
+        wakeups=wakeups,
+    )
 
 
 def _interrupted(signum: int, _: FrameType | None) -> None:
