@@ -235,6 +235,33 @@ def configure_logging(level: str, access_log: str = "info") -> None:
     root.setLevel(level)
     log.setLevel(ACCESS_LOG_LEVELS[access_log])
     quiet_upstream_urls()
+    name_uvicorns_lines()
+
+
+#: The logger name uvicorn's own lines are written under (`name_uvicorns_lines`).
+SERVER_LOGGER = "cleanair.server"
+
+
+class _Renamed(logging.Filter):
+    """Writes a logger's records under another name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.new_name = name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.name = self.new_name
+        return True
+
+
+def name_uvicorns_lines() -> None:
+    """Write uvicorn's start and stop lines ("Started server process", "Application shutdown
+    complete", ...) and its errors under `SERVER_LOGGER`, not `uvicorn.error`: they are the
+    server's lines, not errors, and an operator who follows the `cleanair` loggers sees them
+    among ours."""
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _Renamed) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(_Renamed(SERVER_LOGGER))
 
 
 def flush_logs() -> None:

@@ -54,7 +54,24 @@ def test_uvicorns_colour_copy_of_a_message_is_left_out(capsys: pytest.CaptureFix
     assert "color_message" not in err
     (line,) = lines(err)
     assert line["message"] == "Started server process [4242]"
-    assert line["logger"] == "uvicorn.error"
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_uvicorns_start_and_stop_lines_are_the_servers_not_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("INFO")
+    configure_logging("INFO")  # configured again (a forked process, say): still one name
+    server = logging.getLogger("uvicorn.error")
+    for message in ("Started server process [4242]", "Application shutdown complete."):
+        server.info(message)
+    flush_logs()
+    written = lines(capsys.readouterr().err)
+    assert [line["message"] for line in written] == [
+        "Started server process [4242]",
+        "Application shutdown complete.",
+    ]
+    assert {line["logger"] for line in written} == {"cleanair.server"}
 
 
 @pytest.mark.parametrize(
