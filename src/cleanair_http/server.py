@@ -25,6 +25,7 @@ A single-process `serve` is the API process and the parent of its plan process a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -45,6 +46,7 @@ from cleanair_http.api_processes import ApiProcesses, Forked, spawn, wait_for_ch
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
+from cleanair_http.open_files import AcceptErrors, max_connections, raise_open_files_limit
 from cleanair_http.plan_processes import PlanProcesses, WakePipe, die_with, plans_in_processes
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
@@ -65,6 +67,8 @@ def serve(
     once the port is bound, before anything is opened (the CLI's database check, which may
     create the database's folder): a port in use fails first, having made nothing."""
     configure_logging(settings.log_level, settings.access_log)
+    # Before any process is started: they all inherit it.
+    raise_open_files_limit()
     if settings.metrics_port == port:
         return cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
     # Bound here, not by uvicorn: a port in use is then one line and exit 1, where uvicorn
@@ -402,6 +406,8 @@ def _serve(
         # client behind a local proxy, or on loopback, could pick any address it liked.
         proxy_headers=False,
         forwarded_allow_ips=[],  # and, were it ever turned on, trust nobody
+        # Beyond it a request is answered 503 at once, while descriptors are left.
+        limit_concurrency=max_connections(settings),
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
     )
     worker = app.state.get("plan_worker")
@@ -437,6 +443,10 @@ class _Server(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self._stop_planning = stop_planning
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(AcceptErrors())
+        await super().serve(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self._stop_planning is not None:

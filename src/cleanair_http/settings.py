@@ -586,6 +586,18 @@ class Settings:
         help="a charge is final when its answer is sent; one whose server died first is "
         "refunded this long after its last renewal",
     )
+    #: Open connections each API process answers at most; beyond it a request is answered
+    #: 503 at once. 0: half the open-files limit (`open_files.max_connections`).
+    max_connections: int = _setting(
+        "CLEANAIR_MAX_CONNECTIONS",
+        _whole,
+        0,
+        bounds=Bounds(0, 100_000),
+        help="open connections ({bounds}) each API process serves, 0 for half its open-files "
+        "limit; a request on one beyond them is answered 503 at once, leaving file "
+        "descriptors for the database and files "
+        "([docs/deployment.md](docs/deployment.md#open-files-and-connections))",
+    )
     #: Seconds a client has to send a request's headers, and then its body, before the
     #: connection is closed (slow clients would otherwise hold connections open forever).
     header_timeout: float = _setting(
