@@ -271,7 +271,7 @@ def main(argv: Sequence[str]) -> int:
         listen_fd, write_fd, index = int(argv[2]), int(argv[3]), int(argv[4])
         die_with(command, signal.SIGTERM)
         settings = Settings.from_env()
-        configure_logging(settings.log_level, settings.access_log)
+        configure_logging(settings.log_level, settings.access_log, settings.log_file)
         from cleanair_http.server import serve_on
 
         listening = socket.socket(fileno=listen_fd)

@@ -334,7 +334,7 @@ def main(argv: Sequence[str]) -> int:
         parent, read = int(argv[0]), int(argv[1])
         die_with(parent)
         settings = Settings.from_env()
-        configure_logging(settings.log_level, settings.access_log)
+        configure_logging(settings.log_level, settings.access_log, settings.log_file)
         # Plans are background work, requests are waited for: on a busy machine a request's
         # turn on the CPU comes before a search's.
         os.nice(PLAN_NICENESS)

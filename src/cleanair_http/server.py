@@ -66,7 +66,7 @@ def serve(
     """Serve the API on `host:port` in `workers` processes; the exit status. `prepare` runs
     once the port is bound, before anything is opened (the CLI's database check, which may
     create the database's folder): a port in use fails first, having made nothing."""
-    configure_logging(settings.log_level, settings.access_log)
+    configure_logging(settings.log_level, settings.access_log, settings.log_file)
     # Before any process is started: they all inherit it.
     raise_open_files_limit()
     if settings.metrics_port == port:

@@ -423,7 +423,8 @@ class Settings:
         "CLEANAIR_LOG_LEVEL",
         _log_level,
         "INFO",
-        help="`DEBUG`, `INFO`, `WARNING` or `ERROR`; logs are JSON lines on stderr",
+        help="`DEBUG`, `INFO`, `WARNING` or `ERROR`; logs are JSON lines on stderr (or "
+        "`CLEANAIR_LOG_FILE`)",
     )
     access_log: str = _setting(
         "CLEANAIR_ACCESS_LOG",
@@ -431,6 +432,15 @@ class Settings:
         "info",
         help="the access log, one line per request, whatever `CLEANAIR_LOG_LEVEL` says: "
         "`info` (callers' requests), `debug` (the health probes too) or `off`",
+    )
+    log_file: Path | None = _setting(
+        "CLEANAIR_LOG_FILE",
+        Path,
+        None,
+        shown_default="unset (stderr)",
+        help="append the JSON log lines to this file instead of stderr, created mode 0600 (an "
+        "existing one that others may read loses that access), by every process of `serve` "
+        "and `worker` ([docs/deployment.md](docs/deployment.md#logs))",
     )
     air_quality_source: str = _setting(
         "CLEANAIR_AIR_QUALITY_SOURCE",
