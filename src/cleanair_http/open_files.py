@@ -5,8 +5,9 @@ lock new clients out until their header deadline closed them, while asyncio logg
 failed `accept()` with a traceback, thousands of times a second. So `cleanair serve` raises
 its soft limit to the hard limit at start (`raise_open_files_limit`), each API process serves
 at most `max_connections` connections (a request beyond them is answered 503 at once, by
-uvicorn's `limit_concurrency`), and a failed `accept()` is logged once a minute at most,
-without a traceback (`AcceptErrors`).
+uvicorn's `limit_concurrency`, whose line for each is written once a minute at most:
+`RefusalLines`), and a failed `accept()` is logged once a minute at most, without a
+traceback (`AcceptErrors`).
 """
 
 from __future__ import annotations
@@ -98,3 +99,40 @@ class AcceptErrors:
             },
         )
         self._logged_at, self._failures = now, 0
+
+
+#: uvicorn's line for each request it answers 503 beyond `limit_concurrency`.
+_REFUSED = "Exceeded concurrency limit."
+
+
+class RefusalLines(logging.Filter):
+    """A filter for uvicorn's logger: its line for a request refused beyond the cap, once per
+    `every` seconds at most, with how many were refused since (`refused`): under the load
+    that fills the cap, one line per refusal would be a flood of its own."""
+
+    def __init__(
+        self, every: float = ACCEPT_ERROR_EVERY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self._every = every
+        self._clock = clock
+        self._logged_at: float | None = None
+        self._refused = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != _REFUSED:
+            return True
+        self._refused += 1
+        now = self._clock()
+        if self._logged_at is not None and now - self._logged_at < self._every:
+            return False
+        record.refused = self._refused
+        self._logged_at, self._refused = now, 0
+        return True
+
+
+def quiet_refusals() -> None:
+    """Have uvicorn's logger write its refusal line once a minute at most (`RefusalLines`)."""
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, RefusalLines) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(RefusalLines())

@@ -46,7 +46,12 @@ from cleanair_http.api_processes import ApiProcesses, Forked, spawn, wait_for_ch
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
-from cleanair_http.open_files import AcceptErrors, max_connections, raise_open_files_limit
+from cleanair_http.open_files import (
+    AcceptErrors,
+    max_connections,
+    quiet_refusals,
+    raise_open_files_limit,
+)
 from cleanair_http.plan_processes import PlanProcesses, WakePipe, die_with, plans_in_processes
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
@@ -446,6 +451,7 @@ class _Server(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         asyncio.get_running_loop().set_exception_handler(AcceptErrors())
+        quiet_refusals()
         await super().serve(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

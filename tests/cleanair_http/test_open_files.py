@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from cleanair_http.open_files import ACCEPT_ERROR_EVERY_S, AcceptErrors
+from cleanair_http.open_files import ACCEPT_ERROR_EVERY_S, AcceptErrors, RefusalLines
 
 
 class Clock:
@@ -62,3 +62,28 @@ def test_other_loop_errors_are_logged_as_asyncio_does(caplog: pytest.LogCaptureF
     (record,) = [record for record in caplog.records if record.levelno >= logging.ERROR]
     assert record.name == "asyncio"
     assert record.getMessage().startswith("Task exception was never retrieved")
+
+
+def test_uvicorns_line_for_a_refused_request_is_written_once_an_interval() -> None:
+    clock = Clock()
+    lines = RefusalLines(clock=clock)
+
+    def refused() -> logging.LogRecord:
+        # As uvicorn logs it for every request beyond the cap.
+        return logging.LogRecord(
+            "uvicorn.error", logging.WARNING, "", 0, "Exceeded concurrency limit.", None, None
+        )
+
+    passed = []
+    for _ in range(1000):
+        record = refused()
+        if lines.filter(record):
+            passed.append(record)
+        clock.now += 0.001
+    clock.now += ACCEPT_ERROR_EVERY_S
+    last = refused()
+    assert lines.filter(last)
+    assert len(passed) == 1
+    assert getattr(last, "refused", None) == 1000
+    other = logging.LogRecord("uvicorn.error", logging.INFO, "", 0, "Shutting down", None, None)
+    assert lines.filter(other)
