@@ -448,6 +448,19 @@ class _Server(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self._stop_planning = stop_planning
+        self._interrupted = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # uvicorn quits at once (no shutdown: plans not handed back) on a SIGINT after any
+        # stop. A terminal's Ctrl-C reaches every process of `--workers N` and the command,
+        # which passes it on as SIGTERM: that SIGTERM can reach an API process before the
+        # Ctrl-C does, and the pair is one stop, not two. Only a second SIGINT quits at once.
+        if sig == signal.SIGINT and not self._interrupted:
+            self._interrupted = True
+            if self.should_exit:  # a SIGTERM came first: remembered, re-raised at the end
+                self._captured_signals.append(sig)
+                return
+        super().handle_exit(sig, frame)
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         asyncio.get_running_loop().set_exception_handler(AcceptErrors())
