@@ -146,9 +146,14 @@ class ApiProcesses:
             pid, slot.child = slot.child.pid, None
             self._forget(pid)
             if self.stopping:
-                if status != 0:
+                # Ended by the stop it was sent (a replacement still starting has no handler
+                # for it yet), or cleanly: not a failure.
+                if status not in _STOP_STATUSES:
                     self.failed += 1
-                    log.error("a serving process ended with an error", extra={"pid": pid})
+                    log.error(
+                        "a serving process ended with an error",
+                        extra={"pid": pid, "status": status},
+                    )
                 continue
             slot.restarts = slot.restarts + 1 if now - slot.began < STEADY_S else 1
             delay = restart_delay(slot.restarts)

@@ -109,17 +109,18 @@ def test_a_stop_replaces_none_and_counts_errors(monkeypatch: pytest.MonkeyPatch)
     killed: list[tuple[int, int]] = []
     monkeypatch.setattr("os.kill", lambda pid, signum: killed.append((pid, signum)))
     clock, starts = Clock(), Starts()
-    children = [FakeChild(1), FakeChild(2), FakeChild(3)]
+    children = [FakeChild(1), FakeChild(2), FakeChild(3), FakeChild(4)]
     api = ApiProcesses(children, starts, clock=clock)
     children[0].status = -signal.SIGKILL
     api.reap()  # its replacement is due in a second
     api.stop()
-    assert sorted(killed) == [(2, signal.SIGTERM), (3, signal.SIGTERM)]
+    assert sorted(killed) == [(2, signal.SIGTERM), (3, signal.SIGTERM), (4, signal.SIGTERM)]
     assert api.next_due() is None
     clock.now += 3600
     api.restart_due()
     assert not starts.started
-    children[1].status, children[2].status = 0, 1
+    # Stopped cleanly; failed; ended by the SIGTERM before it had a handler for it.
+    children[1].status, children[2].status, children[3].status = 0, 1, -signal.SIGTERM
     api.reap()
     assert api.done()
     # The one killed before the stop was replaceable (not a failure of the stop); the one
