@@ -17,7 +17,8 @@ async def app(scope: object, receive: object, send: object) -> None:
 
 
 def server() -> _Server:
-    return _Server(uvicorn.Config(app), None)
+    # No log_config: uvicorn's own would take its loggers off the root logger for the session.
+    return _Server(uvicorn.Config(app, log_config=None), None)
 
 
 @pytest.mark.parametrize(
