@@ -55,8 +55,8 @@ test-browser: install
 	.venv/bin/pytest -m browser
 
 lint: install
-	.venv/bin/ruff check src tests bench
-	.venv/bin/ruff format --check src tests bench
+	.venv/bin/ruff check src tests bench examples
+	.venv/bin/ruff format --check src tests bench examples
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 

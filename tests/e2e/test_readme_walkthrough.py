@@ -74,7 +74,8 @@ def test_the_walkthrough_runs_twice_in_a_day_then_stops_at_the_daily_cap(
         assert '"indexes":[{"code":"eu_eaqi_2024"' in out
         assert '"location":"Helsinki' in out
         plan = [line for line in out.splitlines() if line.startswith('{"status":')]
-        assert len(plan) == 1 and plan[0].startswith('{"status":"completed"'), out
+        assert len(plan) == 1, out
+        assert plan[0].startswith('{"status":"completed"'), out
         assert '"routes":[' in plan[0]
     # A third of the day's 100 credits at most, each run.
     assert _used_today(first.stdout) == 32
