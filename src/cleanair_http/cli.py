@@ -298,11 +298,17 @@ def _parser() -> argparse.ArgumentParser:
     grant = credits_sub.add_parser(
         "grant",
         help="add N credits to a user's pool for this month only, recorded in the ledger "
-        "with the reason; the daily burst cap still applies",
+        "with the reason; the daily burst cap still applies (unless --today)",
     )
     grant.add_argument("user")
     grant.add_argument("credits", type=_whole_number, metavar="N")
     grant.add_argument("--reason", required=True, help="why (kept in the ledger)")
+    grant.add_argument(
+        "--today",
+        action="store_true",
+        help="raise today's (UTC) daily burst cap by N instead of the month's pool: the user "
+        "may spend more today, still within what remains of this month",
+    )
 
     usage = sub.add_parser("usage", help="this month's credits by attribution label")
     usage.add_argument("user")
@@ -742,7 +748,13 @@ def _print_pool(report: PoolReport, as_json: bool) -> None:
                 {
                     "quota": attrs.asdict(quota),
                     "grants": [
-                        {"credits": g.amount, "at": _when(g.at), "reason": g.reason}
+                        {
+                            "credits": g.amount,
+                            "at": _when(g.at),
+                            "reason": g.reason,
+                            # The window it raised: a month's pool or (a day grant) a day's cap.
+                            "for": g.day if g.is_day_grant else g.month,
+                        }
                         for g in report.grants
                     ],
                     "usage": report.by_label,
@@ -751,15 +763,18 @@ def _print_pool(report: PoolReport, as_json: bool) -> None:
             )
         )
         return
-    granted = sum(g.amount for g in report.grants)
+    granted = sum(g.amount for g in report.grants if not g.is_day_grant)
+    today = sum(g.amount for g in report.grants if g.is_day_grant and g.day == report.day)
     print(f"month\tused {quota.used}\tlimit {quota.limit}\tremaining {quota.remaining}")
     print(
         f"day\tused {quota.daily_used}\tlimit {quota.daily_limit}"
         f"\tremaining {quota.daily_remaining}"
     )
     print(f"granted this month\t{granted}")
+    print(f"granted today\t{today}")
     for g in report.grants:
-        print(f"grant\t{g.amount}\t{_when(g.at)}\t{escape_nonprintable(g.reason or '')}")
+        kind = "day grant" if g.is_day_grant else "grant"
+        print(f"{kind}\t{g.amount}\t{_when(g.at)}\t{escape_nonprintable(g.reason or '')}")
     for label, used in sorted(report.by_label.items()):
         print(f"usage\t{escape_nonprintable(label)}\t{used}")
 
@@ -833,11 +848,20 @@ def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR
         case "credits", "show":
             _print_pool(core.pool_report(args.user), args.json)
         case "credits", "grant":
-            report = core.grant_credits(args.user, args.credits, args.reason)
-            print(
-                f"granted {args.credits} credits to {escape_nonprintable(args.user)} for this "
-                f"month: limit {report.quota.limit}, remaining {report.quota.remaining}"
-            )
+            report = core.grant_credits(args.user, args.credits, args.reason, today=args.today)
+            quota = report.quota
+            if args.today:
+                print(
+                    f"granted {args.credits} credits to {escape_nonprintable(args.user)} for "
+                    f"today ({report.day} UTC): daily limit {quota.daily_limit}, daily "
+                    f"remaining {quota.daily_remaining}; this month's remaining "
+                    f"{quota.remaining} still applies"
+                )
+            else:
+                print(
+                    f"granted {args.credits} credits to {escape_nonprintable(args.user)} for "
+                    f"this month: limit {quota.limit}, remaining {quota.remaining}"
+                )
         case "usage", _:
             _print_usage(core.usage_by_label(args.user), args.json)
         case "wifi", "import":
