@@ -23,6 +23,10 @@ request received in full before the EOF is answered, pipelined ones included, an
 connection closes after the last answer; an EOF with no request, or in the middle of one,
 still closes it at once. `send_timeout` still bounds a client that never reads.
 
+A refused request (a head over `MAX_HEAD_BYTES`, too much framing, bytes that are not HTTP)
+is answered in the service's JSON error envelope (`{"detail": ...}`, contract section 7):
+431 for the head, 400 otherwise, and the connection closed.
+
 A reverse proxy in front should enforce its own, tighter limits (docs/deployment.md); these
 deadlines protect the server when it has none, or a misconfigured one.
 """
@@ -30,10 +34,11 @@ deadlines protect the server when it has none, or a misconfigured one.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Literal
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 log = logging.getLogger("cleanair.server")
 
@@ -47,16 +52,23 @@ MAX_HEAD_BYTES = 16 * 1024
 #: the 10 MB body limit takes about 70 KiB.
 MAX_FRAMING_BYTES = 256 * 1024
 
+HEAD_TOO_LARGE = "request head too large"
+#: The status and detail of a refusal, by its reason; any other (malformed bytes, too much
+#: framing) is a 400.
+_REFUSALS = {HEAD_TOO_LARGE: (431, "Request header fields too large")}
+_MALFORMED = (400, "Invalid HTTP request")
+
 
 class _Refused(Exception):
-    """Raised in a parser callback: uvicorn then answers 400 (`send_400_response`)."""
+    """Raised in a parser callback: uvicorn then refuses the request (`send_400_response`)."""
 
 
 class DeadlineProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with header, body and send deadlines (seconds; class
     attributes, since uvicorn builds the protocol itself: see `with_deadlines`) and bounds on
     a request's head (`MAX_HEAD_BYTES`) and on its body's framing (`MAX_FRAMING_BYTES`): past
-    them, 400 and the connection closed, once the answers owed to earlier requests are sent.
+    them, 431 or 400 and the connection closed, once the answers owed to earlier requests are
+    sent.
 
     The deadlines are the client's: they run while the server waits on it, not while it
     waits on the server (a pipelined request read behind one being answered waits for that
@@ -112,7 +124,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             if not self._head_done:
                 self._head_bytes += len(data)
                 if self._head_bytes > MAX_HEAD_BYTES:
-                    self._refuse("request head too large")
+                    self._refuse(HEAD_TOO_LARGE)
                     return
             elif after_head:
                 self._framing_bytes += len(data) - self._body_read
@@ -131,8 +143,9 @@ class DeadlineProtocol(HttpToolsProtocol):
         self.send_400_response("Invalid HTTP request received.")
 
     def send_400_response(self, msg: str) -> None:
-        """Answer 400 and close (uvicorn's), once the answers owed are sent: written now,
-        it would come before them."""
+        """Refuse the request (`_write_refusal`) and close, once the answers owed are sent:
+        written now, it would come before them. uvicorn calls it when parsing fails, with
+        plain text `msg`, which the envelope replaces."""
         self._disarm()
         if self._refusal is not None and not self._refuse_once_answered:
             log.info(self._refusal)  # no client address, as "read timeout"
@@ -140,8 +153,25 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._refuse_once_answered = True
             self.flow.pause_reading()  # nothing more is read from this client
             return
-        super().send_400_response(msg)
+        self._write_refusal()
         self._sent_and_closing()
+
+    def _write_refusal(self) -> None:
+        """The refusal in the error envelope (as errors.py shapes the application's), then
+        close: what follows a request that cannot be parsed cannot be either."""
+        status, detail = _REFUSALS.get(self._refusal or "", _MALFORMED)
+        body = json.dumps({"detail": detail}, separators=(",", ":")).encode()
+        content = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            content += [name, b": ", value, b"\r\n"]
+        content += [
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+        self.transport.write(b"".join(content))
+        self.transport.close()
 
     # Parser callbacks: where the request under way is.
     def on_message_begin(self) -> None:
@@ -157,7 +187,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         # The head read in one or two reads was never counted (`data_received`): its size.
         size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         if size > MAX_HEAD_BYTES:
-            self._refusal = "request head too large"
+            self._refusal = HEAD_TOO_LARGE
             raise _Refused
         super().on_headers_complete()
 
@@ -177,7 +207,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             # What is left queued is the refused request itself (its head read, its body
             # refused): it never runs.
             self.pipeline.clear()
-            super().send_400_response("Invalid HTTP request received.")
+            self._write_refusal()
             self._sent_and_closing()
             return
         super().on_response_complete()

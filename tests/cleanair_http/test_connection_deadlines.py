@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import threading
@@ -92,14 +93,15 @@ def read_until_closed(sock: socket.socket) -> bytes:
     return received
 
 
-def refused_after_the_slow_answer(port: int, refused: bytes) -> None:
-    """Send `refused` pipelined behind a slow request: the slow answer comes, then a 400."""
+def refused_after_the_slow_answer(port: int, refused: bytes, status: int = 400) -> None:
+    """Send `refused` pipelined behind a slow request: the slow answer comes, then the
+    refusal (`status`)."""
     with connect(port) as sock:
         sock.sendall(b"GET /slow HTTP/1.1\r\nhost: x\r\n\r\n" + refused)
         received = read_until_closed(sock)
     first, _, rest = received.partition(b"/slow")
     assert first.startswith(b"HTTP/1.1 200 ")
-    assert rest.startswith(b"HTTP/1.1 400 ")
+    assert rest.startswith(b"HTTP/1.1 %d " % status)
 
 
 def wait_for_message(caplog: pytest.LogCaptureFixture, message: str) -> None:
@@ -139,7 +141,11 @@ def test_a_head_larger_than_the_bound_in_one_read_is_refused(port: int) -> None:
     with connect(port) as sock:
         sock.sendall(b"GET /a HTTP/1.1\r\nhost: x\r\nx-padding: " + b"a" * 100_000 + b"\r\n\r\n")
         received = read_until_closed(sock)
-    assert received.startswith(b"HTTP/1.1 400 ")
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ")
+    assert b"content-type: application/json" in head.lower()
+    assert b"connection: close" in head.lower()
+    assert json.loads(body) == {"detail": "Request header fields too large"}
 
 
 def test_trailers_past_the_framing_bound_are_refused(
@@ -158,7 +164,7 @@ def test_trailers_past_the_framing_bound_are_refused(
 def test_a_refused_head_behind_a_slow_answer_is_refused_after_it(port: int) -> None:
     # Written at once, the 400 would reach the client before the answer owed to it.
     refused = b"GET /a HTTP/1.1\r\nx-padding: " + b"a" * 40_000 + b"\r\n\r\n"
-    refused_after_the_slow_answer(port, refused)
+    refused_after_the_slow_answer(port, refused, status=431)
 
 
 def test_a_refused_request_queued_behind_an_answer_never_runs(port: int) -> None:

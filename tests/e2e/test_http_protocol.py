@@ -1,0 +1,95 @@
+"""End to end: the HTTP protocol of a real `cleanair serve` process, over raw sockets
+(findings of the security review, issue 31).
+
+- An oversized request head is answered 431 in the JSON error envelope, and closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from support.servers import Server, running_server, server_env
+
+pytestmark = pytest.mark.e2e
+
+#: A socket read waits this long at most for the server.
+READ_TIMEOUT = 10.0
+LIVEZ = b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp_path = tmp_path_factory.mktemp("http-protocol")
+    # Trusted proxies: the address of a request comes from its X-Forwarded-For. The deadlines
+    # are long, so that only the server's own decision can close a connection within a test.
+    env = server_env(
+        tmp_path,
+        CLEANAIR_TRUSTED_PROXIES="127.0.0.1",
+        CLEANAIR_PAIRING_GUESS_BUDGET="1000",
+        CLEANAIR_HEADER_TIMEOUT="60",
+        CLEANAIR_BODY_TIMEOUT="60",
+    )
+    with running_server(env, tmp_path / "server.log") as started:
+        yield started
+
+
+def connect(server: Server) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes; a server that keeps the connection open
+    fails the test after READ_TIMEOUT (socket.timeout)."""
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+def read_response(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One response with a Content-Length: its head (lower case) and its body."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    head = head.lower()
+    length = int(head.split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, received
+        body += chunk
+    assert len(body) == length, "more than one response"
+    return head, body
+
+
+# An oversized head.
+
+
+def test_an_oversized_head_is_refused_in_the_error_envelope(server: Server) -> None:
+    head = b"GET /livez HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 100_000 + b"\r\n\r\n"
+    with connect(server) as sock:
+        sock.sendall(head)
+        received = read_until_closed(sock)
+    answer, _, body = received.partition(b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    assert b"\r\ncontent-type: application/json\r\n" in answer
+    assert b"\r\nconnection: close\r\n" in answer + b"\r\n"
+    assert json.loads(body) == {"detail": "Request header fields too large"}
+
+
+def test_bytes_that_are_not_http_are_refused_in_the_error_envelope(server: Server) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"HELLO THERE\r\n\r\n")
+        received = read_until_closed(sock)
+    answer, _, body = received.partition(b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"\r\ncontent-type: application/json\r\n" in answer
+    assert json.loads(body) == {"detail": "Invalid HTTP request"}
