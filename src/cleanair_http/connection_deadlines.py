@@ -23,6 +23,10 @@ request received in full before the EOF is answered, pipelined ones included, an
 connection closes after the last answer; an EOF with no request, or in the middle of one,
 still closes it at once. `send_timeout` still bounds a client that never reads.
 
+A chunked body's trailers never join the request's headers (uvicorn appended them to the
+very list the application reads, after it began): a trailer `X-Forwarded-For` would have
+chosen the client's address. They are dropped, as a recipient may.
+
 A refused request (a head over `MAX_HEAD_BYTES`, too much framing, bytes that are not HTTP)
 is answered in the service's JSON error envelope (`{"detail": ...}`, contract section 7):
 431 for the head, 400 otherwise, and the connection closed.
@@ -190,6 +194,11 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._refusal = HEAD_TOO_LARGE
             raise _Refused
         super().on_headers_complete()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_done:
+            return  # a trailer: the request's headers are those of its head, read before it
+        super().on_header(name, value)
 
     def on_body(self, body: bytes) -> None:
         self._body_read += len(body)

@@ -35,15 +35,29 @@ RUN: list[str] = []
 BIG = 40_000
 
 
+async def read_body(receive: object) -> bytes:
+    body = b""
+    while True:
+        message = await receive()  # type: ignore[operator]
+        body += bytes(message.get("body", b""))
+        if not message.get("more_body"):
+            return body
+
+
 async def app(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
-    """`/slow` answers after SLOW_S (the server's own wait), `/big` with BIG bytes, anything
-    else at once with its path."""
+    """`/slow` answers after SLOW_S (the server's own wait), `/big` with BIG bytes,
+    `/headers` (once the body is read) with the request's header names, anything else at
+    once with its path."""
     if scope["type"] != "http":
         return
     RUN.append(scope["path"])
     if scope["path"] == "/slow":
         await asyncio.sleep(SLOW_S)
-    body = b"b" * BIG if scope["path"] == "/big" else scope["path"].encode()
+    if scope["path"] == "/headers":
+        await read_body(receive)
+        body = b",".join(name for name, _ in scope["headers"])
+    else:
+        body = b"b" * BIG if scope["path"] == "/big" else scope["path"].encode()
     await send(  # type: ignore[operator]
         {
             "type": "http.response.start",
@@ -186,3 +200,20 @@ def test_a_closing_connection_whose_client_reads_nothing_is_cut_off(
         sock.connect(("127.0.0.1", port))
         sock.sendall(b"GET /big HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
         wait_for_message(caplog, "send timeout")
+
+
+def test_trailers_never_join_the_requests_headers(port: int) -> None:
+    # uvicorn appended them to the list the application reads, after the application began:
+    # a trailer X-Forwarded-For then chose the client's address.
+    with connect(port) as sock:
+        sock.sendall(
+            b"POST /headers HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+            b"2\r\nab\r\n0\r\nx-forwarded-for: 203.0.113.9\r\nx-other: 1\r\n\r\n"
+            b"GET /after HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        )
+        received = read_until_closed(sock)
+    assert received.count(b"HTTP/1.1 200 ") == 2
+    assert b"host,transfer-encoding" in received
+    assert b"x-forwarded-for" not in received
+    assert b"x-other" not in received
+    assert received.endswith(b"/after")

@@ -1,6 +1,8 @@
 """End to end: the HTTP protocol of a real `cleanair serve` process, over raw sockets
 (findings of the security review, issue 31).
 
+- A chunked body's trailers never join the request's headers: a trailer X-Forwarded-For
+  does not choose the client's address, so the pairing limit per address holds.
 - An oversized request head is answered 431 in the JSON error envelope, and closed.
 """
 
@@ -93,3 +95,34 @@ def test_bytes_that_are_not_http_are_refused_in_the_error_envelope(server: Serve
     assert answer.startswith(b"HTTP/1.1 400 ")
     assert b"\r\ncontent-type: application/json\r\n" in answer
     assert json.loads(body) == {"detail": "Invalid HTTP request"}
+
+
+# D4: trailers.
+
+
+def redeem_with_a_trailer(server: Server, code: str, forwarded_for: str, trailer_for: str) -> int:
+    """A wrong pairing code sent chunked, its X-Forwarded-For in the head and another in a
+    trailer; the answer's status."""
+    body = json.dumps({"code": code, "name": "guess"}).encode()
+    request = (
+        b"POST /v1/connections/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\nX-Forwarded-For: %s\r\n\r\n"
+        b"%x\r\n%s\r\n0\r\nX-Forwarded-For: %s\r\n\r\n"
+    ) % (forwarded_for.encode(), len(body), body, trailer_for.encode())
+    with connect(server) as sock:
+        sock.sendall(request)
+        head, _ = read_response(sock)
+    return int(head.split(b" ", 2)[1])
+
+
+def test_a_trailer_does_not_choose_the_clients_address(server: Server) -> None:
+    # The proxy (127.0.0.1, trusted) says the client is 198.51.100.7; each trailer claims
+    # another address, which, merged into the headers, would be the nearest untrusted hop.
+    # The limit is 10 a clock minute: 21 quick attempts fall in at most two minutes, so one
+    # of them holds 11 and its 11th is refused, wherever the minute turns.
+    statuses = [
+        redeem_with_a_trailer(server, f"{i:06d}", "198.51.100.7", f"203.0.113.{i + 1}")
+        for i in range(21)
+    ]
+    assert 429 in statuses
+    assert set(statuses) == {401, 429}
