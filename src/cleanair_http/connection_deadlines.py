@@ -27,6 +27,10 @@ A chunked body's trailers never join the request's headers (uvicorn appended the
 very list the application reads, after it began): a trailer `X-Forwarded-For` would have
 chosen the client's address. They are dropped, as a recipient may.
 
+An answer given to an `Expect: 100-continue` request before its body was read in full
+closes the connection: the client may never send that body (it was told not to wait), and
+the next request would be read as it.
+
 A refused request (a head over `MAX_HEAD_BYTES`, too much framing, bytes that are not HTTP)
 is answered in the service's JSON error envelope (`{"detail": ...}`, contract section 7):
 431 for the head, 400 otherwise, and the connection closed.
@@ -103,6 +107,10 @@ class DeadlineProtocol(HttpToolsProtocol):
     #: the answers owed before it.
     _refusal: str | None = None
     _refuse_once_answered = False
+    #: The keep-alive of an `Expect: 100-continue` request, given back once its body is read
+    #: before its answer begins; until then its answer closes the connection.
+    _keep_alive_once_read = False
+    _shutting_down = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -194,6 +202,14 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._refusal = HEAD_TOO_LARGE
             raise _Refused
         super().on_headers_complete()
+        self._keep_alive_once_read = False
+        cycle = self.cycle
+        if self.expect_100_continue and cycle is not None and cycle.scope is self.scope:
+            # Answered before its body is read, the client may never send it, or send it
+            # after all: either way the connection cannot go on. `on_message_complete` gives
+            # the keep-alive back.
+            self._keep_alive_once_read = cycle.keep_alive
+            cycle.keep_alive = False
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._head_done:
@@ -207,6 +223,10 @@ class DeadlineProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._in_request = False
         self._owed += 1
+        cycle = self.cycle
+        if self._keep_alive_once_read and not cycle.response_started and not self._shutting_down:
+            cycle.keep_alive = True  # the body was read in full: the next request is a request
+        self._keep_alive_once_read = False
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -266,6 +286,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._arm_send()
 
     def shutdown(self) -> None:
+        self._shutting_down = True  # no keep-alive is given back (`on_message_complete`)
         super().shutdown()
         if self.transport.is_closing() and self.transport.get_write_buffer_size():
             self._arm_send()

@@ -3,6 +3,9 @@
 
 - A chunked body's trailers never join the request's headers: a trailer X-Forwarded-For
   does not choose the client's address, so the pairing limit per address holds.
+- An answer given to an `Expect: 100-continue` request before its body was asked for
+  closes the connection: the body may never come, and the next request must not be read
+  as that body.
 - An oversized request head is answered 431 in the JSON error envelope, and closed.
 """
 
@@ -126,3 +129,45 @@ def test_a_trailer_does_not_choose_the_clients_address(server: Server) -> None:
     ]
     assert 429 in statuses
     assert set(statuses) == {401, 429}
+
+
+# D9: Expect: 100-continue.
+
+
+def test_an_answer_before_an_expected_body_closes_the_connection(server: Server) -> None:
+    # No token: 401 before the body is asked for, so no `100 Continue` is sent, and the
+    # client need not send the body. The next request it sends must not be read as that
+    # body (which it exactly fits), its answer never coming.
+    following = LIVEZ
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/airquality/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(following)
+        )
+        head, _ = read_response(sock)
+        assert head.startswith(b"http/1.1 401 ")
+        assert b"\r\nconnection: close" in head
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(following)
+        assert read_until_closed(sock) == b""  # closed, not waiting for more body
+
+
+def test_an_expected_body_read_before_the_answer_keeps_the_connection(server: Server) -> None:
+    # The redemption reads its body: `100 Continue`, the body, the 401, and the connection
+    # serves the next request.
+    body = json.dumps({"code": "999999", "name": "e2e"}).encode()
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/connections/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        continued = sock.recv(65536)
+        assert continued == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        head, _ = read_response(sock)
+        assert head.startswith(b"http/1.1 401 ")
+        assert b"connection: close" not in head
+        sock.sendall(LIVEZ)
+        head, answer = read_response(sock)
+        assert head.startswith(b"http/1.1 200 ")
+        assert json.loads(answer) == {"status": "ok"}
