@@ -16,8 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 import uvicorn
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from cleanair_http.connection_deadlines import MAX_FRAMING_BYTES, with_deadlines
+from cleanair_http.connection_deadlines import MAX_FRAMING_BYTES, MAX_QUEUED, with_deadlines
 from cleanair_http.server import listening_socket
 
 #: The read deadlines of the server under test: short, so a test waits little for them.
@@ -45,15 +47,17 @@ async def read_body(receive: object) -> bytes:
 
 
 async def app(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
-    """`/slow` answers after SLOW_S (the server's own wait), `/big` with BIG bytes,
-    `/headers` (once the body is read) with the request's header names, anything else at
-    once with its path."""
+    """`/slow` answers after SLOW_S (the server's own wait), `/big` with BIG bytes, `/echo`
+    with the request's body, `/headers` (once the body is read) with the request's header
+    names, anything else at once with its path."""
     if scope["type"] != "http":
         return
     RUN.append(scope["path"])
     if scope["path"] == "/slow":
         await asyncio.sleep(SLOW_S)
-    if scope["path"] == "/headers":
+    if scope["path"] == "/echo":
+        body = await read_body(receive)
+    elif scope["path"] == "/headers":
         await read_body(receive)
         body = b",".join(name for name, _ in scope["headers"])
     else:
@@ -217,3 +221,57 @@ def test_trailers_never_join_the_requests_headers(port: int) -> None:
     assert b"x-forwarded-for" not in received
     assert b"x-other" not in received
     assert received.endswith(b"/after")
+
+
+def request_and_answer(path: int, padding: int, body: bytes | None) -> tuple[bytes, bytes]:
+    """A GET of `/p<path>` with `padding` bytes of header, answered with its path, or a POST
+    of `body` to `/echo`."""
+    if body is None:
+        target = b"/p%d" % path
+        return b"GET %s HTTP/1.1\r\nhost: x\r\nx-padding: %s\r\n\r\n" % (
+            target,
+            b"a" * padding,
+        ), target
+    head = b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n" % len(body)
+    return head + body, body
+
+
+#: More requests than are queued before reading waits, in more than one of the parser's
+#: slices (FEED_BYTES) of a read: some wait as bytes, and must be parsed as answers go.
+MANY_SMALL = [(i, 200, None) for i in range(3 * MAX_QUEUED)]
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    requests=st.lists(
+        st.tuples(
+            st.integers(0, 10**6),
+            st.integers(0, 400),
+            st.none() | st.binary(max_size=20_000).map(lambda b: b.replace(b"HTTP", b"h")),
+        ),
+        min_size=1,
+        max_size=3 * MAX_QUEUED,
+    ),
+    writes=st.integers(1, 8),
+)
+@example(requests=MANY_SMALL, writes=1)
+def test_pipelined_requests_are_all_answered_in_order(
+    port: int, requests: list[tuple[int, int, bytes | None]], writes: int
+) -> None:
+    # However many are sent at once (more than are queued before reading waits), and however
+    # the bytes are split between writes, with bodies that cross the parser's slices.
+    pairs = [request_and_answer(*request) for request in requests]
+    sent = b"".join(request for request, _ in pairs)
+    step = -(-len(sent) // writes)
+    with connect(port) as sock:
+        for start in range(0, len(sent), step):
+            sock.sendall(sent[start : start + step])
+        sock.shutdown(socket.SHUT_WR)
+        received = read_until_closed(sock)
+    answers = []
+    while received:
+        head, _, rest = received.partition(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+        answers.append(rest[:length])
+        received = rest[length:]
+    assert answers == [answer for _, answer in pairs]

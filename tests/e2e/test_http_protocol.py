@@ -1,6 +1,9 @@
 """End to end: the HTTP protocol of a real `cleanair serve` process, over raw sockets
 (findings of the security review, issue 31).
 
+- A client pipelining megabytes of requests makes the server hold a bounded number of them,
+  not every request it sends (over a gigabyte for 20 MB of `GET /livez`); a legit pipelined
+  batch is still answered in full, in order.
 - A chunked body's trailers never join the request's headers: a trailer X-Forwarded-For
   does not choose the client's address, so the pairing limit per address holds.
 - An answer given to an `Expect: 100-continue` request before its body was asked for
@@ -13,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +176,69 @@ def test_an_expected_body_read_before_the_answer_keeps_the_connection(server: Se
         head, answer = read_response(sock)
         assert head.startswith(b"http/1.1 200 ")
         assert json.loads(answer) == {"status": "ok"}
+
+
+# D1: pipelining.
+
+
+def statuses_in(raw: bytes) -> list[int]:
+    """The status of each response in `raw`, in order (no body here holds a status line)."""
+    return [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", raw)]
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """A process's resident memory now (VmRSS) and at its peak (VmHWM), in KiB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+#: What the client pipelines: 20 MB of `GET /livez`, as the review's attacker did.
+PIPELINED_BYTES = 20_000_000
+#: How much the server's peak memory may grow meanwhile. Holding every request read took it
+#: from 123 MB to 1,382 MB; holding a few dozen, it grows by a few MB.
+GROWTH_BOUND_KIB = 100 * 1024
+
+
+def test_pipelining_megabytes_of_requests_keeps_the_servers_memory_bounded(
+    server: Server,
+) -> None:
+    before = memory_kib(server.process.pid)
+    chunk = LIVEZ * (256 * 1024 // len(LIVEZ))
+    sent = 0
+    sock = socket.socket()
+    # A small receive window: the client reads no answer, so the server soon cannot write
+    # any more of them, and then stops reading requests (a server that read on would take
+    # all 20 MB in well under a second).
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    with sock:
+        sock.connect(("127.0.0.1", server.port))
+        sock.settimeout(2.0)  # a send blocked this long: the server has stopped reading
+        with contextlib.suppress(TimeoutError, ConnectionResetError, BrokenPipeError):
+            while sent < PIPELINED_BYTES:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        after = memory_kib(server.process.pid)
+    grown = after["VmHWM"] - before["VmHWM"]
+    print(f"sent {sent} bytes; server memory {before} -> {after}; peak grew {grown} KiB")
+    assert grown < GROWTH_BOUND_KIB, (sent, before, after)
+    assert sent < PIPELINED_BYTES, "the server read every request it was sent"
+
+
+def test_a_pipelined_batch_is_answered_in_full_and_in_order(server: Server) -> None:
+    # Three kinds of answer, in a pattern: a reordered or lost answer breaks it. More than
+    # the server reads ahead, so it must read on as it answers.
+    requests = [
+        LIVEZ,
+        b"GET /v1/quota HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n",
+    ]
+    rounds = 400
+    with connect(server) as sock:
+        sock.sendall(b"".join(requests) * rounds)
+        sock.shutdown(socket.SHUT_WR)
+        received = read_until_closed(sock)
+    assert statuses_in(received) == [200, 401, 404] * rounds
