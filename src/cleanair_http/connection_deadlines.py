@@ -26,9 +26,11 @@ still closes it at once. `send_timeout` still bounds a client that never reads.
 A client pipelining requests (sending them without waiting for the answers) is read only a
 little ahead: uvicorn queued every request of each read (256 KiB) and read on after every
 answer, so one connection sending 20 MB of `GET /livez` made the server hold half a million
-queued requests, over a gigabyte. Here reading waits while `MAX_QUEUED` requests are queued
-behind the one being answered, and the parser is fed `FEED_BYTES` at a time, so what a
-connection holds is a few dozen queued requests and at most one read not yet parsed.
+queued requests, over a gigabyte. Here the parser is fed `FEED_BYTES` at a time, and once
+`MAX_QUEUED` requests are queued behind the one being answered the rest of the read waits as
+bytes, and reading waits too, until answers shorten the queue. A connection then holds at
+most `MAX_QUEUED` queued requests and those of one slice more (a few hundred of the smallest,
+under a MB), and one read not yet parsed.
 
 A chunked body's trailers never join the request's headers (uvicorn appended them to the
 very list the application reads, after it began): a trailer `X-Forwarded-For` would have
