@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -150,7 +151,10 @@ def test_a_file_without_a_valid_row_fails_but_the_others_are_imported(
     assert stored(database) == [("openaq:1", 1)]
 
 
-@pytest.mark.parametrize("problem", ["missing", "truncated", "no header", "locations missing"])
+@pytest.mark.parametrize(
+    "problem",
+    ["missing", "truncated", "no header", "locations missing", "device", "overlong line"],
+)
 def test_a_file_that_cannot_be_read_imports_nothing(
     database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], problem: str
 ) -> None:
@@ -172,6 +176,13 @@ def test_a_file_that_cannot_be_read_imports_nothing(
         headless.write_text(row(4, 0, 1.0) + "\n")
         argv.append(str(headless))
         message = f"{headless} is not an OpenAQ archive file"
+    elif problem == "device":  # passes a readability check, and never ends
+        argv.append("/dev/zero")
+        message = "/dev/zero is not a regular file"
+    elif problem == "overlong line":
+        long = archive(tmp_path, "long.csv.gz", row(2, 0, 1.0), "7" * 100_000, row(2, 1, 1.0))
+        argv.append(str(long))
+        message = f"{long}, line 3: longer than 4,096 characters"
     else:
         argv += ["--locations", str(tmp_path / "locations.csv")]
         message = "no such file"
@@ -180,6 +191,53 @@ def test_a_file_that_cannot_be_read_imports_nothing(
     assert message in err
     assert "nothing was imported" in err
     assert stored(database) == []
+
+
+def test_a_single_line_of_200_mb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    """A 200 KB gzip holding one 200 MB line: the installed command names the line and
+    stops, its peak memory the same as any small import's (about 50 MB), not the line's."""
+    packer = zlib.compressobj(wbits=31)  # gzip, written a MB at a time
+    chunks = [packer.compress((HEADER + "\n").encode())]
+    chunks += [packer.compress(b"9" * (1 << 20)) for _ in range(200)]
+    big = tmp_path / "one-line.csv.gz"
+    big.write_bytes(b"".join([*chunks, packer.compress(b"\n"), packer.flush()]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANAIR_")}
+    env["CLEANAIR_DATABASE"] = str(tmp_path / "var" / "cleanair.db")
+    with (tmp_path / "err").open("w+") as err:
+        child = subprocess.Popen(
+            [str(CLI), "stations", "import", str(big)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not all children's
+        child.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        message = err.read()
+    assert child.returncode == 2, message
+    assert f"{big}, line 2: longer than 4,096 characters" in message
+    assert "nothing was imported" in message
+    assert usage.ru_maxrss < 150 * 1024  # kB: the line alone is 200 MB as text
+
+
+def test_a_value_overflowing_on_conversion_is_refused_and_the_rest_imported(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    day = archive(
+        tmp_path,
+        "a.csv.gz",
+        row(1, 0, 5.5),
+        row(1, 0, 1e306, "no2", "ppm"),  # finite in ppm, infinite in µg/m³
+        row(1, 1, float("nan")),
+        row(1, 1, 20, "no2", "ppb"),
+    )
+    status, out, err = run(["stations", "import", str(day)], capsys)
+    assert status == 0, err
+    assert "2 added" in out
+    assert "rows: 4 read, 2 rejected" in out
+    assert "cleanair: rejected 1 rows: value too large once converted to µg/m³\n" in err
+    assert "cleanair: rejected 1 rows: bad number\n" in err
+    assert stored(database) == [("openaq:1", 2)]
 
 
 def test_a_failure_while_writing_leaves_the_database_as_it_was(database: Path) -> None:
