@@ -120,6 +120,21 @@ def test_import_then_list(
     ]
 
 
+def test_list_orders_station_ids_by_their_numbers(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stored and read back in text order (openaq:1, openaq:10, openaq:100, openaq:2), the
+    ids are listed as an operator counts."""
+    day = archive(tmp_path, "a.csv", *(row(n, 0, 1.0) for n in (10, 2, 100, 1, 11)), packed=False)
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    expected = ["openaq:1", "openaq:2", "openaq:10", "openaq:11", "openaq:100"]
+    status, out, _ = run(["stations", "list"], capsys)
+    assert status == 0
+    assert [line.split("\t")[0] for line in out.splitlines()[1:]] == expected
+    status, out, _ = run(["stations", "list", "--json"], capsys)
+    assert [s["id"] for s in json.loads(out)] == expected
+
+
 def test_importing_again_changes_nothing(
     database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -430,11 +445,59 @@ def test_evaluate_with_nothing_stored_or_bad_arguments(
     status, _, err = run(["stations", "evaluate"], capsys)
     assert status == 1
     assert "no stored observations" in err
-    for bad in (["--pollutant", "so2"], ["--since", "2024-01-01T00:00"], ["--until", "soon"]):
+    for bad in (["--pollutant", "so2"], ["--since", "2024-13-01"], ["--until", "soon"]):
         with pytest.raises(SystemExit) as exited:
             cli.main(["stations", "evaluate", *bad])
         assert exited.value.code == 2
         assert bad[1] not in capsys.readouterr().err  # the value is never echoed
+
+
+def test_evaluate_takes_a_date_or_a_time_without_offset_as_utc(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        row(location, hour, 30.0 + 10.0 * math.sin(hour / 4.0) + location, "no2")
+        for location in (1, 2, 3)
+        for hour in range(48)  # hours ending 2024-01-01T00:00Z to 2024-01-02T23:00Z
+    ]
+    assert run(["stations", "import", str(archive(tmp_path, "a.csv.gz", *lines))], capsys)[0] == 0
+    for window, hours in [
+        (["--since", "2024-01-02"], 24),  # the date's midnight, UTC
+        (["--since", "2024-01-02T06:00"], 18),
+        (["--until", "2024-01-01T12:00"], 13),
+        (["--until", "2024-01-01T14:00+02:00"], 13),  # an offset still counts
+    ]:
+        status, out, err = run(["stations", "evaluate", "--json", *window], capsys)
+        assert status == 0, (window, err)
+        assert json.loads(out)[0]["hours"] == hours, window
+
+
+def test_evaluate_outside_the_stored_hours_names_the_window_and_what_is_stored(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    day = archive(tmp_path, "a.csv.gz", row(1, 0, 5.5), row(2, 5, 6.5))
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    stored_span = "the stored observations (every pollutant) end from 2024-01-01T00:00:00+00:00 "
+    stored_span += "to 2024-01-01T05:00:00+00:00\n"
+    for argv, asked in [
+        (
+            ["--since", "2016-06-01", "--until", "2016-07-01"],
+            "observations whose hour ends from 2016-06-01T00:00:00+00:00 to "
+            "2016-07-01T00:00:00+00:00",
+        ),
+        (
+            ["--since", "2025-01-01"],
+            "observations whose hour ends at 2025-01-01T00:00:00+00:00 or later",
+        ),
+        (
+            ["--until", "2023-12-31T23:00Z"],
+            "observations whose hour ends at 2023-12-31T23:00:00+00:00 or earlier",
+        ),
+        (["--pollutant", "o3"], "o3 observations"),
+    ]:
+        status, out, err = run(["stations", "evaluate", *argv], capsys)
+        assert (status, out) == (1, ""), argv
+        assert err.endswith(f"cleanair: no stored {asked} to evaluate; {stored_span}"), err
 
 
 # -- screening, the retention and replaying
