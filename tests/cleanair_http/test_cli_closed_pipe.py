@@ -82,7 +82,8 @@ def test_a_pipe_closed_mid_output_ends_the_command_quietly(many_stations: Path) 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout is not None
+    assert child.stderr is not None
     start = child.stdout.read(300)
     child.stdout.close()  # as `head -c 300` exits
     err = child.stderr.read()
