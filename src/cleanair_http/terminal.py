@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 #: Escapes an operator reads at a glance; any other character is shown by its code point.
 _NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
@@ -60,7 +62,8 @@ CLOSED_PIPE_STATUS = 141
 
 def quiet_on_closed_pipe(command: Callable[[], int]) -> int:
     """`command()`'s exit status, or `CLOSED_PIPE_STATUS` without a word when stdout is a pipe
-    whose reader went away, whenever that is noticed: mid-output or at the last flush.
+    whose reader went away, whenever that is noticed: mid-output or at the last flush. A
+    broken pipe of anything else (stdout still read) is raised as it came.
 
     stdout is flushed here, so the interpreter's own flush at exit has nothing left to fail
     on; after a failure it points at /dev/null, where what stayed in its buffer then goes.
@@ -72,12 +75,26 @@ def quiet_on_closed_pipe(command: Callable[[], int]) -> int:
         finally:
             sys.stdout.flush()
     except BrokenPipeError:
+        if not _reader_gone(sys.stdout):
+            raise
         devnull = os.open(os.devnull, os.O_WRONLY)
         try:
             os.dup2(devnull, sys.stdout.fileno())
         finally:
             os.close(devnull)
         return CLOSED_PIPE_STATUS
+
+
+def _reader_gone(stream: TextIO) -> bool:
+    """Whether `stream`'s file is a pipe (or socket) nobody reads any more: poll says so
+    without writing to it."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # no file (io.UnsupportedOperation), or closed
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 _DIGIT_RUNS = re.compile(r"([0-9]+)")

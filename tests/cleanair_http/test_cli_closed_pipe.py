@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cleanair_http import cli
-from cleanair_http.terminal import CLOSED_PIPE_STATUS
+from cleanair_http.terminal import CLOSED_PIPE_STATUS, quiet_on_closed_pipe
 
 CLI = Path(sys.executable).parent / "cleanair"
 HEADER = "location_id,sensors_id,location,datetime,lat,lon,parameter,units,value"
@@ -104,3 +104,21 @@ def test_read_to_the_end_the_same_output_is_whole(many_stations: Path) -> None:
     listed = json.loads(done.stdout)
     assert len(listed) == STATIONS
     assert len(done.stdout) > 1_100_000  # longer than any pipe's buffer
+
+
+def test_only_stdout_s_own_closed_pipe_is_kept_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken pipe of something else (a child process's, a socket's) while stdout is still
+    read is an error like any other: raised, not turned into a quiet 141."""
+
+    def elsewhere() -> int:
+        raise BrokenPipeError(32, "a pipe of the command's own")
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        with pytest.raises(BrokenPipeError, match="the command's own"):
+            quiet_on_closed_pipe(elsewhere)
+        os.close(read_end)  # now stdout's reader is gone too
+        assert quiet_on_closed_pipe(elsewhere) == CLOSED_PIPE_STATUS
+        print("goes nowhere", file=stdout)  # /dev/null now: the exit's flush cannot fail
+        monkeypatch.undo()
