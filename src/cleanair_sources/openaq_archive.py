@@ -17,6 +17,10 @@ for the same ppb; a station reporting in µg/m³ is stored as it reports.
 
 Rejections never repeat a cell: a CSV cell could hold anything. They are counted per reason,
 and the first few are kept by file and line number.
+
+Only regular files are read (a device such as /dev/zero never ends), and a line is read at
+most `MAX_LINE_CHARS` at a time: a longer one stops the import with its line number before
+the rest of it is read, so no file, however shaped, makes the import hold more than that.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import csv
 import gzip
 import math
+import stat
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -73,6 +78,11 @@ SAME_PLACE_DEGREES = 1e-4
 _MAX_ID_DIGITS = 18
 #: A station name is kept to this many characters.
 MAX_NAME_LENGTH = 200
+#: The longest line an archive or locations file may have, in characters, its line break not
+#: counted. An archive row is about 100 (nine cells: ids, a place name, a time, coordinates,
+#: parameter, unit, value); forty times that leaves room for any name and stray columns, and
+#: a longer line is refused unread past this bound (a single 600 MB line once took 1.2 GB).
+MAX_LINE_CHARS = 4_096
 
 
 class Reason(StrEnum):
@@ -88,6 +98,7 @@ class Reason(StrEnum):
     NOT_ON_THE_HOUR = "not on the hour"
     UNKNOWN_UNIT = "unknown unit"
     NEGATIVE_VALUE = "negative value"
+    NOT_FINITE_IN_MICROGRAMS = "value too large once converted to µg/m³"
     OUT_OF_RANGE = "lat/lon out of range"
     CONFLICTING_COORDINATES = "conflicting coordinates for one location"
     CONFLICTING_DUPLICATE = "duplicate row with a different value"
@@ -372,6 +383,8 @@ class ArchiveParser:
         value = to_micrograms(pollutant, value, cell["units"])
         if value is None:
             return Reason.UNKNOWN_UNIT
+        if not math.isfinite(value):  # 1e306 ppm is finite; in µg/m³ it overflows
+            return Reason.NOT_FINITE_IN_MICROGRAMS
         if value < 0:
             return Reason.NEGATIVE_VALUE
         station_id = STATION_ID_PREFIX + location_id
@@ -476,11 +489,45 @@ def open_text(path: Path) -> TextIO:
     return path.open(encoding="utf-8-sig", newline="")
 
 
+def bounded_lines(name: str, handle: TextIO, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """The lines of `handle` (opened with `newline=""`), line breaks kept, never asking it for
+    more than `limit` + 2 characters at once: `ArchiveFileError` naming the line's number
+    when one is longer than `limit` characters, before the rest of it is read."""
+    number = 0
+    while line := handle.readline(limit + 2):
+        number += 1
+        body = line.removesuffix("\n").removesuffix("\r")
+        if len(body) > limit:
+            raise ArchiveFileError(
+                f"{name}, line {number}: longer than {limit:,} characters, which no "
+                "OpenAQ archive or locations row is"
+            )
+        yield line
+
+
+def _check_regular(path: Path) -> None:
+    """`ArchiveFileError` unless `path` is a regular file (or a link to one): a device never
+    ends (/dev/zero) and a pipe would block the check or be read only once."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ArchiveFileError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise ArchiveFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise ArchiveFileError(f"{path} is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        raise ArchiveFileError(
+            f"{path} is not a regular file (a device, pipe or socket): give a file's path"
+        )
+
+
 def _file_lines(path: Path) -> Iterator[str]:
     """The lines of `path`, with every way of failing to read it an `ArchiveFileError`."""
+    _check_regular(path)
     try:
         with open_text(path) as handle:
-            yield from handle
+            yield from bounded_lines(str(path), handle)
     except FileNotFoundError:
         raise ArchiveFileError(f"no such file: {path}") from None
     except IsADirectoryError:
@@ -494,9 +541,10 @@ def _file_lines(path: Path) -> Iterator[str]:
 
 
 def check_readable(paths: Iterable[Path]) -> None:
-    """Raise `ArchiveFileError` for the first of `paths` that cannot be opened: checked
-    before an import starts, so a typo in the last name costs nothing."""
+    """Raise `ArchiveFileError` for the first of `paths` that cannot be opened or is not a
+    regular file: checked before an import starts, so a typo in the last name costs nothing."""
     for path in paths:
+        _check_regular(path)
         try:
             open_text(path).close()
         except FileNotFoundError:
