@@ -81,9 +81,12 @@ def test_a_departures_window_at_the_end_of_time_is_400_as_any_beyond_the_horizon
 
 @settings(EXAMPLES)
 @given(earliest=EXTREME, latest=EXTREME)
-@example(earliest=datetime(9999, 12, 31), latest=datetime(9999, 12, 31, 12))
-@example(earliest=datetime.max, latest=datetime.max)
-@example(earliest=datetime.min, latest=datetime.min + timedelta(hours=1))
+@example(earliest=datetime(9999, 12, 31, tzinfo=UTC), latest=datetime(9999, 12, 31, 12, tzinfo=UTC))
+@example(earliest=datetime.max.replace(tzinfo=UTC), latest=datetime.max.replace(tzinfo=UTC))
+@example(
+    earliest=datetime.min.replace(tzinfo=UTC),
+    latest=datetime.min.replace(tzinfo=UTC) + timedelta(hours=1),
+)
 def test_departures_never_fail_on_extreme_times(
     client: Client, headers: dict[str, str], earliest: datetime, latest: datetime
 ) -> None:
@@ -95,7 +98,7 @@ def test_departures_never_fail_on_extreme_times(
 
 @settings(EXAMPLES)
 @given(start_time=EXTREME)
-@example(start_time=datetime.max)
+@example(start_time=datetime.max.replace(tzinfo=UTC))
 @example(start_time=datetime.min.replace(tzinfo=timezone(timedelta(hours=1))))
 def test_route_plans_never_fail_on_an_extreme_start_time(
     client: Client, headers: dict[str, str], start_time: datetime
@@ -109,7 +112,9 @@ def test_route_plans_never_fail_on_an_extreme_start_time(
 
 @settings(EXAMPLES)
 @given(start_time=EXTREME)
-@example(start_time=datetime.max)  # estimating the second waypoint's time overflows
+@example(
+    start_time=datetime.max.replace(tzinfo=UTC)
+)  # estimating the second waypoint's time overflows
 @example(start_time=datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-14))))
 def test_enrichment_never_fails_on_an_extreme_start_time(
     client: Client, headers: dict[str, str], start_time: datetime
@@ -122,8 +127,11 @@ def test_enrichment_never_fails_on_an_extreme_start_time(
 
 @settings(EXAMPLES)
 @given(first=EXTREME, second=EXTREME)
-@example(first=datetime.max, second=datetime.max)
-@example(first=datetime.min, second=datetime.min.replace(tzinfo=timezone(timedelta(hours=14))))
+@example(first=datetime.max.replace(tzinfo=UTC), second=datetime.max.replace(tzinfo=UTC))
+@example(
+    first=datetime.min.replace(tzinfo=UTC),
+    second=datetime.min.replace(tzinfo=timezone(timedelta(hours=14))),
+)
 def test_enrichment_never_fails_on_extreme_recorded_times(
     client: Client, headers: dict[str, str], first: datetime, second: datetime
 ) -> None:
