@@ -184,6 +184,8 @@ def refused(client: Client, headers: dict[str, str], endpoint: str, payload: Any
     assert answer["detail"] == DETAIL
     assert WORD not in response.text.lower()
     assert str(NUMBER) not in response.text
+    for error in answer["errors"]:
+        assert error["rule"] in get_args(ext.Rule), error  # the documented vocabulary
     return answer["errors"]
 
 
