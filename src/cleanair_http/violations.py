@@ -12,6 +12,7 @@ rule `invalid`, never the message.
 from __future__ import annotations
 
 import enum
+import itertools
 import re
 import types
 from collections.abc import Iterator
@@ -52,9 +53,14 @@ _LENGTH = re.compile(r"Expected `(?P<kind>str|array|object)` of length (?P<op>>=
 _REQUIRED = re.compile(r"Object missing required field `(?P<name>[A-Za-z_][A-Za-z0-9_]*)`")
 
 
+#: The most violations one answer lists: a body of thousands of bad items gets a bounded
+#: answer, and the walk stops there.
+MAX_VIOLATIONS = 50
+
+
 def violations_of(body: bytes, kind: type[msgspec.Struct]) -> list[Violation]:
     """Every field of `body` that breaks a rule of `kind` (a body `kind` refuses: at least
-    one violation), in the order of the struct's fields."""
+    one violation, at most MAX_VIOLATIONS), in the order of the struct's fields."""
     try:
         value = msgspec.json.decode(body)
     except msgspec.ValidationError:
@@ -62,7 +68,8 @@ def violations_of(body: bytes, kind: type[msgspec.Struct]) -> list[Violation]:
         return [_typed_violation(body, kind)]
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return [MALFORMED]
-    return _violations(value, kind, []) or [_typed_violation(body, kind)]
+    found = list(itertools.islice(_violations(value, kind, []), MAX_VIOLATIONS))
+    return found or [_typed_violation(body, kind)]
 
 
 def _typed_violation(body: bytes, kind: type[msgspec.Struct]) -> Violation:
@@ -75,11 +82,16 @@ def _typed_violation(body: bytes, kind: type[msgspec.Struct]) -> Violation:
     return Violation("", "invalid", "is invalid")
 
 
-def _violations(value: Any, kind: Any, path: list[str]) -> list[Violation]:
+def _violations(value: Any, kind: Any, path: list[str]) -> Iterator[Violation]:
     problem = _problem(value, kind)
     if problem is None:
-        return []
-    return list(_inner(value, kind, path)) or [_described(problem, kind, path)]
+        return
+    inner = False
+    for violation in _inner(value, kind, path):
+        inner = True
+        yield violation
+    if not inner:
+        yield _described(problem, kind, path)
 
 
 def _problem(value: Any, kind: Any) -> str | None:
@@ -104,14 +116,16 @@ def _inner(value: Any, kind: Any, path: list[str]) -> Iterator[Violation]:
             elif field.required:
                 yield Violation(".".join(where), "required", "is required")
     elif get_origin(bare) is list and isinstance(value, list):
+        longest, shortest = meta.get("max_length"), meta.get("min_length")
+        if longest is not None and len(value) > longest:
+            # Named once; its items are not looked into (there may be any number).
+            yield _length("<=", "array", longest, path)
+            return
         (item,) = get_args(bare)
         for index, element in enumerate(value):
             yield from _violations(element, item, [*path, str(index)])
-        for bound, op in ((meta.get("min_length"), ">="), (meta.get("max_length"), "<=")):
-            if bound is not None and not (
-                len(value) >= bound if op == ">=" else len(value) <= bound
-            ):
-                yield _length(op, "array", bound, path)
+        if shortest is not None and len(value) < shortest:
+            yield _length(">=", "array", shortest, path)
 
 
 def _unwrapped(kind: Any, value: Any) -> tuple[Any, dict[str, Any]]:

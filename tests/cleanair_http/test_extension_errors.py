@@ -17,6 +17,7 @@ import pytest
 from cleanair_core import CleanAir, ManualClock
 from cleanair_http import extension_schemas as ext
 from cleanair_http.settings import Settings
+from cleanair_http.violations import MAX_VIOLATIONS
 from support.http import Client, MakeClient, bearer, pair
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -336,3 +337,23 @@ def test_v1_keeps_the_contracts_fixed_text_byte_for_byte(
     response = client.post(path, json=payload, headers=headers)
     assert response.status_code == 422
     assert response.content == b'{"detail":"Request validation failed"}'
+
+
+def test_an_over_long_list_is_named_once_without_its_items(
+    client: Client, headers: dict[str, str]
+) -> None:
+    scan = [{"mac": "", "rssi": NUMBER}] * 5000
+    errors = refused(client, headers, CONDITIONS, {"wifi": scan})
+    assert errors == [
+        {"field": "wifi", "rule": "too_long", "message": "must have at most 64 items"}
+    ]
+
+
+def test_the_list_stops_at_its_cap(client: Client, headers: dict[str, str]) -> None:
+    scan = [{"mac": "", "rssi": NUMBER}] * 64  # two violations an item
+    errors = refused(client, headers, CONDITIONS, {"wifi": scan})
+    assert len(errors) == MAX_VIOLATIONS
+    assert errors[:2] == [
+        {"field": "wifi.0.mac", "rule": "too_short", "message": "must have at least 1 character"},
+        {"field": "wifi.0.rssi", "rule": "maximum", "message": "must be at most 0"},
+    ]
