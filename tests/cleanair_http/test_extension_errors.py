@@ -131,7 +131,7 @@ def every_field() -> list[Any]:
 def constraint_cases() -> list[Any]:
     """For each bound the schemas declare, a value just past it, the rule it breaks and the
     bound its message must state."""
-    cases = []
+    cases: list[tuple[str, str, Any, str, Any]] = []
     for endpoint, (struct, body) in VALID.items():
         for path, kind, _ in fields(struct):
             bare, metas = unwrapped(kind)
