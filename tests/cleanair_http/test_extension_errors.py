@@ -357,3 +357,15 @@ def test_the_list_stops_at_its_cap(client: Client, headers: dict[str, str]) -> N
         {"field": "wifi.0.mac", "rule": "too_short", "message": "must have at least 1 character"},
         {"field": "wifi.0.rssi", "rule": "maximum", "message": "must be at most 0"},
     ]
+
+
+def test_a_scan_no_one_can_place_is_no_fields_fault(
+    client: Client, headers: dict[str, str]
+) -> None:
+    scan = [{"mac": "02:1a:2b:3c:4d:5e", "rssi": -48}, {"mac": "02:1a:2b:3c:4d:5f", "rssi": -60}]
+    response = client.post(CONDITIONS, json={"wifi": scan}, headers=headers)
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": "No location could be resolved from the request",
+        "errors": [],
+    }
