@@ -363,7 +363,8 @@ def test_a_phone_shows_a_two_line_header_and_the_whole_scale_label(
         header = page.locator("header").bounding_box()
         title = page.locator("header h1")
         title_box = title.bounding_box()
-        assert header is not None and title_box is not None
+        assert header is not None
+        assert title_box is not None
         font = float(title.evaluate("e => parseFloat(getComputedStyle(e).fontSize)"))
         # The title on one line, and the header two lines high at most.
         assert title_box["height"] < 2 * font
@@ -374,7 +375,9 @@ def test_a_phone_shows_a_two_line_header_and_the_whole_scale_label(
         label = page.locator("#scale .label").bounding_box()
         legend = page.locator("#map-legend").bounding_box()
         frame = page.locator("#map-frame").bounding_box()
-        assert label is not None and legend is not None and frame is not None
+        assert label is not None
+        assert legend is not None
+        assert frame is not None
         assert frame["x"] <= label["x"]
         assert label["x"] + label["width"] <= frame["x"] + frame["width"]
         assert label["y"] + label["height"] <= frame["y"] + frame["height"]
