@@ -198,9 +198,12 @@ def test_too_many_pairing_attempts_say_when_to_try_again(visit: Visit) -> None:
     )
 
 
-def only_the_direct_route(page: Page, asked: list[dict[str, Any]]) -> None:
+def only_the_direct_route(
+    page: Page, asked: list[dict[str, Any]], *, cleaner: bool = False
+) -> None:
     """Plans answered in the browser with the direct route alone (which plans end so depends
-    on the air of the hour); each submission's body goes to `asked`."""
+    on the air of the hour), or with a cleaner one too; each submission's body goes to
+    `asked`."""
     direct = {
         "waypoints": [list(START), list(END)],
         "measures": {"clean_air_score": [80, 82]},
@@ -212,9 +215,16 @@ def only_the_direct_route(page: Page, asked: list[dict[str, Any]]) -> None:
         "duration": 780.0,
         "goal": {"title": "Direct route", "description": "The shortest route."},
     }
+    detour = {
+        **direct,
+        "distance": 1100.0,
+        "distance_delta": 80,
+        "dose_delta_pct": -6.0,
+        "goal": {"title": "Quieter streets", "description": "Away from the traffic."},
+    }
     result = {
         "activity_type": "walking",
-        "routes": [direct],
+        "routes": [direct, detour] if cleaner else [direct],
         "original_distance": 1020.0,
         "original_clean_air_score": 81,
         "original_dose": 0.21,
@@ -391,3 +401,37 @@ def test_a_phone_shows_a_two_line_header_and_the_whole_scale_label(
         page.context.close()
     assert visit.foreign == []
     assert visit.errors == []
+
+
+def test_at_night_with_a_cleaner_route_the_page_still_says_streets_differ_less(
+    visit: Visit,
+) -> None:
+    page = visit.page
+    page.clock.set_fixed_time(datetime(2026, 1, 15, 21, 15, tzinfo=UTC))  # 23:15 in Helsinki
+    asked: list[dict[str, Any]] = []
+    only_the_direct_route(page, asked, cleaner=True)
+    page.fill("#token", MADE_UP_TOKEN)
+    click_at(page, *START)
+    click_at(page, *END)
+    page.click("#plan")
+    expect(page.locator("#routes li")).to_have_count(2)
+    expect(page.locator("#verdict")).to_be_hidden()
+    expect(page.locator("#advice-text")).to_have_text(
+        "Leaving at 23:15, at night, traffic is light, so the air differs less from street to "
+        "street than by day; streets differ most at the morning rush hour."
+    )
+    expect(page.locator("#try-busy")).to_have_text("Plan for tomorrow 08:00 (25 credits)")
+
+
+def test_by_day_with_a_cleaner_route_there_is_no_advice(visit: Visit) -> None:
+    page = visit.page
+    page.clock.set_fixed_time(datetime(2026, 1, 15, 10, tzinfo=UTC))  # noon in Helsinki
+    asked: list[dict[str, Any]] = []
+    only_the_direct_route(page, asked, cleaner=True)
+    page.fill("#token", MADE_UP_TOKEN)
+    click_at(page, *START)
+    click_at(page, *END)
+    page.click("#plan")
+    expect(page.locator("#routes li")).to_have_count(2)
+    expect(page.locator("#advice")).to_be_attached()
+    expect(page.locator("#advice")).to_be_hidden()
