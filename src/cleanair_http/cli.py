@@ -389,11 +389,14 @@ def _import_wifi(core: CleanAir, path: Path) -> int:
             flush=True,
         )
 
+    from cleanair_sources.text_files import bounded_lines, check_regular
+
+    check_regular(path)
     try:
         # utf-8-sig drops the byte-order mark spreadsheets write; newline="" is what csv wants.
         with path.open(encoding="utf-8-sig", newline="") as handle:
             core.import_access_points(
-                handle,
+                bounded_lines(str(path), handle, "access point row"),
                 report=report,
                 batch_size=IMPORT_BATCH_SIZE,
                 on_progress=progress,

@@ -28,7 +28,6 @@ from __future__ import annotations
 import csv
 import gzip
 import math
-import stat
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -44,6 +43,7 @@ from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.units import MOLAR_MASS, MOLAR_VOLUME_25C
 from cleanair_core.errors import OperatorError
 from cleanair_core.geo import Point
+from cleanair_sources.text_files import bounded_lines, check_regular
 
 #: The columns of an archive file; `sensors_id` is read past (a location's sensors are not
 #: told apart: one value per location, pollutant and hour).
@@ -78,11 +78,11 @@ SAME_PLACE_DEGREES = 1e-4
 _MAX_ID_DIGITS = 18
 #: A station name is kept to this many characters.
 MAX_NAME_LENGTH = 200
-#: The longest line an archive or locations file may have, in characters, its line break not
-#: counted. An archive row is about 100 (nine cells: ids, a place name, a time, coordinates,
-#: parameter, unit, value); forty times that leaves room for any name and stray columns, and
-#: a longer line is refused unread past this bound (a single 600 MB line once took 1.2 GB).
-MAX_LINE_CHARS = 4_096
+#: (MAX_LINE_CHARS, from text_files, bounds a line: an archive row is about 100 characters
+#: (nine cells: ids, a place name, a time, coordinates, parameter, unit, value); forty times
+#: that leaves room for any name and stray columns, and a longer line is refused unread past
+#: the bound (a single 600 MB line once took 1.2 GB).)
+_ROWS = "OpenAQ archive or locations row"
 
 
 class Reason(StrEnum):
@@ -489,45 +489,12 @@ def open_text(path: Path) -> TextIO:
     return path.open(encoding="utf-8-sig", newline="")
 
 
-def bounded_lines(name: str, handle: TextIO, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
-    """The lines of `handle` (opened with `newline=""`), line breaks kept, never asking it for
-    more than `limit` + 2 characters at once: `ArchiveFileError` naming the line's number
-    when one is longer than `limit` characters, before the rest of it is read."""
-    number = 0
-    while line := handle.readline(limit + 2):
-        number += 1
-        body = line.removesuffix("\n").removesuffix("\r")
-        if len(body) > limit:
-            raise ArchiveFileError(
-                f"{name}, line {number}: longer than {limit:,} characters, which no "
-                "OpenAQ archive or locations row is"
-            )
-        yield line
-
-
-def _check_regular(path: Path) -> None:
-    """`ArchiveFileError` unless `path` is a regular file (or a link to one): a device never
-    ends (/dev/zero) and a pipe would block the check or be read only once."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise ArchiveFileError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise ArchiveFileError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(mode):
-        raise ArchiveFileError(f"{path} is a folder, not a file")
-    if not stat.S_ISREG(mode):
-        raise ArchiveFileError(
-            f"{path} is not a regular file (a device, pipe or socket): give a file's path"
-        )
-
-
 def _file_lines(path: Path) -> Iterator[str]:
     """The lines of `path`, with every way of failing to read it an `ArchiveFileError`."""
-    _check_regular(path)
+    check_regular(path, ArchiveFileError)
     try:
         with open_text(path) as handle:
-            yield from bounded_lines(str(path), handle)
+            yield from bounded_lines(str(path), handle, _ROWS, error=ArchiveFileError)
     except FileNotFoundError:
         raise ArchiveFileError(f"no such file: {path}") from None
     except IsADirectoryError:
@@ -544,7 +511,7 @@ def check_readable(paths: Iterable[Path]) -> None:
     """Raise `ArchiveFileError` for the first of `paths` that cannot be opened or is not a
     regular file: checked before an import starts, so a typo in the last name costs nothing."""
     for path in paths:
-        _check_regular(path)
+        check_regular(path, ArchiveFileError)
         try:
             open_text(path).close()
         except FileNotFoundError:

@@ -79,7 +79,7 @@ def test_since_and_until_say_a_date_or_no_offset_is_utc() -> None:
 
 
 def test_the_import_help_states_the_line_bound() -> None:
-    from cleanair_sources.openaq_archive import MAX_LINE_CHARS
+    from cleanair_sources.text_files import MAX_LINE_CHARS
 
     (station_import,) = [
         p for path, p in parsers(cli._parser()) if path == "cleanair stations import"

@@ -18,15 +18,14 @@ from hypothesis import strategies as st
 from cleanair_core.air.observations import AreaType, Observation, Station, StationType
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.units import MOLAR_MASS, MOLAR_VOLUME_25C
+from cleanair_core.errors import OperatorError
 from cleanair_core.geo import Point
 from cleanair_sources.openaq_archive import (
-    MAX_LINE_CHARS,
     ArchiveFileError,
     ArchiveParser,
     ArchiveTally,
     Ignored,
     Reason,
-    bounded_lines,
     check_readable,
     hour_end,
     parse_locations,
@@ -34,6 +33,7 @@ from cleanair_sources.openaq_archive import (
     read_locations,
     to_micrograms,
 )
+from cleanair_sources.text_files import MAX_LINE_CHARS, bounded_lines
 
 HEADER = "location_id,sensors_id,location,datetime,lat,lon,parameter,units,value"
 ROW = "2178,1,Kallio,2024-01-01T01:00:00+02:00,60.18,24.95,pm25,µg/m³,5.5"
@@ -419,10 +419,10 @@ class _Recording:
 
 def test_a_line_longer_than_the_bound_is_refused_by_number_unread() -> None:
     handle = _Recording(rows(ROW, "x" * (50 * MAX_LINE_CHARS), ROW))
-    lines = bounded_lines("big.csv", cast(TextIO, handle))
+    lines = bounded_lines("big.csv", cast(TextIO, handle), "row")
     assert next(lines) == HEADER + "\n"
     assert next(lines) == ROW + "\n"
-    with pytest.raises(ArchiveFileError, match=r"big\.csv, line 3: longer than 4,096 characters"):
+    with pytest.raises(OperatorError, match=r"big\.csv, line 3: longer than 4,096 characters"):
         next(lines)
     assert all(0 < size <= MAX_LINE_CHARS + 2 for size in handle.asked)
     assert handle.text.tell() <= len((rows(ROW) + "x" * (MAX_LINE_CHARS + 2)).encode())
@@ -433,9 +433,9 @@ def test_a_line_of_exactly_the_bound_is_read_whatever_its_line_break(end: str) -
     line = "y" * MAX_LINE_CHARS + end
     after = ["z\n"] if end else []  # a line without its break ends the file
     text = "".join([line, *after])
-    assert list(bounded_lines("a.csv", io.StringIO(text, newline=""))) == [line, *after]
-    with pytest.raises(ArchiveFileError, match="line 1"):
-        list(bounded_lines("a.csv", io.StringIO("y" + line, newline="")))
+    assert list(bounded_lines("a.csv", io.StringIO(text, newline=""), "row")) == [line, *after]
+    with pytest.raises(OperatorError, match="line 1"):
+        list(bounded_lines("a.csv", io.StringIO("y" + line, newline=""), "row"))
 
 
 def test_an_overlong_line_in_a_gzip_file_stops_it_by_line_number(tmp_path: Path) -> None:
