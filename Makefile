@@ -56,13 +56,22 @@ test-fast: install
 	.venv/bin/pytest -m "not e2e and not browser"
 
 # The route explorer in the machine's headless Chromium (Debian's chromium package), left
-# out of `make test` by pytest's addopts.
+# out of `make test` by pytest's addopts. Without one on PATH it is installed when it can be
+# (root with apt-get; the package lists refreshed if apt knows no chromium yet), else the
+# one line to run is said.
+CHROMIUM_HOW := the browser tests need Chromium: run 'sudo apt-get install -y chromium' (Debian, Ubuntu)
 test-browser: install
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian's chromium for the browser tests"; \
+	    { apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; } \
+	      || { echo "$(CHROMIUM_HOW)" >&2; exit 1; }; \
+	  else echo "$(CHROMIUM_HOW)" >&2; exit 1; fi; }
 	.venv/bin/pytest -m browser
 
 lint: install
-	.venv/bin/ruff check src tests bench
-	.venv/bin/ruff format --check src tests bench
+	.venv/bin/ruff check src tests bench examples
+	.venv/bin/ruff format --check src tests bench examples
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 

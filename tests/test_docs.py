@@ -61,3 +61,18 @@ def test_the_readme_lists_every_doc_and_links_only_what_exists() -> None:
     listed = {link for link in relative if link.startswith("docs/")}
     assert {f"docs/{page.name}" for page in DOCS.glob("*.md")} <= listed
     assert "../" not in readme
+
+
+def shell_lines(path: Path) -> list[str]:
+    blocks = re.findall(r"```(?:sh|bash|console)\n(.*?)```", path.read_text(), flags=re.DOTALL)
+    return [line.strip() for block in blocks for line in block.splitlines()]
+
+
+@pytest.mark.parametrize(
+    "page", [DOCS.parent / "README.md", *sorted(DOCS.glob("*.md"))], ids=lambda p: p.name
+)
+def test_shell_examples_run_the_cli_as_typed_from_the_project_folder(page: Path) -> None:
+    """After `make install` the CLI is .venv/bin/cleanair, not on PATH: a shell example that
+    types a bare `cleanair` fails as typed."""
+    bare = [line for line in shell_lines(page) if re.match(r"(\$ )?cleanair\b", line)]
+    assert bare == []

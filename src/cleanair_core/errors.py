@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from enum import StrEnum
+
+import attrs
 
 
 class CleanAirError(Exception):
@@ -76,10 +79,27 @@ class NotFound(CleanAirError):
 
 
 # 422 -----------------------------------------------------------------------------------------
+@attrs.frozen
+class Violation:
+    """One rule a request broke, in words fit to show its client: `field` is a dotted path
+    into the request (`start.latitude`, `wifi.0.mac`; "" for the whole body), `rule` one of
+    a small vocabulary (docs/api-choices.md) and `message` the rule and its bound. Built from
+    the schema and the rule alone: never from the value, which is not echoed."""
+
+    field: str
+    rule: str
+    message: str
+
+
 class Unprocessable(CleanAirError):
-    """A request that is well-formed but cannot be acted on; the input is never echoed."""
+    """A request that is well-formed but cannot be acted on; the input is never echoed.
+    `violations` name the fields and rules that failed, where they are known."""
 
     detail = "Request validation failed"
+
+    def __init__(self, detail: str | None = None, *, violations: Sequence[Violation] = ()) -> None:
+        super().__init__(detail)
+        self.violations = tuple(violations)
 
 
 class LocationUnresolved(Unprocessable):

@@ -199,10 +199,13 @@ class CleanAir:
         """A user's quota this month, its grants and its usage per label (support)."""
         return credits.pool_report(self.context, user_name)
 
-    def grant_credits(self, user_name: str, amount: int, reason: str) -> PoolReport:
+    def grant_credits(
+        self, user_name: str, amount: int, reason: str, *, today: bool = False
+    ) -> PoolReport:
         """Add `amount` credits to a user's pool for this month only, with `reason` in the
-        ledger; the daily burst cap still applies (`cleanair_core.credits.ledger`)."""
-        return credits.grant_credits(self.context, user_name, amount, reason)
+        ledger; the daily burst cap still applies (`cleanair_core.credits.ledger`). With
+        `today`, raise this UTC day's burst cap by `amount` instead, within the month's pool."""
+        return credits.grant_credits(self.context, user_name, amount, reason, today=today)
 
     def partner_usage_by_label(self, partner_name: str) -> dict[str, int]:
         """This month's net credits per attribution label for a partner's credit pool."""

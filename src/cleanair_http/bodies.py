@@ -22,7 +22,8 @@ import msgspec
 from litestar import Request
 from litestar.exceptions import SerializationException
 
-from cleanair_core.errors import Unprocessable
+from cleanair_core.errors import Unprocessable, Violation
+from cleanair_http.violations import MALFORMED, violations_of
 
 #: Everything a decoder raises for a body that is not the JSON asked for. Litestar wraps
 #: `msgspec.DecodeError` (and so `ValidationError`) in `SerializationException`.
@@ -30,12 +31,23 @@ _MALFORMED = (msgspec.DecodeError, SerializationException, UnicodeDecodeError, R
 
 
 @contextmanager
-def _malformed_is_unprocessable() -> Iterator[None]:
+def _malformed_is_unprocessable(body: bytes, kind: Any) -> Iterator[None]:
     try:
         yield
     except _MALFORMED:
         # `from None`: the messages quote the input, and the chain would only be logged.
-        raise Unprocessable() from None
+        raise Unprocessable(violations=_violations(body, kind)) from None
+
+
+def _violations(body: bytes, kind: Any) -> list[Violation]:
+    """What is wrong with a refused body, field by field (only /ext/v1 answers show it)."""
+    try:
+        _check_utf8(body)
+    except UnicodeDecodeError:
+        return [MALFORMED]
+    if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+        return violations_of(body, kind)
+    return [MALFORMED]
 
 
 class JsonBodyRequest(Request[Any, Any, Any]):
@@ -52,7 +64,7 @@ class JsonBodyRequest(Request[Any, Any, Any]):
         field = self.route_handler.parsed_data_field
         kind = None if field is None else field.annotation
         body = await self.body()
-        with _malformed_is_unprocessable():
+        with _malformed_is_unprocessable(body, kind):
             _check_utf8(body)
             if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
                 return msgspec.json.decode(body, type=kind)

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -45,10 +45,12 @@ from cleanair_core.service import CleanAir
 from cleanair_core.use_cases.credits import PoolReport
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings, SettingsError
-from cleanair_http.terminal import escape_nonprintable
+from cleanair_http.terminal import escape_nonprintable, natural_key, quiet_on_closed_pipe
 from cleanair_storage.errors import SchemaTooNew
 
 if TYPE_CHECKING:  # imported where used: other commands start without the archive reader
+    from _typeshed import SupportsWrite
+
     from cleanair_sources.openaq_archive import ArchiveTally
 
 
@@ -92,7 +94,8 @@ class _Version(argparse.Action):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse echoes unrecognised arguments verbatim in its usage errors."""
+    """argparse echoes unrecognised arguments verbatim in its usage errors, and its help
+    ignores a closed stdout."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Help)
@@ -100,6 +103,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         super().error(escape_nonprintable(message))
+
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
+        # argparse's own drops a failed write: `--help | head -1` would exit 0, not 141.
+        (sys.stdout if file is None else file).write(self.format_help())
 
 
 def _concurrency(raw: str) -> int:
@@ -136,12 +143,13 @@ def _observed_pollutant(raw: str) -> Pollutant:
 
 
 def _instant(raw: str) -> datetime:
+    """An ISO 8601 date (its midnight) or date and time; UTC unless it has an offset."""
     try:
         value = datetime.fromisoformat(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError("must be an ISO 8601 date and time") from None
+        raise argparse.ArgumentTypeError("must be an ISO 8601 date, or date and time") from None
     if value.tzinfo is None or value.utcoffset() is None:
-        raise argparse.ArgumentTypeError("needs an offset (Z or +hh:mm)")
+        value = value.replace(tzinfo=UTC)
     return value
 
 
@@ -149,13 +157,15 @@ def _add_partner_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     partners = sub.add_parser("partners", help="manage partners").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
-    partners.add_parser("add", help="add an active partner").add_argument("partner")
+    partners.add_parser("add", help="add an active partner").add_argument(
+        "partner", help="the new partner's name"
+    )
     partners.add_parser("list", help="every partner: name, active, created")
     issue = partners.add_parser(
         "issue-token",
         help="issue a partner token: printed once, on stdout; the connection id on stderr",
     )
-    issue.add_argument("partner")
+    issue.add_argument("partner", help="the partner the token acts for")
     issue.add_argument("--name", required=True, help="the connection's name")
     issue.add_argument(
         "--scope",
@@ -166,19 +176,21 @@ def _add_partner_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     partners.add_parser(
         "deactivate", help="deactivate a partner; its tokens stop working at once"
-    ).add_argument("partner")
+    ).add_argument("partner", help="the partner's name")
     partners.add_parser(
         "connections", help="a partner's connections (never the token)"
-    ).add_argument("partner")
+    ).add_argument("partner", help="the partner's name")
     partner_revoke = partners.add_parser(
         "revoke", help="revoke one of a partner's connections at once"
     )
-    partner_revoke.add_argument("partner")
-    partner_revoke.add_argument("connection_id")
+    partner_revoke.add_argument("partner", help="the partner's name")
+    partner_revoke.add_argument(
+        "connection_id", help="the connection's id (a UUID, from `partners connections`)"
+    )
     partner_usage = partners.add_parser(
         "usage", help="this month's credits of a partner's pool by attribution label"
     )
-    partner_usage.add_argument("partner")
+    partner_usage.add_argument("partner", help="the partner's name")
     partner_usage.add_argument("--json", action="store_true", help="print {label: credits}")
 
 
@@ -191,7 +203,14 @@ def _add_station_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         "the header location_id,sensors_id,location,datetime,lat,lon,parameter,units,value; "
         "all files in one transaction",
     )
-    station_import.add_argument("files", metavar="FILE", type=Path, nargs="+")
+    station_import.add_argument(
+        "files",
+        metavar="FILE",
+        type=Path,
+        nargs="+",
+        help="an archive file (a regular file: no device or pipe; lines of at most "
+        "4,096 characters)",
+    )
     station_import.add_argument(
         "--locations",
         type=Path,
@@ -223,10 +242,16 @@ def _add_station_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="pm25, pm10, no2 or o3 (default: every one observed)",
     )
     evaluate.add_argument(
-        "--since", type=_instant, help="first hour end, ISO 8601 with an offset (default: all)"
+        "--since",
+        type=_instant,
+        help="first hour end: an ISO 8601 date (its midnight) or date and time, in UTC "
+        "unless it has an offset (default: all)",
     )
     evaluate.add_argument(
-        "--until", type=_instant, help="last hour end, ISO 8601 with an offset (default: all)"
+        "--until",
+        type=_instant,
+        help="last hour end: an ISO 8601 date (its midnight) or date and time, in UTC "
+        "unless it has an offset (default: all)",
     )
     evaluate.add_argument("--json", action="store_true", help="print a JSON array")
 
@@ -261,7 +286,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION"
     )
     add = users.add_parser("add", help="add a user (premium unless --no-premium)")
-    add.add_argument("user")
+    add.add_argument("user", help="the new user's name")
     add.add_argument(
         "--premium",
         action=argparse.BooleanOptionalAction,
@@ -270,42 +295,56 @@ def _parser() -> argparse.ArgumentParser:
     )
     users.add_parser("list", help="every user: name, premium, created")
     premium = users.add_parser("set-premium", help="turn a user's premium plan on or off")
-    premium.add_argument("user")
-    premium.add_argument("state", choices=["on", "off"])
+    premium.add_argument("user", help="the user's name")
+    premium.add_argument("state", choices=["on", "off"], help="on or off")
 
     code = sub.add_parser("pairing-code", help="print a 6-digit pairing code for a premium user")
-    code.add_argument("user")
+    code.add_argument("user", help="the premium user the code pairs an app with")
 
     connections = sub.add_parser("connections", help="list or revoke connections")
     conn_sub = connections.add_subparsers(dest="action", required=True, metavar="ACTION")
-    conn_sub.add_parser("list", help="a user's connections (never the token)").add_argument("user")
-    conn_sub.add_parser("revoke", help="revoke a connection at once").add_argument("connection_id")
+    conn_sub.add_parser("list", help="a user's connections (never the token)").add_argument(
+        "user", help="the user's name"
+    )
+    conn_sub.add_parser("revoke", help="revoke a connection at once").add_argument(
+        "connection_id", help="the connection's id (a UUID, from `connections list`)"
+    )
 
     _add_partner_commands(sub)
 
     clients = sub.add_parser("clients", help="recognised `client` labels").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
-    clients.add_parser("add", help="recognise a client label").add_argument("label")
+    clients.add_parser("add", help="recognise a client label").add_argument(
+        "label", help="the label apps send as `client`"
+    )
 
     credits = sub.add_parser("credits", help="see or adjust a user's credit pool (support)")
     credits_sub = credits.add_subparsers(dest="action", required=True, metavar="ACTION")
     show = credits_sub.add_parser(
         "show", help="a user's quota this month (as GET /v1/quota says it), grants, usage"
     )
-    show.add_argument("user")
+    show.add_argument("user", help="the user's name")
     show.add_argument("--json", action="store_true", help="print it as one JSON object")
     grant = credits_sub.add_parser(
         "grant",
         help="add N credits to a user's pool for this month only, recorded in the ledger "
-        "with the reason; the daily burst cap still applies",
+        "with the reason; the daily burst cap still applies (unless --today)",
     )
-    grant.add_argument("user")
-    grant.add_argument("credits", type=_whole_number, metavar="N")
+    grant.add_argument("user", help="the user whose credit pool gets them")
+    grant.add_argument(
+        "credits", type=_whole_number, metavar="N", help="how many credits (a whole number)"
+    )
     grant.add_argument("--reason", required=True, help="why (kept in the ledger)")
+    grant.add_argument(
+        "--today",
+        action="store_true",
+        help="raise today's (UTC) daily burst cap by N instead of the month's pool: the user "
+        "may spend more today, still within what remains of this month",
+    )
 
     usage = sub.add_parser("usage", help="this month's credits by attribution label")
-    usage.add_argument("user")
+    usage.add_argument("user", help="the user's name")
     usage.add_argument("--json", action="store_true", help="print {label: credits}")
 
     wifi = sub.add_parser("wifi", help="Wi-Fi access points for local geolocation")
@@ -314,7 +353,7 @@ def _parser() -> argparse.ArgumentParser:
         "import",
         help="import access points from a CSV file with the header bssid,lat,lon[,accuracy_m]; "
         "only a keyed hash of each BSSID is stored",
-    ).add_argument("file", type=Path)
+    ).add_argument("file", type=Path, help="the CSV file")
 
     _add_station_commands(sub)
 
@@ -323,12 +362,14 @@ def _parser() -> argparse.ArgumentParser:
     network_import = network_sub.add_parser(
         "import", help="import an OpenStreetMap .osm.pbf file as a routable street network"
     )
-    network_import.add_argument("file", type=Path)
+    network_import.add_argument("file", type=Path, help="the .osm.pbf file")
     network_import.add_argument(
         "--name", help="the network's name (default: the file name); replaces a namesake"
     )
     network_sub.add_parser("list", help="the stored street networks")
-    network_sub.add_parser("delete", help="delete a stored network").add_argument("name")
+    network_sub.add_parser("delete", help="delete a stored network").add_argument(
+        "name", help="the network's name, as `network list` shows it"
+    )
     return parser
 
 
@@ -348,11 +389,14 @@ def _import_wifi(core: CleanAir, path: Path) -> int:
             flush=True,
         )
 
+    from cleanair_sources.text_files import bounded_lines, check_regular
+
+    check_regular(path)
     try:
         # utf-8-sig drops the byte-order mark spreadsheets write; newline="" is what csv wants.
         with path.open(encoding="utf-8-sig", newline="") as handle:
             core.import_access_points(
-                handle,
+                bounded_lines(str(path), handle, "access point row"),
                 report=report,
                 batch_size=IMPORT_BATCH_SIZE,
                 on_progress=progress,
@@ -564,7 +608,8 @@ def _warn_retention(
 
 
 def _list_stations(core: CleanAir, as_json: bool) -> None:
-    summaries = core.station_summaries()
+    # The store orders ids as text (openaq:10 before openaq:2); an operator reads numbers.
+    summaries = sorted(core.station_summaries(), key=lambda s: natural_key(s.station.id))
     if as_json:
         print(
             json.dumps(
@@ -617,7 +662,7 @@ def _evaluate_stations(
         )
     )
     if not evaluations:
-        print("cleanair: no stored observations to evaluate", file=sys.stderr)
+        print(f"cleanair: {_nothing_to_evaluate(core, pollutant, since, until)}", file=sys.stderr)
         return 1
     if as_json:
         print(json.dumps([_evaluation_json(e) for e in evaluations]))
@@ -641,6 +686,29 @@ def _evaluate_stations(
             f"{ratios['fused/idw']:.2f}x inverse distance's"
         )
     return 0
+
+
+def _nothing_to_evaluate(
+    core: CleanAir, pollutant: Pollutant | None, since: datetime | None, until: datetime | None
+) -> str:
+    """Why `stations evaluate` found nothing: no observations at all, or none of those asked
+    for, with the window asked and the span of what is stored."""
+    stored = [s for s in core.station_summaries() if s.observations]
+    first = min((s.first_hour_end for s in stored if s.first_hour_end), default=None)
+    last = max((s.last_hour_end for s in stored if s.last_hour_end), default=None)
+    if first is None or last is None:
+        return "no stored observations to evaluate"
+    window = {
+        (True, True): f" whose hour ends from {_when(since)} to {_when(until)}",
+        (True, False): f" whose hour ends at {_when(since)} or later",
+        (False, True): f" whose hour ends at {_when(until)} or earlier",
+        (False, False): "",
+    }[since is not None, until is not None]
+    which = f"{pollutant.value} " if pollutant else ""
+    return (
+        f"no stored {which}observations{window} to evaluate; the stored observations (every "
+        f"pollutant) end from {_when(first)} to {_when(last)}"
+    )
 
 
 def _evaluation_json(evaluation: PollutantEvaluation) -> dict[str, object]:
@@ -725,10 +793,12 @@ def _list_partners(core: CleanAir) -> None:
         print(f"{escape_nonprintable(partner.name)}\t{active}\t{_when(partner.created_at)}")
 
 
-def _print_usage(usage: dict[str, int], as_json: bool) -> None:
+def _print_usage(usage: dict[str, int], as_json: bool, owner: str) -> None:
     if as_json:
         # ensure_ascii escapes everything outside printable ASCII, DEL included.
         print(json.dumps(usage, sort_keys=True))
+    elif not usage:  # an empty answer would look like a command that did nothing
+        print(f"no credits used this month by {escape_nonprintable(owner)}")
     else:
         for label, credits in sorted(usage.items()):
             print(f"{escape_nonprintable(label)}\t{credits}")
@@ -742,7 +812,13 @@ def _print_pool(report: PoolReport, as_json: bool) -> None:
                 {
                     "quota": attrs.asdict(quota),
                     "grants": [
-                        {"credits": g.amount, "at": _when(g.at), "reason": g.reason}
+                        {
+                            "credits": g.amount,
+                            "at": _when(g.at),
+                            "reason": g.reason,
+                            # The window it raised: a month's pool or (a day grant) a day's cap.
+                            "for": g.day if g.is_day_grant else g.month,
+                        }
                         for g in report.grants
                     ],
                     "usage": report.by_label,
@@ -751,15 +827,18 @@ def _print_pool(report: PoolReport, as_json: bool) -> None:
             )
         )
         return
-    granted = sum(g.amount for g in report.grants)
+    granted = sum(g.amount for g in report.grants if not g.is_day_grant)
+    today = sum(g.amount for g in report.grants if g.is_day_grant and g.day == report.day)
     print(f"month\tused {quota.used}\tlimit {quota.limit}\tremaining {quota.remaining}")
     print(
         f"day\tused {quota.daily_used}\tlimit {quota.daily_limit}"
         f"\tremaining {quota.daily_remaining}"
     )
     print(f"granted this month\t{granted}")
+    print(f"granted today\t{today}")
     for g in report.grants:
-        print(f"grant\t{g.amount}\t{_when(g.at)}\t{escape_nonprintable(g.reason or '')}")
+        kind = "day grant" if g.is_day_grant else "grant"
+        print(f"{kind}\t{g.amount}\t{_when(g.at)}\t{escape_nonprintable(g.reason or '')}")
     for label, used in sorted(report.by_label.items()):
         print(f"usage\t{escape_nonprintable(label)}\t{used}")
 
@@ -826,20 +905,29 @@ def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR
             core.revoke_partner_connection(args.partner, connection_id)
             print(f"revoked {connection_id}")
         case "partners", "usage":
-            _print_usage(core.partner_usage_by_label(args.partner), args.json)
+            _print_usage(core.partner_usage_by_label(args.partner), args.json, args.partner)
         case "clients", "add":
             core.add_client_label(args.label)
             print(f"recognised client label {escape_nonprintable(args.label)}")
         case "credits", "show":
             _print_pool(core.pool_report(args.user), args.json)
         case "credits", "grant":
-            report = core.grant_credits(args.user, args.credits, args.reason)
-            print(
-                f"granted {args.credits} credits to {escape_nonprintable(args.user)} for this "
-                f"month: limit {report.quota.limit}, remaining {report.quota.remaining}"
-            )
+            report = core.grant_credits(args.user, args.credits, args.reason, today=args.today)
+            quota = report.quota
+            if args.today:
+                print(
+                    f"granted {args.credits} credits to {escape_nonprintable(args.user)} for "
+                    f"today ({report.day} UTC): daily limit {quota.daily_limit}, daily "
+                    f"remaining {quota.daily_remaining}; this month's remaining "
+                    f"{quota.remaining} still applies"
+                )
+            else:
+                print(
+                    f"granted {args.credits} credits to {escape_nonprintable(args.user)} for "
+                    f"this month: limit {quota.limit}, remaining {quota.remaining}"
+                )
         case "usage", _:
-            _print_usage(core.usage_by_label(args.user), args.json)
+            _print_usage(core.usage_by_label(args.user), args.json, args.user)
         case "wifi", "import":
             return _import_wifi(core, args.file)
         case "stations", "import":
@@ -922,6 +1010,12 @@ def _check_database(settings: Settings, command: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command `argv` (default: the process's arguments); its exit status. Output cut
+    short by its reader (`| head`) ends the command quietly with 141 (`quiet_on_closed_pipe`)."""
+    return quiet_on_closed_pipe(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()

@@ -23,6 +23,27 @@ request received in full before the EOF is answered, pipelined ones included, an
 connection closes after the last answer; an EOF with no request, or in the middle of one,
 still closes it at once. `send_timeout` still bounds a client that never reads.
 
+A client pipelining requests (sending them without waiting for the answers) is read only a
+little ahead: uvicorn queued every request of each read (256 KiB) and read on after every
+answer, so one connection sending 20 MB of `GET /livez` made the server hold half a million
+queued requests, over a gigabyte. Here the parser is fed `FEED_BYTES` at a time, and once
+`MAX_QUEUED` requests are queued behind the one being answered the rest of the read waits as
+bytes, and reading waits too, until answers shorten the queue. A connection then holds at
+most `MAX_QUEUED` queued requests and those of one slice more (a few hundred of the smallest,
+under a MB), and one read not yet parsed.
+
+A chunked body's trailers never join the request's headers (uvicorn appended them to the
+very list the application reads, after it began): a trailer `X-Forwarded-For` would have
+chosen the client's address. They are dropped, as a recipient may.
+
+An answer given to an `Expect: 100-continue` request before its body was read in full
+closes the connection: the client may never send that body (it was told not to wait), and
+the next request would be read as it.
+
+A refused request (a head over `MAX_HEAD_BYTES`, too much framing, bytes that are not HTTP)
+is answered in the service's JSON error envelope (`{"detail": ...}`, contract section 7):
+431 for the head, 400 otherwise, and the connection closed.
+
 A reverse proxy in front should enforce its own, tighter limits (docs/deployment.md); these
 deadlines protect the server when it has none, or a misconfigured one.
 """
@@ -30,10 +51,13 @@ deadlines protect the server when it has none, or a misconfigured one.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from collections.abc import Callable
 from typing import Literal
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 log = logging.getLogger("cleanair.server")
 
@@ -46,17 +70,44 @@ MAX_HEAD_BYTES = 16 * 1024
 #: body: httptools buffers a trailer as it does a header. A body in chunks of 1 KiB up to
 #: the 10 MB body limit takes about 70 KiB.
 MAX_FRAMING_BYTES = 256 * 1024
+#: The most requests queued behind the one being answered before reading waits: enough to
+#: keep a pipelining client's answers flowing, each a couple of KB of the server's memory.
+MAX_QUEUED = 32
+#: The bytes handed to the parser at once: every request they hold is queued, so a read of
+#: tiny pipelined requests is parsed a slice at a time, and the rest waits as bytes.
+FEED_BYTES = 4096
+
+HEAD_TOO_LARGE = "request head too large"
+#: The status and detail of a refusal, by its reason; any other (malformed bytes, too much
+#: framing) is a 400.
+_REFUSALS = {HEAD_TOO_LARGE: (431, "Request header fields too large")}
+_MALFORMED = (400, "Invalid HTTP request")
+
+
+class _HeldFlow(FlowControl):
+    """uvicorn's flow control, whose `resume_reading` waits while `held()`: uvicorn resumes
+    reading after every answer and whenever an application asks for its body, whatever is
+    still queued."""
+
+    def __init__(self, transport: asyncio.Transport, held: Callable[[], bool]) -> None:
+        super().__init__(transport)
+        self._held = held
+
+    def resume_reading(self) -> None:
+        if not self._held():
+            super().resume_reading()
 
 
 class _Refused(Exception):
-    """Raised in a parser callback: uvicorn then answers 400 (`send_400_response`)."""
+    """Raised in a parser callback: uvicorn then refuses the request (`send_400_response`)."""
 
 
 class DeadlineProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with header, body and send deadlines (seconds; class
     attributes, since uvicorn builds the protocol itself: see `with_deadlines`) and bounds on
     a request's head (`MAX_HEAD_BYTES`) and on its body's framing (`MAX_FRAMING_BYTES`): past
-    them, 400 and the connection closed, once the answers owed to earlier requests are sent.
+    them, 431 or 400 and the connection closed, once the answers owed to earlier requests are
+    sent.
 
     The deadlines are the client's: they run while the server waits on it, not while it
     waits on the server (a pipelined request read behind one being answered waits for that
@@ -87,16 +138,47 @@ class DeadlineProtocol(HttpToolsProtocol):
     #: the answers owed before it.
     _refusal: str | None = None
     _refuse_once_answered = False
+    #: Bytes read but not yet parsed: they wait for the queue of requests to shorten.
+    _unparsed = b""
+    #: The keep-alive of an `Expect: 100-continue` request, given back once its body is read
+    #: before its answer begins; until then its answer closes the connection.
+    _keep_alive_once_read = False
+    _shutting_down = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.flow = _HeldFlow(transport, self._reading_held)
         # Before the first request the client owes its headers from the start.
         self._arm("headers", self.header_timeout)
+
+    def _reading_held(self) -> bool:
+        """Whether reading waits: requests are queued behind the one being answered (read on,
+        and every request in the read would be queued too), or a client is being refused."""
+        return bool(self.pipeline) or bool(self._unparsed) or self._refuse_once_answered
 
     def data_received(self, data: bytes) -> None:
         if self._refuse_once_answered:  # nothing more is read from a client being refused
             self.flow.pause_reading()
             return
+        if self._unparsed:  # read while bytes wait: they come first
+            self._unparsed += data
+            self.flow.pause_reading()
+            return
+        self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
+        """Parse `data` a slice at a time, until the queue is full: the rest then waits, and
+        so does reading."""
+        for start in range(0, len(data), FEED_BYTES):
+            if len(self.pipeline) >= MAX_QUEUED:
+                self._unparsed = data[start:]
+                self.flow.pause_reading()
+                return
+            self._parse_slice(data[start : start + FEED_BYTES])
+            if self.transport.is_closing() or self._refuse_once_answered:
+                return
+
+    def _parse_slice(self, data: bytes) -> None:
         self._began = False
         self._body_read = 0
         after_head = self._in_request and self._head_done
@@ -112,7 +194,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             if not self._head_done:
                 self._head_bytes += len(data)
                 if self._head_bytes > MAX_HEAD_BYTES:
-                    self._refuse("request head too large")
+                    self._refuse(HEAD_TOO_LARGE)
                     return
             elif after_head:
                 self._framing_bytes += len(data) - self._body_read
@@ -131,8 +213,9 @@ class DeadlineProtocol(HttpToolsProtocol):
         self.send_400_response("Invalid HTTP request received.")
 
     def send_400_response(self, msg: str) -> None:
-        """Answer 400 and close (uvicorn's), once the answers owed are sent: written now,
-        it would come before them."""
+        """Refuse the request (`_write_refusal`) and close, once the answers owed are sent:
+        written now, it would come before them. uvicorn calls it when parsing fails, with
+        plain text `msg`, which the envelope replaces."""
         self._disarm()
         if self._refusal is not None and not self._refuse_once_answered:
             log.info(self._refusal)  # no client address, as "read timeout"
@@ -140,8 +223,25 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._refuse_once_answered = True
             self.flow.pause_reading()  # nothing more is read from this client
             return
-        super().send_400_response(msg)
+        self._write_refusal()
         self._sent_and_closing()
+
+    def _write_refusal(self) -> None:
+        """The refusal in the error envelope (as errors.py shapes the application's), then
+        close: what follows a request that cannot be parsed cannot be either."""
+        status, detail = _REFUSALS.get(self._refusal or "", _MALFORMED)
+        body = json.dumps({"detail": detail}, separators=(",", ":")).encode()
+        content = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            content += [name, b": ", value, b"\r\n"]
+        content += [
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+        self.transport.write(b"".join(content))
+        self.transport.close()
 
     # Parser callbacks: where the request under way is.
     def on_message_begin(self) -> None:
@@ -157,9 +257,22 @@ class DeadlineProtocol(HttpToolsProtocol):
         # The head read in one or two reads was never counted (`data_received`): its size.
         size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         if size > MAX_HEAD_BYTES:
-            self._refusal = "request head too large"
+            self._refusal = HEAD_TOO_LARGE
             raise _Refused
         super().on_headers_complete()
+        self._keep_alive_once_read = False
+        cycle = self.cycle
+        if self.expect_100_continue and cycle is not None and cycle.scope is self.scope:
+            # Answered before its body is read, the client may never send it, or send it
+            # after all: either way the connection cannot go on. `on_message_complete` gives
+            # the keep-alive back.
+            self._keep_alive_once_read = cycle.keep_alive
+            cycle.keep_alive = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_done:
+            return  # a trailer: the request's headers are those of its head, read before it
+        super().on_header(name, value)
 
     def on_body(self, body: bytes) -> None:
         self._body_read += len(body)
@@ -168,6 +281,10 @@ class DeadlineProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._in_request = False
         self._owed += 1
+        cycle = self.cycle
+        if self._keep_alive_once_read and not cycle.response_started and not self._shutting_down:
+            cycle.keep_alive = True  # the body was read in full: the next request is a request
+        self._keep_alive_once_read = False
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -177,13 +294,20 @@ class DeadlineProtocol(HttpToolsProtocol):
             # What is left queued is the refused request itself (its head read, its body
             # refused): it never runs.
             self.pipeline.clear()
-            super().send_400_response("Invalid HTTP request received.")
+            self._unparsed = b""
+            self._write_refusal()
             self._sent_and_closing()
             return
-        super().on_response_complete()
+        super().on_response_complete()  # starts the next request queued, if any
         if self.transport.is_closing():  # a `Connection: close` answer, say
             self._sent_and_closing()
             return
+        if self._unparsed and len(self.pipeline) < MAX_QUEUED:
+            unparsed, self._unparsed = self._unparsed, b""
+            self._parse(unparsed)
+            if self.transport.is_closing() or self._refuse_once_answered:
+                return
+        self.flow.resume_reading()  # unless still held
         if self._owed > 0:
             return
         if self._client_done_sending:
@@ -208,6 +332,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._unparsed = b""
         self._disarm()
         self._disarm_send()
         super().connection_lost(exc)
@@ -227,6 +352,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._arm_send()
 
     def shutdown(self) -> None:
+        self._shutting_down = True  # no keep-alive is given back (`on_message_complete`)
         super().shutdown()
         if self.transport.is_closing() and self.transport.get_write_buffer_size():
             self._arm_send()

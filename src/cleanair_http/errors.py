@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from litestar import Request, Response
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import (
     ASGIApp,
     ExceptionHandlersMap,
@@ -27,9 +27,15 @@ from cleanair_core.errors import (
     SourceUnavailable,
     TooManyRequests,
     Unprocessable,
+    Violation,
 )
+from cleanair_http.violations import MALFORMED
 
 VALIDATION_FAILED = "Request validation failed"
+#: Where a 422 lists its violations; the contract fixes `/v1`'s 422 to `detail` alone.
+EXTENSION_PREFIX = "/ext/v1/"
+#: A refusal Litestar made before any body reached our decoder (a parameter, say).
+_UNSPECIFIED = Violation("", "invalid", "is invalid")
 log = logging.getLogger("cleanair.errors")
 
 _STATUS: list[tuple[type[CleanAirError], int]] = [
@@ -53,12 +59,25 @@ def status_of(exc: CleanAirError) -> int:
 
 def _error(
     status: int, detail: str, headers: dict[str, str] | None = None
-) -> Response[dict[str, str]]:
+) -> Response[dict[str, Any]]:
     return Response({"detail": detail}, status_code=status, headers=headers)
 
 
-def core_error(request: Request[Any, Any, Any], exc: CleanAirError) -> Response[dict[str, str]]:
+def _unprocessable(
+    request: Request[Any, Any, Any], detail: str, violations: Sequence[Violation]
+) -> Response[dict[str, Any]]:
+    """A 422: under /ext/v1 with the list of what failed (`errors`), elsewhere the contract's
+    envelope alone, byte for byte."""
+    if not request.url.path.startswith(EXTENSION_PREFIX):
+        return _error(422, detail)
+    errors = [{"field": v.field, "rule": v.rule, "message": v.message} for v in violations]
+    return Response({"detail": detail, "errors": errors}, status_code=422)
+
+
+def core_error(request: Request[Any, Any, Any], exc: CleanAirError) -> Response[dict[str, Any]]:
     status = status_of(exc)
+    if isinstance(exc, Unprocessable):
+        return _unprocessable(request, exc.detail, exc.violations)
     headers: dict[str, str] = {}
     if isinstance(exc, TooManyRequests):
         headers["Retry-After"] = str(exc.retry_after)
@@ -73,13 +92,19 @@ def core_error(request: Request[Any, Any, Any], exc: CleanAirError) -> Response[
     return _error(status, exc.detail, headers)
 
 
-def validation_error(_: Request[Any, Any, Any], __: Exception) -> Response[dict[str, str]]:
+def validation_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     # Litestar reports body and parameter failures (and malformed JSON) as 400; the contract
-    # wants 422 with a fixed text that never echoes the input.
-    return _error(422, VALIDATION_FAILED)
+    # wants 422 with a fixed text that never echoes the input (nor do Litestar's messages
+    # get near the list: they may quote it).
+    extra = exc.extra if isinstance(exc, ValidationException) else None
+    on_body = isinstance(extra, list) and any(
+        isinstance(item, dict) and item.get("source") == "body" for item in extra
+    )
+    # An empty body never reaches our decoder: Litestar finds no data at all.
+    return _unprocessable(request, VALIDATION_FAILED, [MALFORMED if on_body else _UNSPECIFIED])
 
 
-def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, str]]:
+def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     headers = dict(exc.headers or {})
     if exc.status_code == 429 and "Retry-After" not in headers:
         headers["Retry-After"] = "60"

@@ -26,6 +26,72 @@ EXTENSION_VERSION = "1.0.0"
 
 IndexCode = Literal["us_epa_2024", "eu_eaqi_2024", "uk_daqi"]
 
+#: The rules a field of an /ext/v1 request can break (docs/api-choices.md says what each
+#: means); a client may switch on them.
+Rule = Literal[
+    "json",
+    "type",
+    "required",
+    "minimum",
+    "maximum",
+    "too_short",
+    "too_long",
+    "pattern",
+    "enum",
+    "format",
+    "unique",
+    "unknown",
+    "invalid",
+]
+
+
+class FieldViolation(msgspec.Struct):
+    field: Annotated[
+        str,
+        msgspec.Meta(
+            description="Where: a dotted path into the request body (`start.latitude`, "
+            "`wifi.0.mac`), the empty string for the body as a whole, or a path "
+            "parameter's name (`request_id`)"
+        ),
+    ]
+    rule: Annotated[
+        Rule,
+        msgspec.Meta(
+            description="Which rule: `json` (not JSON in UTF-8), `type`, `required`, "
+            "`minimum`/`maximum` (a number's or a time's bound), `too_short`/`too_long` (a "
+            "string's characters, a list's items), `pattern`, `enum`, `format` (a date-time, "
+            "a UUID), `unique` (a list naming a value twice), `unknown` (a field the schema "
+            "does not define), `invalid` (anything else)"
+        ),
+    ]
+    message: Annotated[
+        str,
+        msgspec.Meta(
+            description="The rule and its bound in words (`must be at least 5`); never the "
+            "value sent"
+        ),
+    ]
+
+
+class ValidationErrorResponse(msgspec.Struct):
+    """An /ext/v1 422, in the spirit of RFC 9457's problem details: the contract's envelope
+    with the list of what failed."""
+
+    detail: Annotated[
+        str,
+        msgspec.Meta(
+            description="`Request validation failed`, or `No location could be resolved from "
+            "the request` (the input is never echoed)"
+        ),
+    ]
+    errors: Annotated[
+        list[FieldViolation],
+        msgspec.Meta(
+            description="Each field that broke a rule, in the request's order (empty only "
+            "when no field is at fault: no location could be resolved from a valid scan)"
+        ),
+    ]
+
 
 class ConditionsRequest(msgspec.Struct):
     wifi: (

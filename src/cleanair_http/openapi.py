@@ -26,7 +26,7 @@ from litestar.params import FromPath
 from litestar.response import File
 from swagger_ui_bundle import swagger_ui_path
 
-from cleanair_http.extension_schemas import EXTENSION_VERSION
+from cleanair_http.extension_schemas import EXTENSION_VERSION, ValidationErrorResponse
 from cleanair_http.schemas import ErrorResponse
 
 BEARER = "BearerAuth"
@@ -59,6 +59,20 @@ def error_responses(*statuses: int, **descriptions: str) -> dict[int, ResponseSp
         )
         for status in statuses
     }
+
+
+def extension_error_responses(*statuses: int, **descriptions: str) -> dict[int, ResponseSpec]:
+    """`error_responses` for an /ext/v1 operation: its 422 also lists each failing field and
+    rule (`ValidationErrorResponse`)."""
+    responses = error_responses(*statuses, **descriptions)
+    if 422 in responses:
+        responses[422] = ResponseSpec(
+            ValidationErrorResponse,
+            description=descriptions.get("s422", _DESCRIPTIONS[422])
+            + "; `errors` names each failing field and rule",
+            generate_examples=False,
+        )
+    return responses
 
 
 SCHEMA_PATH = "/schema"

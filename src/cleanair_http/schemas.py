@@ -73,7 +73,13 @@ class Quota(msgspec.Struct):
     ]
     remaining: Annotated[int, msgspec.Meta(description="Credits remaining this month")]
     daily_used: Annotated[int, msgspec.Meta(description="Credits used today (UTC)")]
-    daily_limit: Annotated[int, msgspec.Meta(description="The daily burst cap, in credits")]
+    daily_limit: Annotated[
+        int,
+        msgspec.Meta(
+            description="Today's burst cap, in credits: the daily burst cap plus any credits "
+            "support granted for today (UTC)"
+        ),
+    ]
     daily_remaining: Annotated[int, msgspec.Meta(description="Credits remaining today")]
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import select
 import sys
+from collections.abc import Callable
+from typing import TextIO
 
 #: Escapes an operator reads at a glance; any other character is shown by its code point.
 _NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
@@ -47,3 +52,59 @@ def cannot_listen(host: str, port: int | None, reason: str | OSError) -> int:
         flush=True,
     )
     return 1
+
+
+#: The exit status of a command whose stdout was closed by its reader (`cleanair stations
+#: list | head -1`): 128 + SIGPIPE, what a shell reports for `yes | head`, so a script under
+#: `set -o pipefail` can tell that the output was cut short.
+CLOSED_PIPE_STATUS = 141
+
+
+def quiet_on_closed_pipe(command: Callable[[], int]) -> int:
+    """`command()`'s exit status, or `CLOSED_PIPE_STATUS` without a word when stdout is a pipe
+    whose reader went away, whenever that is noticed: mid-output or at the last flush. A
+    broken pipe of anything else (stdout still read) is raised as it came.
+
+    stdout is flushed here, so the interpreter's own flush at exit has nothing left to fail
+    on; after a failure it points at /dev/null, where what stayed in its buffer then goes.
+    What the command did before (an import's writes) stands.
+    """
+    try:
+        try:
+            return command()
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if not _reader_gone(sys.stdout):
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+        return CLOSED_PIPE_STATUS
+
+
+def _reader_gone(stream: TextIO) -> bool:
+    """Whether `stream`'s file is a pipe (or socket) nobody reads any more: poll says so
+    without writing to it."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # no file (io.UnsupportedOperation), or closed
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+_DIGIT_RUNS = re.compile(r"([0-9]+)")
+
+
+def natural_key(text: str) -> tuple[tuple[str | int, ...], str]:
+    """A sort key that orders `text` by its runs of digits as numbers: `openaq:2` before
+    `openaq:10`. Text and numbers alternate in the same places of every key (text first), so
+    any two compare; the text itself breaks ties (`a01` and `a1` are never equal)."""
+    parts: list[str | int] = []
+    for index, part in enumerate(_DIGIT_RUNS.split(text)):
+        parts.append(int(part) if index % 2 else part)
+    return tuple(parts), text

@@ -17,6 +17,10 @@ for the same ppb; a station reporting in µg/m³ is stored as it reports.
 
 Rejections never repeat a cell: a CSV cell could hold anything. They are counted per reason,
 and the first few are kept by file and line number.
+
+Only regular files are read (a device such as /dev/zero never ends), and a line is read at
+most `MAX_LINE_CHARS` at a time: a longer one stops the import with its line number before
+the rest of it is read, so no file, however shaped, makes the import hold more than that.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.units import MOLAR_MASS, MOLAR_VOLUME_25C
 from cleanair_core.errors import OperatorError
 from cleanair_core.geo import Point
+from cleanair_sources.text_files import bounded_lines, check_regular
 
 #: The columns of an archive file; `sensors_id` is read past (a location's sensors are not
 #: told apart: one value per location, pollutant and hour).
@@ -73,6 +78,11 @@ SAME_PLACE_DEGREES = 1e-4
 _MAX_ID_DIGITS = 18
 #: A station name is kept to this many characters.
 MAX_NAME_LENGTH = 200
+#: (MAX_LINE_CHARS, from text_files, bounds a line: an archive row is about 100 characters
+#: (nine cells: ids, a place name, a time, coordinates, parameter, unit, value); forty times
+#: that leaves room for any name and stray columns, and a longer line is refused unread past
+#: the bound (a single 600 MB line once took 1.2 GB).)
+_ROWS = "OpenAQ archive or locations row"
 
 
 class Reason(StrEnum):
@@ -88,6 +98,7 @@ class Reason(StrEnum):
     NOT_ON_THE_HOUR = "not on the hour"
     UNKNOWN_UNIT = "unknown unit"
     NEGATIVE_VALUE = "negative value"
+    NOT_FINITE_IN_MICROGRAMS = "value too large once converted to µg/m³"
     OUT_OF_RANGE = "lat/lon out of range"
     CONFLICTING_COORDINATES = "conflicting coordinates for one location"
     CONFLICTING_DUPLICATE = "duplicate row with a different value"
@@ -372,6 +383,8 @@ class ArchiveParser:
         value = to_micrograms(pollutant, value, cell["units"])
         if value is None:
             return Reason.UNKNOWN_UNIT
+        if not math.isfinite(value):  # 1e306 ppm is finite; in µg/m³ it overflows
+            return Reason.NOT_FINITE_IN_MICROGRAMS
         if value < 0:
             return Reason.NEGATIVE_VALUE
         station_id = STATION_ID_PREFIX + location_id
@@ -478,9 +491,10 @@ def open_text(path: Path) -> TextIO:
 
 def _file_lines(path: Path) -> Iterator[str]:
     """The lines of `path`, with every way of failing to read it an `ArchiveFileError`."""
+    check_regular(path, ArchiveFileError)
     try:
         with open_text(path) as handle:
-            yield from handle
+            yield from bounded_lines(str(path), handle, _ROWS, error=ArchiveFileError)
     except FileNotFoundError:
         raise ArchiveFileError(f"no such file: {path}") from None
     except IsADirectoryError:
@@ -494,9 +508,10 @@ def _file_lines(path: Path) -> Iterator[str]:
 
 
 def check_readable(paths: Iterable[Path]) -> None:
-    """Raise `ArchiveFileError` for the first of `paths` that cannot be opened: checked
-    before an import starts, so a typo in the last name costs nothing."""
+    """Raise `ArchiveFileError` for the first of `paths` that cannot be opened or is not a
+    regular file: checked before an import starts, so a typo in the last name costs nothing."""
     for path in paths:
+        check_regular(path, ArchiveFileError)
         try:
             open_text(path).close()
         except FileNotFoundError:

@@ -38,7 +38,6 @@ from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import (
     GRANT_CONNECTION,
-    GRANT_LABEL,
     CreditLimits,
     Debit,
     FinalCharge,
@@ -47,7 +46,9 @@ from cleanair_core.credits.ledger import (
     Settlement,
     Usage,
     check_fits,
+    day_grant_window,
     day_key,
+    grant_counted_in,
     grant_window,
     month_key,
     window_keys,
@@ -334,22 +335,24 @@ class MemoryStore:
             self._windows[(pool, key)] += amount
         return entry
 
-    def grant(self, pool: str, amount: int, reason: str, at: datetime) -> LedgerEntry:
+    def grant(
+        self, pool: str, amount: int, reason: str, at: datetime, *, day_only: bool = False
+    ) -> LedgerEntry:
+        label, window = grant_counted_in(at, day_only=day_only)
         with self._lock:
-            month = month_key(at)
             entry = LedgerEntry(
                 len(self._entries) + 1,
                 pool,
                 GRANT_CONNECTION,
-                GRANT_LABEL,
+                label,
                 amount,
                 at,
-                month,
+                month_key(at),
                 day_key(at),
                 reason=reason,
             )
             self._entries.append(entry)
-            self._windows[(pool, grant_window(month))] += amount
+            self._windows[(pool, window)] += amount
             return entry
 
     def usage(self, pool: str, at: datetime) -> Usage:
@@ -359,6 +362,7 @@ class MemoryStore:
                 month=self._windows.get((pool, month_window), 0),
                 day=self._windows.get((pool, day_window), 0),
                 granted=self._windows.get((pool, grant_window(month_key(at))), 0),
+                day_granted=self._windows.get((pool, day_grant_window(day_key(at))), 0),
             )
 
     def usage_by_label(self, pool: str, month: str) -> dict[str, int]:

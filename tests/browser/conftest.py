@@ -13,6 +13,7 @@ from playwright.sync_api import Browser, sync_playwright
 def browser() -> Iterator[Browser]:
     """Debian's `chromium`: Playwright's own browser download cannot work here."""
     chromium = shutil.which("chromium")
-    assert chromium, "the browser tests need Debian's chromium package (see .ci/run)"
+    # One line saying what to do (`make test-browser` does it itself as root).
+    assert chromium, "the browser tests need Chromium: run 'sudo apt-get install -y chromium'"
     with sync_playwright() as playwright:
         yield playwright.chromium.launch(executable_path=chromium)

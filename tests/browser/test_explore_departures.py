@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -104,10 +104,21 @@ def clock(iso: str) -> str:
     return datetime.fromisoformat(iso).astimezone(HELSINKI).strftime("%H:%M")
 
 
+def at_words(iso: str) -> str:
+    """As the page says a start time: its day too when that is not today (a window from late
+    evening runs past midnight)."""
+    at = datetime.fromisoformat(iso).astimezone(HELSINKI)
+    days = (at.date() - datetime.now(HELSINKI).date()).days
+    return f"at {at:%H:%M}" if days == 0 else f"tomorrow at {at:%H:%M}"
+
+
 def test_the_chart_shows_every_departures_dose_and_marks_the_best(
     visit: DeparturesVisit, running: Running, tmp_path: Path
 ) -> None:
     page = visit.visit.page
+    # Nothing asked yet: no empty chart box, no legend of nothing.
+    expect(page.locator("#departures-chart")).to_be_hidden()
+    expect(page.locator("#departures-legend")).to_be_hidden()
     pick_trip(page, running.token("chart"))
     page.select_option("#departures-hours", "3")
     page.select_option("#departures-step", "60")
@@ -139,8 +150,10 @@ def test_the_chart_shows_every_departures_dose_and_marks_the_best(
     assert min(heights, key=heights.__getitem__) == best["start_time"]
     expect(page.locator("#departures-chart rect.best-window")).to_have_count(1)
     expect(page.locator("#departures-chart line.baseline")).to_have_count(1)
+    expect(page.locator("#departures-chart")).to_be_visible()
+    expect(page.locator("#departures-legend")).to_be_visible()
     expect(page.locator("#departures-best")).to_contain_text(
-        f"Best: leave at {clock(best['start_time'])}"
+        f"Best: leave {at_words(best['start_time'])}"
     )
     expect(page.locator("#departures-best")).to_contain_text("As good (within 3 %)")
     expect(page.locator("#departures-error")).to_be_hidden()
@@ -218,3 +231,57 @@ def test_a_failed_plan_and_a_rate_limited_poll_are_explained(
     )
     assert visit.polls[1] - visit.polls[0] >= 2.95
     expect(page.locator("#departures")).to_be_enabled()
+
+
+def test_start_times_not_today_say_their_day_in_the_words_and_on_the_chart(
+    visit: DeparturesVisit, running: Running
+) -> None:
+    """At 23:30 in Helsinki, a window of departures running past midnight to the day after
+    (answered in the browser): "02:27 ... 02:27" never leaves the day to guess."""
+    page = visit.visit.page
+    page.clock.set_fixed_time(datetime(2026, 1, 15, 21, 30, tzinfo=UTC))  # 23:30 in Helsinki
+    request_id = "5f0c1c7e-8d9b-4b9e-a3a2-0d1f2e3c4b5a"
+    # Every hour of the longest window, 24 hours from 23:30: the least dose tomorrow 01:30.
+    first = datetime(2026, 1, 15, 21, 30, tzinfo=UTC)
+    doses = [0.4, 0.3, 0.1] + [0.35] * 22
+    departures = [
+        {
+            "start_time": (first + timedelta(hours=i)).isoformat(),
+            "dose": dose,
+            "clean_air_score": 70.0,
+            "distance": 1020.0,
+        }
+        for i, dose in enumerate(doses)
+    ]
+    result = {
+        "departures": departures,
+        "best": departures[2],
+        "baseline_dose": 0.4,
+        "dose_saved_pct": 75.0,
+    }
+    page.route(
+        f"**{PATH}",
+        lambda route: route.fulfill(
+            status=202, content_type="application/json", body=json.dumps({"request_id": request_id})
+        ),
+    )
+    page.route(
+        f"**{PATH}/{request_id}",
+        lambda route: route.fulfill(
+            status=200,
+            content_type="application/json",
+            body=json.dumps({"status": "completed", "result": result}),
+        ),
+    )
+    pick_trip(page, "ca_tst_" + "A" * 43)
+    page.click("#departures")
+    expect(page.locator("#departures-best")).to_have_text(
+        "Best: leave tomorrow at 01:30: 75 % less inhaled than leaving now by the direct route. "
+        "As good (within 3 %): leaving tomorrow at 01:30."
+    )
+    # Under the times, each day where it starts: today's first, then tomorrow's.
+    expect(page.locator("#departures-chart text.day")).to_have_text(["today", "tomorrow"])
+    labels = page.locator("#departures-chart text:not(.day):not(.title)")
+    expect(labels.last).to_have_text("23:30")  # tomorrow's, under the day's word
+    title = page.locator("#departures-chart rect.departure").nth(2).locator("title")
+    expect(title).to_contain_text("tomorrow 01:30: dose 0.100")

@@ -307,10 +307,13 @@ def test_each_action_says_its_cost_and_how_to_get_a_token(visit: Visit) -> None:
     expect(page.locator("#plan + .cost")).to_have_text("25 credits")
     expect(page.locator("#forecast + .cost")).to_have_text("2 credits")
     expect(page.locator("#score + .cost")).to_have_text("1 credit")
+    # The commands as they run in the project folder (test_explore_first_use.py runs them).
+    how = page.locator("#pairing-how")
+    expect(how).to_be_visible()
+    expect(how).to_contain_text(".venv/bin/cleanair users add NAME")
+    expect(how).to_contain_text(".venv/bin/cleanair pairing-code NAME")
     help_text = page.locator("#token-help")
     page.click("#token-help summary")
-    expect(help_text).to_contain_text("cleanair users add NAME")
-    expect(help_text).to_contain_text("cleanair pairing-code NAME")
     expect(help_text).to_contain_text("POST /v1/connections/token")
     expect(help_text.locator("a")).to_have_attribute("href", "/#walkthrough")
 

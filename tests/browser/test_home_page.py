@@ -7,9 +7,12 @@ loads nothing from any other host.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,15 +23,31 @@ from support.servers import Server, running_server, server_env
 
 pytestmark = pytest.mark.browser
 
+#: Where `make install` puts `.venv`: the page's commands run from here, as it says.
+PROJECT = Path(__file__).resolve().parents[2]
+#: The address the page's commands call: `make run`'s.
+MAKE_RUN_BASE = "http://127.0.0.1:8000"
 #: A folder to keep the screenshot in for a person to look at (as in test_explore_page).
 SCREENSHOT_DIR = os.environ.get("CLEANAIR_SCREENSHOT_DIR")
 
 
+@dataclass
+class Running:
+    server: Server
+    env: dict[str, str]
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     tmp = tmp_path_factory.mktemp("home-server")
-    with running_server(server_env(tmp), tmp / "server.log") as running:
-        yield running
+    env = server_env(tmp)
+    with running_server(env, tmp / "server.log") as server:
+        yield Running(server, dict(env))
+
+
+@pytest.fixture
+def server(running: Running) -> Server:
+    return running.server
 
 
 @pytest.fixture
@@ -72,3 +91,28 @@ def test_the_landing_page_says_what_the_service_is_and_links_the_rest(
     page.go_back()
     page.click("#link-health")
     expect(page.locator("body")).to_contain_text('"status"')
+
+
+def test_the_walkthroughs_commands_run_as_typed_from_the_project_folder(
+    visit: Visit, running: Running
+) -> None:
+    """Copied from the page as a person sees it and run in bash (unset variables are errors)
+    in the project folder; only `make run`'s address becomes the test server's."""
+    page = visit.page
+    page.goto(running.server.base + "/")
+    typed = page.locator("#walkthrough-commands").inner_text()
+    assert typed.startswith(f"BASE={MAKE_RUN_BASE}\n")
+    script = typed.replace(f"BASE={MAKE_RUN_BASE}", f"BASE={running.server.base}", 1)
+    done = subprocess.run(
+        ["bash", "-eu", "-c", script],
+        cwd=PROJECT,
+        env=running.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    paired, quota = done.stdout.strip().splitlines()[-2:]
+    assert json.loads(paired)["name"] == "my app"
+    assert json.loads(quota)["remaining"] == 1000

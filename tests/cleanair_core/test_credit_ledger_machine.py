@@ -123,6 +123,8 @@ class CreditLedgerMachine(RuleBasedStateMachine):
         self.model: dict[int, ModelEntry] = {}
         #: Operators' grants: (pool, credits, when).
         self.grants: list[tuple[str, int, datetime]] = []
+        #: Operators' day grants (of the UTC day's burst cap only): (pool, credits, when).
+        self.day_grants: list[tuple[str, int, datetime]] = []
         #: Final charges' rate-limit hits: (key, minute) -> count.
         self.hits: dict[tuple[str, int], int] = {}
 
@@ -141,6 +143,9 @@ class CreditLedgerMachine(RuleBasedStateMachine):
 
     def model_granted(self, pool: str, at: datetime) -> int:
         return sum(n for p, n, when in self.grants if p == pool and month_of(when) == month_of(at))
+
+    def model_day_granted(self, pool: str, at: datetime) -> int:
+        return sum(n for p, n, when in self.day_grants if p == pool and day_of(when) == day_of(at))
 
     # -- rules ------------------------------------------------------------------------------
 
@@ -171,7 +176,7 @@ class CreditLedgerMachine(RuleBasedStateMachine):
 
         if month_used + amount > MONTHLY + self.model_granted(pool, now):
             expected_retry: int | None = whole_seconds_until(now, next_month_start(now))
-        elif day_used + amount > DAILY:
+        elif day_used + amount > DAILY + self.model_day_granted(pool, now):
             expected_retry = whole_seconds_until(now, next_day_start(now))
         else:
             expected_retry = None
@@ -189,7 +194,7 @@ class CreditLedgerMachine(RuleBasedStateMachine):
             assert entry.reverses is None
             usage = (self.memory if entry is from_memory else self.durable).usage(pool, now)
             assert usage.month <= MONTHLY + usage.granted
-            assert usage.day <= DAILY
+            assert usage.day <= DAILY + usage.day_granted
         key = len(self.model)
         self.model[key] = ModelEntry(pool, amount, now, label, hold_until=hold_until)
         return Granted(key, from_memory.id, from_durable.id)
@@ -236,7 +241,7 @@ class CreditLedgerMachine(RuleBasedStateMachine):
             month_used, day_used = self.model_usage(pool, now)
             if month_used + amount > MONTHLY + self.model_granted(pool, now):
                 expected_retry: int | None = whole_seconds_until(now, next_month_start(now))
-            elif day_used + amount > DAILY:
+            elif day_used + amount > DAILY + self.model_day_granted(pool, now):
                 expected_retry = whole_seconds_until(now, next_day_start(now))
             else:
                 expected_retry = None
@@ -259,20 +264,25 @@ class CreditLedgerMachine(RuleBasedStateMachine):
             made.append(Granted(model_key, memory.id, durable.id))
         return multiple(*made)
 
-    @rule(pool=st.sampled_from(POOLS), amount=st.integers(min_value=1, max_value=40))
-    def grant(self, pool: str, amount: int) -> None:
+    @rule(
+        pool=st.sampled_from(POOLS),
+        amount=st.integers(min_value=1, max_value=40),
+        day_only=st.booleans(),
+    )
+    def grant(self, pool: str, amount: int, day_only: bool) -> None:
         now = self.clock.now()
         for store in (self.memory, self.durable):
-            entry = store.grant(pool, amount, "support ticket", now)
-            assert (entry.amount, entry.reason, entry.at, entry.is_grant) == (
+            entry = store.grant(pool, amount, "support ticket", now, day_only=day_only)
+            assert (entry.amount, entry.reason, entry.at, entry.is_grant, entry.is_day_grant) == (
                 amount,
                 "support ticket",
                 now,
                 True,
+                day_only,
             )
             # A grant is never reversed.
             assert store.refund(entry.id, now) is None
-        self.grants.append((pool, amount, now))
+        (self.day_grants if day_only else self.grants).append((pool, amount, now))
 
     @rule(granted=granted)
     def confirm(self, granted: Granted) -> None:
@@ -367,8 +377,12 @@ class CreditLedgerMachine(RuleBasedStateMachine):
             for pool in POOLS:
                 entries = store.entries(pool)
                 by_id = {e.id: e for e in entries}
-                month = day = granted = 0
+                month = day = granted = day_granted = 0
                 for entry in entries:
+                    if entry.is_day_grant:
+                        if day_of(entry.at) == day_of(now):
+                            day_granted += entry.amount
+                        continue
                     if entry.is_grant:
                         if month_of(entry.at) == month_of(now):
                             granted += entry.amount
@@ -381,11 +395,18 @@ class CreditLedgerMachine(RuleBasedStateMachine):
                         if day_of(counted_at) == day_of(now):
                             day += entry.amount
                 usage = store.usage(pool, now)
-                assert (usage.month, usage.day, usage.granted) == (month, day, granted)
+                assert (usage.month, usage.day, usage.granted, usage.day_granted) == (
+                    month,
+                    day,
+                    granted,
+                    day_granted,
+                )
                 assert (usage.month, usage.day) == self.model_usage(pool, now)
                 assert usage.granted == self.model_granted(pool, now)
+                # A day grant lapses with its day and never raises the month.
+                assert usage.day_granted == self.model_day_granted(pool, now)
                 assert 0 <= usage.day <= usage.month <= MONTHLY + usage.granted
-                assert usage.day <= DAILY
+                assert usage.day <= DAILY + usage.day_granted
 
     @invariant()
     def adapters_hold_the_same_ledger(self) -> None:

@@ -148,6 +148,36 @@ def test_quota_remaining_never_goes_negative() -> None:
     assert (quota.remaining, quota.daily_remaining) == (0, 0)
 
 
+def test_a_day_grant_raises_the_days_figures_only() -> None:
+    quota = quota_of(Usage(month=130, day=100, day_granted=50), LIMITS)
+    assert quota == Quota(
+        used=130, limit=1000, remaining=870, daily_used=100, daily_limit=150, daily_remaining=50
+    )
+
+
+@given(
+    month=st.integers(0, 1200),
+    day=st.integers(0, 250),
+    granted=st.integers(0, 200),
+    day_granted=st.integers(0, 200),
+    amount=st.integers(1, 300),
+)
+def test_a_call_fits_exactly_when_the_quota_has_room_for_it_grants_included(
+    month: int, day: int, granted: int, day_granted: int, amount: int
+) -> None:
+    usage = Usage(month=month, day=day, granted=granted, day_granted=day_granted)
+    quota = quota_of(usage, LIMITS)
+    assert (quota.limit, quota.daily_limit) == (1000 + granted, 100 + day_granted)
+    try:
+        check_fits(usage, amount, LIMITS, MID_JANUARY)
+    except CreditsExhausted:
+        fits = False
+    else:
+        fits = True
+    # Both windows: a day grant never lets a call past what remains of the month.
+    assert fits == (amount <= min(quota.remaining, quota.daily_remaining))
+
+
 # -- costs (contract section 8) ---------------------------------------------------------------
 
 

@@ -50,3 +50,40 @@ def test_a_flag_shows_off_and_a_value_shows_itself() -> None:
     assert "(default: 8000)" in help_of["cleanair serve"]
     assert "(default: 127.0.0.1)" in help_of["cleanair serve"]
     assert "(default: off)" in " ".join(help_of["cleanair usage"].split())
+
+
+#: Positionals another change owns for now (the `credits grant` arm and parser).
+def test_every_positional_and_command_has_help() -> None:
+    checked = 0
+    for path, parser in parsers(cli._parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for choice in action._choices_actions:  # each command listed in the usage
+                    assert choice.help, f"{path} {choice.dest} has no help"
+                continue
+            if action.option_strings:
+                continue
+            checked += 1
+            assert action.help, f"{path} {action.dest} has no help"
+            shown = " ".join(parser.format_help().split())
+            assert " ".join(action.help.split()) in shown
+    assert checked >= 20
+
+
+def test_since_and_until_say_a_date_or_no_offset_is_utc() -> None:
+    (evaluate,) = [p for path, p in parsers(cli._parser()) if path == "cleanair stations evaluate"]
+    shown = " ".join(evaluate.format_help().split())
+    assert "an ISO 8601 date (its midnight) or date and time, in UTC unless it has an offset" in (
+        shown
+    )
+
+
+def test_the_import_help_states_the_line_bound() -> None:
+    from cleanair_sources.text_files import MAX_LINE_CHARS
+
+    (station_import,) = [
+        p for path, p in parsers(cli._parser()) if path == "cleanair stations import"
+    ]
+    assert f"at most {MAX_LINE_CHARS:,} characters" in " ".join(
+        station_import.format_help().split()
+    )

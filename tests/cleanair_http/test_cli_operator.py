@@ -366,4 +366,20 @@ def test_partners_usage_is_the_partners_pool_by_label(
     assert run(["partners", "usage", "acme"], capsys) == (0, "client:feed-app\t2\nscore\t1\n", "")
     status, out, _ = run(["partners", "usage", "acme", "--json"], capsys)
     assert (status, json.loads(out)) == (0, {"client:feed-app": 2, "score": 1})
-    assert run(["usage", "acme"], capsys) == (0, "", "")
+    assert run(["usage", "acme"], capsys) == (0, "no credits used this month by acme\n", "")
+
+
+def test_usage_with_nothing_used_says_so(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty answer looked like a command that had done nothing."""
+    run(["partners", "add", "acme"], capsys)
+    run(["users", "add", "alice"], capsys)
+    assert run(["partners", "usage", "acme"], capsys) == (
+        0,
+        "no credits used this month by acme\n",
+        "",
+    )
+    assert run(["partners", "usage", "acme", "--json"], capsys) == (0, "{}\n", "")
+    assert run(["usage", "alice"], capsys) == (0, "no credits used this month by alice\n", "")
+    assert run(["usage", "alice", "--json"], capsys) == (0, "{}\n", "")

@@ -8,6 +8,7 @@ file, as in test_cli_wifi.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from cleanair_core.service import CleanAir
 from cleanair_http import cli
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.settings import Settings
-from cleanair_http.terminal import escape_nonprintable
+from cleanair_http.terminal import escape_nonprintable, natural_key
 from support.networks import grid
 
 #: ESC-sequences that clear the screen and home the cursor, a carriage return that lets the
@@ -351,3 +352,36 @@ def test_a_name_taken_from_the_file_is_checked_too(
     pbf.write_bytes(b"not read: the name is checked first")
     assert cli.main(["network", "import", str(pbf)]) == 1
     assert "a network name is" in capsys.readouterr().err
+
+
+# -- the order station ids are listed in
+
+
+@given(st.lists(st.integers(min_value=0, max_value=10**30)), st.sampled_from(["openaq:", "", "x-"]))
+def test_natural_key_orders_the_numbers_of_ids_as_numbers(numbers: list[int], prefix: str) -> None:
+    ids = [f"{prefix}{n}" for n in numbers]
+    assert sorted(ids, key=natural_key) == [f"{prefix}{n}" for n in sorted(numbers)]
+
+
+@given(st.lists(st.text()), st.data())
+def test_natural_key_is_a_total_order_on_any_text(texts: list[str], data: st.DataObject) -> None:
+    """Any two keys compare (no int against str), only equal texts have equal keys, so the
+    order is one whatever the input's."""
+    ordered = sorted(texts, key=natural_key)
+    assert sorted(data.draw(st.permutations(texts)), key=natural_key) == ordered
+    for a, b in itertools.pairwise(ordered):
+        assert natural_key(a) <= natural_key(b)
+        assert (natural_key(a) == natural_key(b)) == (a == b)
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_characters="0123456789"))))
+def test_natural_key_leaves_text_without_digits_in_text_order(texts: list[str]) -> None:
+    assert sorted(texts, key=natural_key) == sorted(texts)
+
+
+@given(st.text(), st.integers(min_value=0, max_value=10**6), st.text(alphabet="0"))
+def test_natural_key_tells_leading_zeros_apart_next_to_their_number(
+    prefix: str, number: int, zeros: str
+) -> None:
+    padded, plain = f"{prefix}{zeros}{number}", f"{prefix}{number}"
+    assert (natural_key(padded) == natural_key(plain)) == (padded == plain)

@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -119,6 +120,21 @@ def test_import_then_list(
     ]
 
 
+def test_list_orders_station_ids_by_their_numbers(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stored and read back in text order (openaq:1, openaq:10, openaq:100, openaq:2), the
+    ids are listed as an operator counts."""
+    day = archive(tmp_path, "a.csv", *(row(n, 0, 1.0) for n in (10, 2, 100, 1, 11)), packed=False)
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    expected = ["openaq:1", "openaq:2", "openaq:10", "openaq:11", "openaq:100"]
+    status, out, _ = run(["stations", "list"], capsys)
+    assert status == 0
+    assert [line.split("\t")[0] for line in out.splitlines()[1:]] == expected
+    status, out, _ = run(["stations", "list", "--json"], capsys)
+    assert [s["id"] for s in json.loads(out)] == expected
+
+
 def test_importing_again_changes_nothing(
     database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -150,7 +166,10 @@ def test_a_file_without_a_valid_row_fails_but_the_others_are_imported(
     assert stored(database) == [("openaq:1", 1)]
 
 
-@pytest.mark.parametrize("problem", ["missing", "truncated", "no header", "locations missing"])
+@pytest.mark.parametrize(
+    "problem",
+    ["missing", "truncated", "no header", "locations missing", "device", "overlong line"],
+)
 def test_a_file_that_cannot_be_read_imports_nothing(
     database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], problem: str
 ) -> None:
@@ -172,6 +191,13 @@ def test_a_file_that_cannot_be_read_imports_nothing(
         headless.write_text(row(4, 0, 1.0) + "\n")
         argv.append(str(headless))
         message = f"{headless} is not an OpenAQ archive file"
+    elif problem == "device":  # passes a readability check, and never ends
+        argv.append("/dev/zero")
+        message = "/dev/zero is not a regular file"
+    elif problem == "overlong line":
+        long = archive(tmp_path, "long.csv.gz", row(2, 0, 1.0), "7" * 100_000, row(2, 1, 1.0))
+        argv.append(str(long))
+        message = f"{long}, line 3: longer than 4,096 characters"
     else:
         argv += ["--locations", str(tmp_path / "locations.csv")]
         message = "no such file"
@@ -180,6 +206,53 @@ def test_a_file_that_cannot_be_read_imports_nothing(
     assert message in err
     assert "nothing was imported" in err
     assert stored(database) == []
+
+
+def test_a_single_line_of_200_mb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    """A 200 KB gzip holding one 200 MB line: the installed command names the line and
+    stops, its peak memory the same as any small import's (about 50 MB), not the line's."""
+    packer = zlib.compressobj(wbits=31)  # gzip, written a MB at a time
+    chunks = [packer.compress((HEADER + "\n").encode())]
+    chunks += [packer.compress(b"9" * (1 << 20)) for _ in range(200)]
+    big = tmp_path / "one-line.csv.gz"
+    big.write_bytes(b"".join([*chunks, packer.compress(b"\n"), packer.flush()]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANAIR_")}
+    env["CLEANAIR_DATABASE"] = str(tmp_path / "var" / "cleanair.db")
+    with (tmp_path / "err").open("w+") as err:
+        child = subprocess.Popen(
+            [str(CLI), "stations", "import", str(big)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not all children's
+        child.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        message = err.read()
+    assert child.returncode == 2, message
+    assert f"{big}, line 2: longer than 4,096 characters" in message
+    assert "nothing was imported" in message
+    assert usage.ru_maxrss < 150 * 1024  # kB: the line alone is 200 MB as text
+
+
+def test_a_value_overflowing_on_conversion_is_refused_and_the_rest_imported(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    day = archive(
+        tmp_path,
+        "a.csv.gz",
+        row(1, 0, 5.5),
+        row(1, 0, 1e306, "no2", "ppm"),  # finite in ppm, infinite in µg/m³
+        row(1, 1, float("nan")),
+        row(1, 1, 20, "no2", "ppb"),
+    )
+    status, out, err = run(["stations", "import", str(day)], capsys)
+    assert status == 0, err
+    assert "2 added" in out
+    assert "rows: 4 read, 2 rejected" in out
+    assert "cleanair: rejected 1 rows: value too large once converted to µg/m³\n" in err
+    assert "cleanair: rejected 1 rows: bad number\n" in err
+    assert stored(database) == [("openaq:1", 2)]
 
 
 def test_a_failure_while_writing_leaves_the_database_as_it_was(database: Path) -> None:
@@ -372,11 +445,59 @@ def test_evaluate_with_nothing_stored_or_bad_arguments(
     status, _, err = run(["stations", "evaluate"], capsys)
     assert status == 1
     assert "no stored observations" in err
-    for bad in (["--pollutant", "so2"], ["--since", "2024-01-01T00:00"], ["--until", "soon"]):
+    for bad in (["--pollutant", "so2"], ["--since", "2024-13-01"], ["--until", "soon"]):
         with pytest.raises(SystemExit) as exited:
             cli.main(["stations", "evaluate", *bad])
         assert exited.value.code == 2
         assert bad[1] not in capsys.readouterr().err  # the value is never echoed
+
+
+def test_evaluate_takes_a_date_or_a_time_without_offset_as_utc(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        row(location, hour, 30.0 + 10.0 * math.sin(hour / 4.0) + location, "no2")
+        for location in (1, 2, 3)
+        for hour in range(48)  # hours ending 2024-01-01T00:00Z to 2024-01-02T23:00Z
+    ]
+    assert run(["stations", "import", str(archive(tmp_path, "a.csv.gz", *lines))], capsys)[0] == 0
+    for window, hours in [
+        (["--since", "2024-01-02"], 24),  # the date's midnight, UTC
+        (["--since", "2024-01-02T06:00"], 18),
+        (["--until", "2024-01-01T12:00"], 13),
+        (["--until", "2024-01-01T14:00+02:00"], 13),  # an offset still counts
+    ]:
+        status, out, err = run(["stations", "evaluate", "--json", *window], capsys)
+        assert status == 0, (window, err)
+        assert json.loads(out)[0]["hours"] == hours, window
+
+
+def test_evaluate_outside_the_stored_hours_names_the_window_and_what_is_stored(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    day = archive(tmp_path, "a.csv.gz", row(1, 0, 5.5), row(2, 5, 6.5))
+    assert run(["stations", "import", str(day)], capsys)[0] == 0
+    stored_span = "the stored observations (every pollutant) end from 2024-01-01T00:00:00+00:00 "
+    stored_span += "to 2024-01-01T05:00:00+00:00\n"
+    for argv, asked in [
+        (
+            ["--since", "2016-06-01", "--until", "2016-07-01"],
+            "observations whose hour ends from 2016-06-01T00:00:00+00:00 to "
+            "2016-07-01T00:00:00+00:00",
+        ),
+        (
+            ["--since", "2025-01-01"],
+            "observations whose hour ends at 2025-01-01T00:00:00+00:00 or later",
+        ),
+        (
+            ["--until", "2023-12-31T23:00Z"],
+            "observations whose hour ends at 2023-12-31T23:00:00+00:00 or earlier",
+        ),
+        (["--pollutant", "o3"], "o3 observations"),
+    ]:
+        status, out, err = run(["stations", "evaluate", *argv], capsys)
+        assert (status, out) == (1, ""), argv
+        assert err.endswith(f"cleanair: no stored {asked} to evaluate; {stored_span}"), err
 
 
 # -- screening, the retention and replaying

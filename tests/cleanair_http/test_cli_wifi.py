@@ -139,7 +139,25 @@ def test_a_directory_is_an_operational_error(
     database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(["wifi", "import", str(tmp_path)]) == 1
-    assert "cannot read" in capsys.readouterr().err
+    assert "is a folder, not a file" in capsys.readouterr().err
+
+
+def test_a_device_is_refused_before_it_is_read(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # /dev/zero never ends: read, it grew the process until the kernel killed it.
+    assert cli.main(["wifi", "import", "/dev/zero"]) == 1
+    assert "/dev/zero is not a regular file" in capsys.readouterr().err
+
+
+def test_an_endless_line_stops_the_import_at_its_number_without_echoing_it(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = write(tmp_path, f"bssid,lat,lon\n{A},52.5,13.4\n{B}" + ",52.5" * 2_000 + "\n")
+    assert cli.main(["wifi", "import", str(csv)]) == 1
+    err = capsys.readouterr().err
+    assert "line 3: longer than 4,096 characters" in err
+    assert B not in err
 
 
 def test_a_file_without_a_header_is_refused_without_echoing_it(

@@ -105,23 +105,28 @@ def test_the_default_follows_the_country(
 
 
 @pytest.mark.parametrize(
-    "body",
+    ("body", "field", "rule"),
     [
-        {**HELSINKI, "indexes": ["aqi"]},
-        {**HELSINKI, "indexes": []},
-        {"lat": 60.17},
-        {},
-        {**HELSINKI, "client": "not a label!"},
+        ({**HELSINKI, "indexes": ["zq_index"]}, "indexes.0", "enum"),
+        ({**HELSINKI, "indexes": []}, "indexes", "too_short"),
+        ({**HELSINKI, "indexes": ["uk_daqi", "uk_daqi"]}, "indexes", "unique"),
+        ({"lat": 60.17}, "lon", "required"),
+        ({}, "lat", "required"),
+        ({**HELSINKI, "client": "not a label!"}, "client", "pattern"),
     ],
+    ids=["unknown-index", "no-index", "repeated-index", "lat-alone", "nowhere", "bad-client"],
 )
-def test_bad_requests_are_422_and_free(
-    core: CleanAir, client: Client, body: dict[str, Any]
+def test_bad_requests_are_422_naming_the_field_and_free(
+    core: CleanAir, client: Client, body: dict[str, Any], field: str, rule: str
 ) -> None:
     headers = bearer(pair(core, client))
     before = remaining(client, headers)
     answer = client.post(PATH, json=body, headers=headers)
     assert answer.status_code == 422
-    assert answer.json() == {"detail": "Request validation failed"}
+    assert answer.json()["detail"] == "Request validation failed"
+    assert [(e["field"], e["rule"]) for e in answer.json()["errors"]] == [(field, rule)]
+    assert "zq_index" not in answer.text
+    assert "not a label" not in answer.text
     assert remaining(client, headers) == before
 
 

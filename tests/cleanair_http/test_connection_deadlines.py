@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import threading
@@ -15,8 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 import uvicorn
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from cleanair_http.connection_deadlines import MAX_FRAMING_BYTES, with_deadlines
+from cleanair_http.connection_deadlines import MAX_FRAMING_BYTES, MAX_QUEUED, with_deadlines
 from cleanair_http.server import listening_socket
 
 #: The read deadlines of the server under test: short, so a test waits little for them.
@@ -34,15 +37,31 @@ RUN: list[str] = []
 BIG = 40_000
 
 
+async def read_body(receive: object) -> bytes:
+    body = b""
+    while True:
+        message = await receive()  # type: ignore[operator]
+        body += bytes(message.get("body", b""))
+        if not message.get("more_body"):
+            return body
+
+
 async def app(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
-    """`/slow` answers after SLOW_S (the server's own wait), `/big` with BIG bytes, anything
-    else at once with its path."""
+    """`/slow` answers after SLOW_S (the server's own wait), `/big` with BIG bytes, `/echo`
+    with the request's body, `/headers` (once the body is read) with the request's header
+    names, anything else at once with its path."""
     if scope["type"] != "http":
         return
     RUN.append(scope["path"])
     if scope["path"] == "/slow":
         await asyncio.sleep(SLOW_S)
-    body = b"b" * BIG if scope["path"] == "/big" else scope["path"].encode()
+    if scope["path"] == "/echo":
+        body = await read_body(receive)
+    elif scope["path"] == "/headers":
+        await read_body(receive)
+        body = b",".join(name for name, _ in scope["headers"])
+    else:
+        body = b"b" * BIG if scope["path"] == "/big" else scope["path"].encode()
     await send(  # type: ignore[operator]
         {
             "type": "http.response.start",
@@ -92,14 +111,15 @@ def read_until_closed(sock: socket.socket) -> bytes:
     return received
 
 
-def refused_after_the_slow_answer(port: int, refused: bytes) -> None:
-    """Send `refused` pipelined behind a slow request: the slow answer comes, then a 400."""
+def refused_after_the_slow_answer(port: int, refused: bytes, status: int = 400) -> None:
+    """Send `refused` pipelined behind a slow request: the slow answer comes, then the
+    refusal (`status`)."""
     with connect(port) as sock:
         sock.sendall(b"GET /slow HTTP/1.1\r\nhost: x\r\n\r\n" + refused)
         received = read_until_closed(sock)
     first, _, rest = received.partition(b"/slow")
     assert first.startswith(b"HTTP/1.1 200 ")
-    assert rest.startswith(b"HTTP/1.1 400 ")
+    assert rest.startswith(b"HTTP/1.1 %d " % status)
 
 
 def wait_for_message(caplog: pytest.LogCaptureFixture, message: str) -> None:
@@ -139,7 +159,11 @@ def test_a_head_larger_than_the_bound_in_one_read_is_refused(port: int) -> None:
     with connect(port) as sock:
         sock.sendall(b"GET /a HTTP/1.1\r\nhost: x\r\nx-padding: " + b"a" * 100_000 + b"\r\n\r\n")
         received = read_until_closed(sock)
-    assert received.startswith(b"HTTP/1.1 400 ")
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ")
+    assert b"content-type: application/json" in head.lower()
+    assert b"connection: close" in head.lower()
+    assert json.loads(body) == {"detail": "Request header fields too large"}
 
 
 def test_trailers_past_the_framing_bound_are_refused(
@@ -158,7 +182,7 @@ def test_trailers_past_the_framing_bound_are_refused(
 def test_a_refused_head_behind_a_slow_answer_is_refused_after_it(port: int) -> None:
     # Written at once, the 400 would reach the client before the answer owed to it.
     refused = b"GET /a HTTP/1.1\r\nx-padding: " + b"a" * 40_000 + b"\r\n\r\n"
-    refused_after_the_slow_answer(port, refused)
+    refused_after_the_slow_answer(port, refused, status=431)
 
 
 def test_a_refused_request_queued_behind_an_answer_never_runs(port: int) -> None:
@@ -180,3 +204,74 @@ def test_a_closing_connection_whose_client_reads_nothing_is_cut_off(
         sock.connect(("127.0.0.1", port))
         sock.sendall(b"GET /big HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
         wait_for_message(caplog, "send timeout")
+
+
+def test_trailers_never_join_the_requests_headers(port: int) -> None:
+    # uvicorn appended them to the list the application reads, after the application began:
+    # a trailer X-Forwarded-For then chose the client's address.
+    with connect(port) as sock:
+        sock.sendall(
+            b"POST /headers HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+            b"2\r\nab\r\n0\r\nx-forwarded-for: 203.0.113.9\r\nx-other: 1\r\n\r\n"
+            b"GET /after HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        )
+        received = read_until_closed(sock)
+    assert received.count(b"HTTP/1.1 200 ") == 2
+    assert b"host,transfer-encoding" in received
+    assert b"x-forwarded-for" not in received
+    assert b"x-other" not in received
+    assert received.endswith(b"/after")
+
+
+def request_and_answer(path: int, padding: int, body: bytes | None) -> tuple[bytes, bytes]:
+    """A GET of `/p<path>` with `padding` bytes of header, answered with its path, or a POST
+    of `body` to `/echo`."""
+    if body is None:
+        target = b"/p%d" % path
+        return b"GET %s HTTP/1.1\r\nhost: x\r\nx-padding: %s\r\n\r\n" % (
+            target,
+            b"a" * padding,
+        ), target
+    head = b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n" % len(body)
+    return head + body, body
+
+
+#: More requests than are queued before reading waits, in more than one of the parser's
+#: slices (FEED_BYTES) of a read: some wait as bytes, and must be parsed as answers go.
+MANY_SMALL = [(i, 200, None) for i in range(3 * MAX_QUEUED)]
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    requests=st.lists(
+        st.tuples(
+            st.integers(0, 10**6),
+            st.integers(0, 400),
+            st.none() | st.binary(max_size=20_000).map(lambda b: b.replace(b"HTTP", b"h")),
+        ),
+        min_size=1,
+        max_size=3 * MAX_QUEUED,
+    ),
+    writes=st.integers(1, 8),
+)
+@example(requests=MANY_SMALL, writes=1)
+def test_pipelined_requests_are_all_answered_in_order(
+    port: int, requests: list[tuple[int, int, bytes | None]], writes: int
+) -> None:
+    # However many are sent at once (more than are queued before reading waits), and however
+    # the bytes are split between writes, with bodies that cross the parser's slices.
+    pairs = [request_and_answer(*request) for request in requests]
+    sent = b"".join(request for request, _ in pairs)
+    step = -(-len(sent) // writes)
+    with connect(port) as sock:
+        for start in range(0, len(sent), step):
+            sock.sendall(sent[start : start + step])
+        sock.shutdown(socket.SHUT_WR)
+        received = read_until_closed(sock)
+    answers = []
+    while received:
+        head, _, rest = received.partition(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+        answers.append(rest[:length])
+        received = rest[length:]
+    assert answers == [answer for _, answer in pairs]

@@ -290,30 +290,50 @@ def _without(key: str) -> dict[str, Any]:
 
 
 INVALID = [
-    ("latest-before-earliest", body(latest=(NOW - timedelta(minutes=1)).isoformat())),
-    ("over-24-hours", body(latest=(NOW + timedelta(hours=24, seconds=1)).isoformat())),
-    ("step-4", body(step_minutes=4)),
-    ("step-241", body(step_minutes=241)),
-    ("step-float", body(step_minutes=30.5)),
-    ("step-string", body(step_minutes="30")),
-    ("missing-earliest", _without("earliest")),
-    ("missing-latest", _without("latest")),
-    ("missing-start", _without("start")),
-    ("driving", body(activity_type="driving")),
-    ("earliest-garbage", body(earliest="tomorrow morning")),
-    ("lat-91", {**body(), "start": {"latitude": 91.0, "longitude": 24.94}}),
-    ("array", [body()]),
+    (
+        "latest-before-earliest",
+        body(latest=(NOW - timedelta(minutes=1)).isoformat()),
+        "latest",
+        "minimum",
+    ),
+    (
+        "over-24-hours",
+        body(latest=(NOW + timedelta(hours=24, seconds=1)).isoformat()),
+        "latest",
+        "maximum",
+    ),
+    ("step-4", body(step_minutes=4), "step_minutes", "minimum"),
+    ("step-241", body(step_minutes=241), "step_minutes", "maximum"),
+    ("step-float", body(step_minutes=30.5), "step_minutes", "type"),
+    ("step-string", body(step_minutes="30"), "step_minutes", "type"),
+    ("missing-earliest", _without("earliest"), "earliest", "required"),
+    ("missing-latest", _without("latest"), "latest", "required"),
+    ("missing-start", _without("start"), "start", "required"),
+    ("driving", body(activity_type="driving"), "activity_type", "enum"),
+    ("earliest-garbage", body(earliest="tomorrow morning"), "earliest", "format"),
+    (
+        "lat-91",
+        {**body(), "start": {"latitude": 91.0, "longitude": 24.94}},
+        "start.latitude",
+        "maximum",
+    ),
+    ("array", [body()], "", "type"),
 ]
 
 
-@pytest.mark.parametrize("payload", [p for _, p in INVALID], ids=[n for n, _ in INVALID])
-def test_an_invalid_request_is_422_with_the_fixed_text_and_not_charged(
-    client: Client, token: str, payload: Any
+@pytest.mark.parametrize(
+    ("payload", "field", "rule"), [p[1:] for p in INVALID], ids=[p[0] for p in INVALID]
+)
+def test_an_invalid_request_is_422_naming_the_field_and_rule_and_not_charged(
+    client: Client, token: str, payload: Any, field: str, rule: str
 ) -> None:
     response = submit(client, token, payload)
     assert response.status_code == 422
-    assert response.json() == VALIDATION_FAILED
+    answer = response.json()
+    assert answer["detail"] == VALIDATION_FAILED["detail"]
+    assert [(e["field"], e["rule"]) for e in answer["errors"]] == [(field, rule)]
     assert "tomorrow" not in response.text
+    assert "driving" not in response.text
     assert used(client, token) == 0
 
 
@@ -402,7 +422,16 @@ def test_an_unknown_or_another_users_plan_is_404(
 def test_a_malformed_request_id_is_422(client: Client, token: str, bad_id: str) -> None:
     response = poll(client, token, bad_id)
     assert response.status_code == 422
-    assert response.json() == VALIDATION_FAILED
+    assert response.json() == {
+        **VALIDATION_FAILED,
+        "errors": [
+            {
+                "field": "request_id",
+                "rule": "format",
+                "message": "must be a UUID in its hyphenated form",
+            }
+        ],
+    }
     assert bad_id not in response.text
 
 

@@ -4,7 +4,7 @@ an example for every request body."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import pytest
@@ -166,3 +166,30 @@ def test_response_fields_are_required_as_the_contract_says(document: Document) -
     assert {
         name: set(schemas[name].get("required", [])) for name in CONTRACT_REQUIRED
     } == CONTRACT_REQUIRED
+
+
+def test_an_extension_422_is_described_with_its_list_of_failing_fields(
+    document: Document,
+) -> None:
+    operations = _operations(document)
+    extension = [(path, op) for path, _, op in operations if path.startswith("/ext/v1/")]
+    assert len(extension) == 3
+    for path, operation in extension:
+        schema = operation["responses"]["422"]["content"]["application/json"]["schema"]
+        assert schema["$ref"].endswith("/ValidationErrorResponse"), path
+        assert "errors" in operation["responses"]["422"]["description"], path
+    body = _component(document, "ValidationErrorResponse")
+    assert set(body["required"]) == {"detail", "errors"}
+    item = _component(document, body["properties"]["errors"]["items"]["$ref"])
+    assert set(item["required"]) == {"field", "rule", "message"}
+    assert item["properties"]["rule"]["enum"] == list(get_args(extension_schemas.Rule))
+    # Every rule of the vocabulary is explained where it is listed.
+    for rule in get_args(extension_schemas.Rule):
+        assert f"`{rule}`" in item["properties"]["rule"]["description"], rule
+
+
+def test_a_contract_422_stays_the_fixed_envelope(document: Document) -> None:
+    for path, method, operation in _operations(document):
+        if path.startswith("/v1/") and "422" in operation["responses"]:
+            schema = operation["responses"]["422"]["content"]["application/json"]["schema"]
+            assert schema["$ref"].endswith("/ErrorResponse"), (path, method)

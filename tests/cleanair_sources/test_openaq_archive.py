@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import TextIO, cast
 
 import pytest
 from hypothesis import given
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from cleanair_core.air.observations import AreaType, Observation, Station, StationType
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.units import MOLAR_MASS, MOLAR_VOLUME_25C
+from cleanair_core.errors import OperatorError
 from cleanair_core.geo import Point
 from cleanair_sources.openaq_archive import (
     ArchiveFileError,
@@ -31,6 +33,7 @@ from cleanair_sources.openaq_archive import (
     read_locations,
     to_micrograms,
 )
+from cleanair_sources.text_files import MAX_LINE_CHARS, bounded_lines
 
 HEADER = "location_id,sensors_id,location,datetime,lat,lon,parameter,units,value"
 ROW = "2178,1,Kallio,2024-01-01T01:00:00+02:00,60.18,24.95,pm25,µg/m³,5.5"
@@ -381,3 +384,77 @@ def test_missing_and_unreadable_files_are_found_before_reading(tmp_path: Path) -
     check_readable([good])
     with pytest.raises(ArchiveFileError, match="no such file"):
         read_locations(tmp_path / "nope.csv", ArchiveTally())
+
+
+def test_a_value_overflowing_in_micrograms_is_refused_alone() -> None:
+    """1e306 ppm is a finite number, but not once converted (x 1,882 for NO2): that row is
+    refused by its reason, as a NaN row is, and the rows around it are read."""
+    gas = ROW.replace("pm25", "no2")
+    items, tally = parse(
+        rows(
+            gas.replace("µg/m³,5.5", "ppm,1e306"),
+            gas.replace("2178", "2179").replace("µg/m³,5.5", "ppb,20"),
+            gas.replace("2178", "2180").replace("5.5", "nan"),
+        )
+    )
+    assert [o.station_id for o in observations(items)] == ["openaq:2179"]
+    assert tally.rejected == {Reason.NOT_FINITE_IN_MICROGRAMS: 1, Reason.BAD_NUMBER: 1}
+    assert [(e.line, e.reason) for e in tally.first_errors] == [
+        (2, Reason.NOT_FINITE_IN_MICROGRAMS),
+        (4, Reason.BAD_NUMBER),
+    ]
+
+
+class _Recording:
+    """A text handle that notes how much each `readline` asks for."""
+
+    def __init__(self, text: str) -> None:
+        self.text = io.StringIO(text, newline="")
+        self.asked: list[int] = []
+
+    def readline(self, size: int = -1, /) -> str:
+        self.asked.append(size)
+        return self.text.readline(size)
+
+
+def test_a_line_longer_than_the_bound_is_refused_by_number_unread() -> None:
+    handle = _Recording(rows(ROW, "x" * (50 * MAX_LINE_CHARS), ROW))
+    lines = bounded_lines("big.csv", cast(TextIO, handle), "row")
+    assert next(lines) == HEADER + "\n"
+    assert next(lines) == ROW + "\n"
+    with pytest.raises(OperatorError, match=r"big\.csv, line 3: longer than 4,096 characters"):
+        next(lines)
+    assert all(0 < size <= MAX_LINE_CHARS + 2 for size in handle.asked)
+    assert handle.text.tell() <= len((rows(ROW) + "x" * (MAX_LINE_CHARS + 2)).encode())
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r", ""])
+def test_a_line_of_exactly_the_bound_is_read_whatever_its_line_break(end: str) -> None:
+    line = "y" * MAX_LINE_CHARS + end
+    after = ["z\n"] if end else []  # a line without its break ends the file
+    text = "".join([line, *after])
+    assert list(bounded_lines("a.csv", io.StringIO(text, newline=""), "row")) == [line, *after]
+    with pytest.raises(OperatorError, match="line 1"):
+        list(bounded_lines("a.csv", io.StringIO("y" + line, newline=""), "row"))
+
+
+def test_an_overlong_line_in_a_gzip_file_stops_it_by_line_number(tmp_path: Path) -> None:
+    path = tmp_path / "one-line.csv.gz"
+    path.write_bytes(gzip.compress((rows(ROW) + "9" * 1_000_000 + "\n").encode()))
+    with pytest.raises(ArchiveFileError, match="line 3: longer than") as caught:
+        list(read_archive([path], ArchiveParser()))
+    assert str(path) in str(caught.value)
+
+
+def test_devices_and_pipes_are_refused_before_reading(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it to probe would block until a writer came
+    for path in (Path("/dev/zero"), fifo):
+        with pytest.raises(ArchiveFileError, match="not a regular file"):
+            check_readable([path])
+        with pytest.raises(ArchiveFileError, match="not a regular file"):
+            list(read_archive([path], ArchiveParser()))
+        with pytest.raises(ArchiveFileError, match="not a regular file"):
+            read_locations(path, ArchiveTally())

@@ -463,6 +463,68 @@ def test_a_first_debit_over_the_plain_pool_fits_a_granted_one(store: Store) -> N
     assert raised.value.limit == Limit.MONTHLY_POOL
 
 
+def test_a_day_grant_lifts_todays_burst_cap_only(store: Store) -> None:
+    limits = CreditLimits(monthly=50, daily=10)
+    debit(store, 10, limits=limits)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 5, limits=limits)
+    assert raised.value.limit == Limit.DAILY_BURST
+
+    grant = store.grant(POOL, 5, "README walkthrough", T0, day_only=True)
+
+    assert (grant.amount, grant.reason, grant.at, grant.month, grant.day) == (
+        5,
+        "README walkthrough",
+        T0,
+        "2026-03",
+        "2026-03-10",
+    )
+    assert (grant.is_grant, grant.is_day_grant) == (True, True)
+    assert store.usage(POOL, T0) == Usage(month=10, day=10, granted=0, day_granted=5)
+    entry = debit(store, 5, limits=limits)  # 15 of today's 15: fits now
+    assert store.entries(POOL)[-2:] == [grant, entry]
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 1, limits=limits)
+    assert raised.value.limit == Limit.DAILY_BURST
+    # Not usage, not the month's pool, not another pool's; and it lapses at midnight (UTC).
+    assert store.usage_by_label(POOL, "2026-03") == {"score": 15}
+    assert store.usage(OTHER_POOL, T0).day_granted == 0
+    tomorrow = datetime(2026, 3, 11, tzinfo=UTC)
+    assert store.usage(POOL, tomorrow) == Usage(month=15, day=0)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 11, tomorrow, limits=limits)
+    assert raised.value.limit == Limit.DAILY_BURST
+    assert store.refund(grant.id, T0) is None  # a grant is never reversed
+
+
+def test_a_day_grant_never_lets_the_month_be_overspent(store: Store) -> None:
+    limits = CreditLimits(monthly=12, daily=10)
+    debit(store, 10, datetime(2026, 3, 9, 12, tzinfo=UTC), limits=limits)
+    store.grant(POOL, 100, "goodwill", T0, day_only=True)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 3, limits=limits)
+    assert raised.value.limit == Limit.MONTHLY_POOL
+    settled = store.settle_charges([final(3, key=None)], limits)
+    assert isinstance(settled[0], CreditsExhausted)
+    assert settled[0].limit == Limit.MONTHLY_POOL
+    debit(store, 2, limits=limits)  # what the month still holds
+    assert store.usage(POOL, T0) == Usage(month=12, day=2, granted=0, day_granted=100)
+    # Granting the month as well is what lets the user spend more overall.
+    store.grant(POOL, 20, "goodwill", T0)
+    debit(store, 20, limits=limits)
+    assert store.usage(POOL, T0) == Usage(month=32, day=22, granted=20, day_granted=100)
+
+
+def test_a_first_debit_over_the_plain_burst_cap_fits_a_day_grant(store: Store) -> None:
+    limits = CreditLimits(monthly=50, daily=10)
+    store.grant(POOL, 15, "trial", T0, day_only=True)
+    debit(store, 25, limits=limits)  # the day's first debit: no counter row yet
+    assert store.usage(POOL, T0) == Usage(month=25, day=25, day_granted=15)
+    with pytest.raises(CreditsExhausted) as raised:
+        debit(store, 1, limits=limits)
+    assert raised.value.limit == Limit.DAILY_BURST
+
+
 def test_refund_only_once(store: Store) -> None:
     original = debit(store, 3)
     first = store.refund(original.id, T0)
@@ -627,6 +689,17 @@ def test_a_final_charge_sees_the_months_grants(store: Store) -> None:
     assert refused.limit is Limit.MONTHLY_POOL
 
 
+def test_a_final_charge_sees_the_days_grants(store: Store) -> None:
+    debit(store, 10)
+    store.grant(POOL, 3, "support", T0, day_only=True)
+    settled = store.settle_charges([final(3, key=None), final(1, key=None)], LIMITS)
+    assert isinstance(settled[0], LedgerEntry)
+    refused = settled[1]
+    assert isinstance(refused, CreditsExhausted)
+    assert refused.limit is Limit.DAILY_BURST
+    assert store.usage(POOL, T0) == Usage(month=13, day=13, day_granted=3)
+
+
 def test_a_final_charge_with_a_hold_is_refused_by_the_core() -> None:
     with pytest.raises(ValueError, match="never held"):
         FinalCharge(Debit(POOL, "c1", "score", 1, T0, hold_until=T0))
@@ -650,16 +723,16 @@ def test_admission_reads_connection_standing_counter_and_usage(store: Store) -> 
     store.add_connection(connection)
     debit(store, 3)
     store.grant(POOL, 7, "support", T0)
+    store.grant(POOL, 4, "support", T0, day_only=True)
     key = f"req:{connection.id}"
     store.hit(key, 600)
     store.hit(key, 600)
     store.hit(f"polls:{connection.id}", 600)
     read = store.admission("h" * 64, "req", T0)
-    assert read == AdmissionRead(connection, True, (600, 2), Usage(month=3, day=3, granted=7))
+    usage = Usage(month=3, day=3, granted=7, day_granted=4)
+    assert read == AdmissionRead(connection, True, (600, 2), usage)
     store.set_premium("alice", False)
-    assert store.admission("h" * 64, "other", T0) == AdmissionRead(
-        connection, False, None, Usage(month=3, day=3, granted=7)
-    )
+    assert store.admission("h" * 64, "other", T0) == AdmissionRead(connection, False, None, usage)
 
 
 def test_admission_of_a_partner_reads_whether_it_is_active(store: Store) -> None:

@@ -248,14 +248,14 @@ def test_a_head_larger_than_the_bound_is_refused_and_closed(slow_clients_server:
     # head however the kernel splits it.
     head = b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 300_000
     before = slow_clients_server.log.read_text().count('"message": "request head too large"')
-    # The server closes with the rest of the head unread: its 400 may come, or a reset.
+    # The server closes with the rest of the head unread: its 431 may come, or a reset.
     with (
         connect(slow_clients_server) as sock,
         contextlib.suppress(ConnectionResetError, BrokenPipeError),
     ):
         sock.sendall(head)
         received, _ = read_until_closed(sock)
-        assert received == b"" or received.startswith(b"HTTP/1.1 400 ")
+        assert received == b"" or received.startswith(b"HTTP/1.1 431 ")
     slow_clients_server.wait_for_log('"message": "request head too large"', count=before + 1)
 
 

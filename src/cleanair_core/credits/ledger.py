@@ -8,6 +8,11 @@ Grants: a support operator may add credits to one pool for the current month
 policy's plus that month's grants; the daily burst cap is not raised, so granted credits are
 spent at no more than the cap a day like any others (a grant to a pool that ran dry on the
 28th gives at most the cap per day until the month ends, then lapses).
+
+A day grant (`grant(..., day_only=True)`) is the other way round: it raises the daily burst
+cap of the current UTC day only, and not the month, so the user may spend more today but
+still within what remains of the month's pool (a call must fit both); an operator who wants
+the user to have more credits overall grants the month as well. It lapses at midnight UTC.
 """
 
 from __future__ import annotations
@@ -79,12 +84,28 @@ def grant_window(month: str) -> str:
     return "g" + month
 
 
+def day_grant_window(day: str) -> str:
+    """The key of a pool's granted credits for `day` (a day grant) among its window
+    counters: "gd" never begins a month's grant key ("g" and a digit)."""
+    return "gd" + day
+
+
 #: The attribution label and connection of a grant's ledger entry: no connection drew it.
 GRANT_LABEL = "grant"
+#: The label of a day grant's entry: what tells it from a month's grant in the ledger.
+DAY_GRANT_LABEL = "day_grant"
 GRANT_CONNECTION = "operator"
 #: The most one grant may add (a typo's ceiling) and a reason's length.
 MAX_GRANT = 1_000_000
 MAX_GRANT_REASON = 200
+
+
+def grant_counted_in(at: datetime, *, day_only: bool) -> tuple[str, str]:
+    """The label of a grant made at `at` and the window counter it adds to: its month's
+    grant window, or with `day_only` its day's."""
+    if day_only:
+        return DAY_GRANT_LABEL, day_grant_window(day_key(at))
+    return GRANT_LABEL, grant_window(month_key(at))
 
 
 def window_keys(month: str, day: str) -> tuple[str, str]:
@@ -116,11 +137,13 @@ def seconds_until(at: datetime, reset: datetime) -> int:
 
 @attrs.frozen
 class Usage:
-    """Credits used in the windows containing some instant, and those granted for its month."""
+    """Credits used in the windows containing some instant, and those granted for its month
+    and (day grants) for its day."""
 
     month: int
     day: int
     granted: int = 0
+    day_granted: int = 0
 
 
 @attrs.frozen
@@ -135,13 +158,14 @@ class Quota:
 
 def quota_of(usage: Usage, limits: CreditLimits) -> Quota:
     monthly = limits.monthly + usage.granted
+    daily = limits.daily + usage.day_granted
     return Quota(
         used=usage.month,
         limit=monthly,
         remaining=max(0, monthly - usage.month),
         daily_used=usage.day,
-        daily_limit=limits.daily,
-        daily_remaining=max(0, limits.daily - usage.day),
+        daily_limit=daily,
+        daily_remaining=max(0, daily - usage.day),
     )
 
 
@@ -153,7 +177,7 @@ def check_fits(usage: Usage, amount: int, limits: CreditLimits, at: datetime) ->
     if amount < 1:
         raise ValueError("a debit is at least one credit")
     month_blocks = usage.month + amount > limits.monthly + usage.granted
-    day_blocks = usage.day + amount > limits.daily
+    day_blocks = usage.day + amount > limits.daily + usage.day_granted
     # The month always resets no earlier than the day, so when it blocks it is the answer.
     if month_blocks:
         raise CreditsExhausted(
@@ -192,6 +216,11 @@ class LedgerEntry:
     @property
     def is_grant(self) -> bool:
         return self.reason is not None
+
+    @property
+    def is_day_grant(self) -> bool:
+        """A grant that raised its day's burst cap rather than its month's pool."""
+        return self.is_grant and self.label == DAY_GRANT_LABEL
 
 
 @attrs.frozen
@@ -268,13 +297,17 @@ class CreditLedger(Protocol):
         with failing (with `plan_error`) the pending route plan it paid for, if any; the
         number refunded."""
 
-    def grant(self, pool: str, amount: int, reason: str, at: datetime) -> LedgerEntry:
+    def grant(
+        self, pool: str, amount: int, reason: str, at: datetime, *, day_only: bool = False
+    ) -> LedgerEntry:
         """Append a grant of `amount` credits to `pool` for the month of `at`, with `reason`;
-        `grant_window` counts it, in the same transaction."""
+        `grant_window` counts it, in the same transaction. With `day_only` it is a day grant
+        instead: labelled `DAY_GRANT_LABEL` and counted in the `day_grant_window` of the day
+        of `at`, it raises that day's burst cap and not the month's pool."""
 
     def usage(self, pool: str, at: datetime) -> Usage:
         """Credits used in the month and the day that contain `at`, and granted for the
-        month."""
+        month and for the day."""
 
     def usage_by_label(self, pool: str, month: str) -> dict[str, int]:
         """Net credits per attribution label in `month` (labels netting to 0 included);

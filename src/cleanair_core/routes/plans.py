@@ -23,7 +23,7 @@ from typing import Protocol, TypeAlias
 import attrs
 
 from cleanair_core.credits.ledger import Billable, CreditLedger, CreditLimits, Debit
-from cleanair_core.errors import PlanRejected, SourceUnavailable, Unprocessable
+from cleanair_core.errors import PlanRejected, SourceUnavailable, Unprocessable, Violation
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.routes.results import DeparturesResult, PlanResult
@@ -70,8 +70,21 @@ MAX_SPAN = timedelta(hours=24)
 
 def _aware_utc(at: datetime) -> datetime:
     if at.tzinfo is None or at.utcoffset() is None:
-        raise Unprocessable()  # a start time without a zone is ambiguous
+        # A start time without a zone is ambiguous.
+        raise Unprocessable(violations=[Violation("", "format", "times must have a UTC offset")])
     return as_utc(at)
+
+
+_LATEST_BEFORE = Violation("latest", "minimum", "must not be before earliest")
+_LATEST_TOO_FAR = Violation(
+    "latest", "maximum", f"must be at most {MAX_SPAN // timedelta(hours=1)} hours after earliest"
+)
+_STEP_SHORT = Violation(
+    "step", "minimum", f"must be at least {MIN_STEP // timedelta(minutes=1)} minutes"
+)
+_STEP_LONG = Violation(
+    "step", "maximum", f"must be at most {MAX_STEP // timedelta(minutes=1)} minutes"
+)
 
 
 @attrs.frozen
@@ -90,10 +103,15 @@ class DeparturesRequest:
     step: timedelta = DEFAULT_STEP
 
     def __attrs_post_init__(self) -> None:
-        if not self.earliest <= self.latest <= self.earliest + MAX_SPAN:
-            raise Unprocessable()
-        if not MIN_STEP <= self.step <= MAX_STEP:
-            raise Unprocessable()
+        # The span, not `earliest + MAX_SPAN`: that overflows for an `earliest` in year 9999.
+        if self.latest < self.earliest:
+            raise Unprocessable(violations=[_LATEST_BEFORE])
+        if self.latest - self.earliest > MAX_SPAN:
+            raise Unprocessable(violations=[_LATEST_TOO_FAR])
+        if self.step < MIN_STEP:
+            raise Unprocessable(violations=[_STEP_SHORT])
+        if self.step > MAX_STEP:
+            raise Unprocessable(violations=[_STEP_LONG])
 
     @property
     def start_times(self) -> list[datetime]:

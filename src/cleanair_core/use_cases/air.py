@@ -31,7 +31,7 @@ from cleanair_core.air.screening import HeldBack, HeldBackCounts, ObservationImp
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
 from cleanair_core.credits.ledger import Billable
-from cleanair_core.errors import LocationUnresolved, Unprocessable
+from cleanair_core.errors import LocationUnresolved, Unprocessable, Violation
 from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
 from cleanair_core.use_cases.context import Context, needs_upstream
@@ -86,9 +86,9 @@ async def conditions(
     Unprocessable (not charged)."""
     caller = proof.caller_for(Scope.AQ_READ)
     if point is None and not wifi:
-        raise Unprocessable()
-    if indexes is not None and (not indexes or any(code not in INDEX_CODES for code in indexes)):
-        raise Unprocessable()
+        raise Unprocessable(violations=[_NO_LOCATION])
+    if indexes is not None:
+        _check_index_codes(indexes)
     sources = ctx.require_sources()
     upstream = needs_upstream(sources, wifi_lookup=point is None)
     async with charged(
@@ -102,6 +102,26 @@ async def conditions(
         return await conditions_at(
             sources.air_quality, located, ctx.now(), chosen, sources.background
         )
+
+
+_NO_LOCATION = Violation("lat", "required", "lat and lon, or a Wi-Fi scan, are required")
+
+
+def _check_index_codes(indexes: Sequence[str]) -> None:
+    """Unprocessable unless `indexes` names 1 or more known index codes, each once."""
+    allowed = ", ".join(INDEX_CODES)
+    violations = [
+        Violation(f"indexes.{i}", "enum", f"must be one of {allowed}")
+        for i, code in enumerate(indexes)
+        if code not in INDEX_CODES
+    ]
+    if not indexes:
+        violations.append(Violation("indexes", "too_short", "must have at least 1 item"))
+    if len(set(indexes)) != len(indexes):
+        # Asking twice would compute and bill nothing more; it is a client's mistake.
+        violations.append(Violation("indexes", "unique", "must not name a code twice"))
+    if violations:
+        raise Unprocessable(violations=violations)
 
 
 async def forecast(

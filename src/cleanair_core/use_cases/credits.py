@@ -23,6 +23,7 @@ from cleanair_core.credits.ledger import (
     Quota,
     Usage,
     cost_of,
+    day_key,
     month_key,
     quota_of,
 )
@@ -57,11 +58,14 @@ def partner_usage_by_label(ctx: Context, partner_name: str) -> dict[str, int]:
 @attrs.frozen
 class PoolReport:
     """What a support operator sees of a user's pool: the quota the user's apps see, this
-    month's grants (with their reasons) and usage per attribution label."""
+    month's grants (with their reasons; day grants among them) and usage per attribution
+    label."""
 
     quota: Quota
     grants: tuple[LedgerEntry, ...]
     by_label: dict[str, int]
+    #: The UTC day (`day_key`) the quota's daily figures are for.
+    day: str
 
 
 def _user_pool(ctx: Context, user_name: str) -> str:
@@ -79,11 +83,18 @@ def pool_report(ctx: Context, user_name: str) -> PoolReport:
         quota_of(ctx.store.usage(pool, now), ctx.policy.credits),
         grants,
         ctx.store.usage_by_label(pool, month),
+        day_key(now),
     )
 
 
-def grant_credits(ctx: Context, user_name: str, amount: int, reason: str) -> PoolReport:
-    """Add `amount` credits to a user's pool for this month only, recorded with `reason`."""
+def grant_credits(
+    ctx: Context, user_name: str, amount: int, reason: str, *, today: bool = False
+) -> PoolReport:
+    """Add `amount` credits to a user's pool for this month only, recorded with `reason`.
+
+    With `today`, raise this UTC day's burst cap by `amount` instead, not the month's pool:
+    the user may spend more today, still within what remains of the month (grant the month
+    as well for more overall)."""
     if not 1 <= amount <= MAX_GRANT:
         raise OperatorError(f"a grant is 1 to {MAX_GRANT:,} credits")
     reason = " ".join(reason.split())
@@ -92,7 +103,7 @@ def grant_credits(ctx: Context, user_name: str, amount: int, reason: str) -> Poo
             f"a grant needs a reason: printable text of at most {MAX_GRANT_REASON} characters"
         )
     pool = _user_pool(ctx, user_name)
-    ctx.store.grant(pool, amount, reason, ctx.now())
+    ctx.store.grant(pool, amount, reason, ctx.now(), day_only=today)
     return pool_report(ctx, user_name)
 
 

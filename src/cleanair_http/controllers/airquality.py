@@ -11,8 +11,8 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.wifi import WifiAccessPoint
-from cleanair_core.credits.attribution import validate_client_label
-from cleanair_core.errors import Unprocessable
+from cleanair_core.credits.attribution import CLIENT_LABEL, validate_client_label
+from cleanair_core.errors import Unprocessable, Violation
 from cleanair_core.geo import Point
 from cleanair_core.routes.enrichment import Waypoint
 from cleanair_http import responses, schemas
@@ -28,8 +28,12 @@ def point_of(lat: float | None, lon: float | None) -> Point | None:
     if lat is None and lon is None:
         return None
     if lat is None or lon is None:
-        raise Unprocessable()
+        missing = "lat" if lat is None else "lon"
+        raise Unprocessable(violations=[Violation(missing, "required", "lat and lon go together")])
     return Point(lat, lon)
+
+
+_CLIENT_LABEL = Violation("client", "pattern", f"must match the pattern {CLIENT_LABEL.pattern}")
 
 
 def client_label_of(raw: str | None) -> str | None:
@@ -38,7 +42,7 @@ def client_label_of(raw: str | None) -> str | None:
     try:
         return validate_client_label(raw)
     except ValueError:
-        raise Unprocessable() from None
+        raise Unprocessable(violations=[_CLIENT_LABEL]) from None
 
 
 @post(

@@ -19,7 +19,7 @@ from cleanair_http.auth import authorization_of, core_of, pending_hit_of, requir
 from cleanair_http.controllers.airquality import AQ_READ, client_label_of, point_of
 from cleanair_http.controllers.routes import plan_id_of, wake_planners
 from cleanair_http.offloading import in_thread
-from cleanair_http.openapi import SECURITY, error_responses
+from cleanair_http.openapi import SECURITY, extension_error_responses
 
 TAG = f"extension v{ext.EXTENSION_VERSION}"
 
@@ -31,14 +31,14 @@ TAG = f"extension v{ext.EXTENSION_VERSION}"
     security=SECURITY,
     summary="A point's conditions, with its official index",
     tags=[TAG],
-    responses=error_responses(
+    responses=extension_error_responses(
         401,
         403,
         422,
         429,
         503,
-        s422="Request validation failed (an unknown index code included), or no location "
-        "could be resolved (not charged)",
+        s422="Request validation failed (an unknown index code, or one named twice, "
+        "included), or no location could be resolved (not charged)",
     ),
 )
 async def point_conditions(
@@ -70,7 +70,7 @@ async def point_conditions(
     security=SECURITY,
     summary="Submit a departures plan: the best time to go",
     tags=[TAG],
-    responses=error_responses(
+    responses=extension_error_responses(
         400,
         401,
         403,
@@ -114,7 +114,7 @@ async def submit_departures(
     security=SECURITY,
     summary="Poll a departures plan",
     tags=[TAG],
-    responses=error_responses(
+    responses=extension_error_responses(
         401,
         403,
         404,

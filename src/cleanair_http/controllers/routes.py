@@ -9,7 +9,7 @@ from litestar import Request, get, post
 from litestar.params import JSONBody, PathParameter
 
 from cleanair_core.access.scopes import Scope
-from cleanair_core.errors import Unprocessable
+from cleanair_core.errors import Unprocessable, Violation
 from cleanair_core.geo import Point
 from cleanair_http import responses, schemas
 from cleanair_http.auth import authorization_of, core_of, requires
@@ -91,15 +91,18 @@ async def poll_plan(
     return responses.plan_poll(plan)
 
 
+_REQUEST_ID = Violation("request_id", "format", "must be a UUID in its hyphenated form")
+
+
 def plan_id_of(request_id: str) -> uuid.UUID:
     """The plan id a poll's path names; Unprocessable unless it is a UUID in its canonical
     hyphenated form (any case)."""
     try:
         plan_id = uuid.UUID(request_id)
     except ValueError:
-        raise Unprocessable() from None
+        raise Unprocessable(violations=[_REQUEST_ID]) from None
     if str(plan_id) != request_id.lower():  # braces, urn: or no hyphens: not the uuid format
-        raise Unprocessable()
+        raise Unprocessable(violations=[_REQUEST_ID])
     return plan_id
 
 

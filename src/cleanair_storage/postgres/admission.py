@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cleanair_core.credits.ledger import Usage, grant_window, month_key, windows_at
+from cleanair_core.credits.ledger import (
+    Usage,
+    day_grant_window,
+    day_key,
+    grant_window,
+    month_key,
+    windows_at,
+)
 from cleanair_core.ports import AdmissionRead
 from cleanair_storage.postgres.connections import PostgresConnections, connection_of_row
 
 #: One statement, so one round trip and one snapshot: the connection, its owner's standing,
-#: its rate-limit counter and its pool's three window counters.
+#: its rate-limit counter and its pool's four window counters.
 _ADMISSION = (
     "SELECT c.id, c.owner_kind, c.owner_name, c.name, c.scopes, c.token_hash, c.created_at, "
     "c.revoked_at, "
@@ -21,7 +28,9 @@ _ADMISSION = (
     "(SELECT used FROM credit_windows w "
     "WHERE w.pool = c.owner_kind || ':' || c.owner_name AND w.\"window\" = %(dw)s), "
     "(SELECT used FROM credit_windows w "
-    "WHERE w.pool = c.owner_kind || ':' || c.owner_name AND w.\"window\" = %(gw)s) "
+    "WHERE w.pool = c.owner_kind || ':' || c.owner_name AND w.\"window\" = %(gw)s), "
+    "(SELECT used FROM credit_windows w "
+    "WHERE w.pool = c.owner_kind || ':' || c.owner_name AND w.\"window\" = %(gdw)s) "
     "FROM connections c LEFT JOIN rate_limits r ON r.key = %(rule)s || ':' || c.id "
     "WHERE c.token_hash = %(hash)s"
 )
@@ -41,14 +50,15 @@ class PostgresAdmission(PostgresConnections):
                     "mw": month,
                     "dw": day,
                     "gw": grant_window(month_key(at)),
+                    "gdw": day_grant_window(day_key(at)),
                 },
             ).fetchone()
         if row is None:
             return AdmissionRead(None)
-        standing, start, count, month_used, day_used, granted = row[8:]
+        standing, start, count, month_used, day_used, granted, day_granted = row[8:]
         return AdmissionRead(
             connection_of_row(row[:8]),
             standing,
             None if start is None else (int(start), int(count)),
-            Usage(month_used or 0, day_used or 0, granted or 0),
+            Usage(month_used or 0, day_used or 0, granted or 0, day_granted or 0),
         )

@@ -18,7 +18,6 @@ import psycopg.errors
 
 from cleanair_core.credits.ledger import (
     GRANT_CONNECTION,
-    GRANT_LABEL,
     CreditLimits,
     Debit,
     FinalCharge,
@@ -27,7 +26,9 @@ from cleanair_core.credits.ledger import (
     Settlement,
     Usage,
     check_fits,
+    day_grant_window,
     day_key,
+    grant_counted_in,
     grant_window,
     month_key,
     window_keys,
@@ -49,7 +50,8 @@ _DEBIT = (
     " WHERE credit_windows.used + EXCLUDED.used <= CASE"
     ' WHEN credit_windows."window" = %(mw)s THEN %(monthly)s + COALESCE((SELECT g.used'
     ' FROM credit_windows g WHERE g.pool = %(pool)s AND g."window" = %(gw)s), 0)'
-    " ELSE %(daily)s END"
+    " ELSE %(daily)s + COALESCE((SELECT g.used FROM credit_windows g"
+    ' WHERE g.pool = %(pool)s AND g."window" = %(gdw)s), 0) END'
     ' RETURNING "window"),'
     " entry AS ("
     " INSERT INTO ledger (pool, connection_id, label, amount, at, month, day)"
@@ -79,14 +81,19 @@ class PostgresLedger(PostgresDatabase):
     @staticmethod
     def _usage(conn: Connection, pool: str, at: datetime) -> Usage:
         month, day = windows_at(at)
-        granted = grant_window(month_key(at))
+        granted, day_granted = grant_window(month_key(at)), day_grant_window(day_key(at))
         rows = conn.execute(
             'SELECT "window", used FROM credit_windows '
-            'WHERE pool = %s AND "window" IN (%s, %s, %s)',
-            (pool, month, day, granted),
+            'WHERE pool = %s AND "window" IN (%s, %s, %s, %s)',
+            (pool, month, day, granted, day_granted),
         ).fetchall()
         used: dict[str, int] = {str(window): int(count) for window, count in rows}
-        return Usage(month=used.get(month, 0), day=used.get(day, 0), granted=used.get(granted, 0))
+        return Usage(
+            month=used.get(month, 0),
+            day=used.get(day, 0),
+            granted=used.get(granted, 0),
+            day_granted=used.get(day_granted, 0),
+        )
 
     @staticmethod
     def _append(
@@ -122,7 +129,8 @@ class PostgresLedger(PostgresDatabase):
         # A window's first debit inserts its row unconditionally: so first, does the amount
         # fit an empty pool at all? When it does not, the pool's real usage says which window
         # blocks (a month already spent answers before a day the amount alone exceeds).
-        # (Unless the month's grants make room for it: then the real usage lets it through.)
+        # (Unless the month's or the day's grants make room for it: then the real usage lets
+        # it through.)
         try:
             check_fits(Usage(0, 0), debit.amount, limits, debit.at)
         except CreditsExhausted:
@@ -142,6 +150,7 @@ class PostgresLedger(PostgresDatabase):
             "mw": month_window,
             "dw": day_window,
             "gw": grant_window(month_key(debit.at)),
+            "gdw": day_grant_window(day_key(debit.at)),
             "amount": debit.amount,
             "monthly": limits.monthly,
             "daily": limits.daily,
@@ -242,7 +251,7 @@ class PostgresLedger(PostgresDatabase):
                 ),
             ).fetchall()
         settled: list[Settlement | None] = [None] * len(charges)
-        for n, entry_id, month_used, day_used, granted in rows:
+        for n, entry_id, month_used, day_used, granted, day_granted in rows:
             debit = debits[n - 1]
             outcome: Settlement
             if entry_id is not None:
@@ -259,7 +268,8 @@ class PostgresLedger(PostgresDatabase):
             elif month_used is None:
                 outcome = OverRateLimit()
             else:
-                outcome = _refusal(debit, Usage(month_used, day_used, granted), limits)
+                usage = Usage(month_used, day_used, granted, day_granted)
+                outcome = _refusal(debit, usage, limits)
             settled[order[n - 1]] = outcome
         return [s for s in settled if s is not None]
 
@@ -301,23 +311,26 @@ class PostgresLedger(PostgresDatabase):
                 )
             return len(ended)
 
-    def grant(self, pool: str, amount: int, reason: str, at: datetime) -> LedgerEntry:
+    def grant(
+        self, pool: str, amount: int, reason: str, at: datetime, *, day_only: bool = False
+    ) -> LedgerEntry:
         month, day = month_key(at), day_key(at)
+        label, window = grant_counted_in(at, day_only=day_only)
         with self._conn() as conn:
             row = conn.execute(
                 "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, reason) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (pool, GRANT_CONNECTION, GRANT_LABEL, amount, at, month, day, reason),
+                (pool, GRANT_CONNECTION, label, amount, at, month, day, reason),
             ).fetchone()
             assert row is not None
             conn.execute(
                 'INSERT INTO credit_windows (pool, "window", used) VALUES (%s, %s, %s) '
                 'ON CONFLICT (pool, "window") DO UPDATE SET '
                 "used = credit_windows.used + EXCLUDED.used",
-                (pool, grant_window(month), amount),
+                (pool, window, amount),
             )
         return LedgerEntry(
-            int(row[0]), pool, GRANT_CONNECTION, GRANT_LABEL, amount, at, month, day, reason=reason
+            int(row[0]), pool, GRANT_CONNECTION, label, amount, at, month, day, reason=reason
         )
 
     def usage(self, pool: str, at: datetime) -> Usage:

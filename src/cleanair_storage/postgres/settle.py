@@ -22,7 +22,8 @@ CREATE OR REPLACE FUNCTION pg_temp.cleanair_settle(
     hit_keys TEXT[], hit_starts BIGINT[], hit_spans BIGINT[], hit_limits BIGINT[],
     pools TEXT[], connections TEXT[], labels TEXT[], amounts INTEGER[], ats TIMESTAMPTZ[],
     months TEXT[], days TEXT[], monthly BIGINT, daily BIGINT)
-RETURNS TABLE (n INTEGER, entry BIGINT, month_used BIGINT, day_used BIGINT, granted BIGINT)
+RETURNS TABLE (n INTEGER, entry BIGINT, month_used BIGINT, day_used BIGINT, granted BIGINT,
+    day_granted BIGINT)
 LANGUAGE plpgsql AS $$
 DECLARE
     counted INTEGER;
@@ -35,6 +36,7 @@ BEGIN
         month_used := NULL;
         day_used := NULL;
         granted := NULL;
+        day_granted := NULL;
         mw := 'm' || months[i];
         dw := 'd' || days[i];
         INSERT INTO credit_windows (pool, "window", used)
@@ -46,6 +48,8 @@ BEGIN
             WHERE w.pool = pools[i] AND w."window" = dw FOR UPDATE;
         SELECT coalesce(max(w.used), 0) INTO granted FROM credit_windows w
             WHERE w.pool = pools[i] AND w."window" = 'g' || months[i];
+        SELECT coalesce(max(w.used), 0) INTO day_granted FROM credit_windows w
+            WHERE w.pool = pools[i] AND w."window" = 'gd' || days[i];
         IF hit_keys[i] IS NOT NULL THEN
             INSERT INTO rate_limits AS r (key, window_start, count)
                 VALUES (hit_keys[i], hit_starts[i], 1)
@@ -61,11 +65,13 @@ BEGIN
                 month_used := NULL;
                 day_used := NULL;
                 granted := NULL;
+                day_granted := NULL;
                 RETURN NEXT;
                 CONTINUE;
             END IF;
         END IF;
-        IF month_used + amounts[i] <= monthly + granted AND day_used + amounts[i] <= daily THEN
+        IF month_used + amounts[i] <= monthly + granted
+                AND day_used + amounts[i] <= daily + day_granted THEN
             INSERT INTO ledger (pool, connection_id, label, amount, at, month, day)
                 VALUES (pools[i], connections[i], labels[i], amounts[i], ats[i], months[i],
                         days[i])
@@ -80,7 +86,7 @@ $$
 """
 
 SETTLE = (
-    "SELECT n, entry, month_used, day_used, granted FROM pg_temp.cleanair_settle("
+    "SELECT n, entry, month_used, day_used, granted, day_granted FROM pg_temp.cleanair_settle("
     "%s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], "
     "%s::text[], %s::integer[], %s::timestamptz[], %s::text[], %s::text[], %s, %s)"
 )

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cleanair_core.credits.ledger import Usage, grant_window, month_key, windows_at
+from cleanair_core.credits.ledger import (
+    Usage,
+    day_grant_window,
+    day_key,
+    grant_window,
+    month_key,
+    windows_at,
+)
 from cleanair_core.ports import AdmissionRead
 from cleanair_storage.sqlite.connections import SqliteConnections
 
 #: One statement, so one snapshot: the connection, its owner's standing, its rate-limit
-#: counter and its pool's three window counters.
+#: counter and its pool's four window counters.
 _ADMISSION = (
     "SELECT c.id, c.owner_kind, c.owner_name, c.name, c.scopes, c.token_hash, c.created_at, "
     "c.revoked_at, "
@@ -21,7 +28,9 @@ _ADMISSION = (
     "(SELECT used FROM credit_windows w "
     "WHERE w.pool = c.owner_kind || ':' || c.owner_name AND w.\"window\" = :dw), "
     "(SELECT used FROM credit_windows w "
-    "WHERE w.pool = c.owner_kind || ':' || c.owner_name AND w.\"window\" = :gw) "
+    "WHERE w.pool = c.owner_kind || ':' || c.owner_name AND w.\"window\" = :gw), "
+    "(SELECT used FROM credit_windows w "
+    "WHERE w.pool = c.owner_kind || ':' || c.owner_name AND w.\"window\" = :gdw) "
     "FROM connections c LEFT JOIN rate_limits r ON r.key = :rule || ':' || c.id "
     "WHERE c.token_hash = :hash"
 )
@@ -42,16 +51,17 @@ class SqliteAdmission(SqliteConnections):
                     "mw": month,
                     "dw": day,
                     "gw": grant_window(month_key(at)),
+                    "gdw": day_grant_window(day_key(at)),
                 },
             )
             .fetchone()
         )
         if row is None:
             return AdmissionRead(None)
-        standing, start, count, month_used, day_used, granted = row[8:]
+        standing, start, count, month_used, day_used, granted, day_granted = row[8:]
         return AdmissionRead(
             self._connection(row[:8]),
             None if standing is None else bool(standing),
             None if start is None else (int(start), int(count)),
-            Usage(month_used or 0, day_used or 0, granted or 0),
+            Usage(month_used or 0, day_used or 0, granted or 0, day_granted or 0),
         )

@@ -8,7 +8,6 @@ from datetime import datetime
 
 from cleanair_core.credits.ledger import (
     GRANT_CONNECTION,
-    GRANT_LABEL,
     CreditLimits,
     Debit,
     FinalCharge,
@@ -17,7 +16,9 @@ from cleanair_core.credits.ledger import (
     Settlement,
     Usage,
     check_fits,
+    day_grant_window,
     day_key,
+    grant_counted_in,
     grant_window,
     month_key,
     window_keys,
@@ -41,14 +42,19 @@ class SqliteLedger(SqliteDatabase):
     @staticmethod
     def _usage(conn: sqlite3.Connection, pool: str, at: datetime) -> Usage:
         month, day = windows_at(at)
-        granted = grant_window(month_key(at))
+        granted, day_granted = grant_window(month_key(at)), day_grant_window(day_key(at))
         used = dict(
             conn.execute(
-                "SELECT window, used FROM credit_windows WHERE pool = ? AND window IN (?, ?, ?)",
-                (pool, month, day, granted),
+                "SELECT window, used FROM credit_windows WHERE pool = ? AND window IN (?, ?, ?, ?)",
+                (pool, month, day, granted, day_granted),
             ).fetchall()
         )
-        return Usage(month=used.get(month, 0), day=used.get(day, 0), granted=used.get(granted, 0))
+        return Usage(
+            month=used.get(month, 0),
+            day=used.get(day, 0),
+            granted=used.get(granted, 0),
+            day_granted=used.get(day_granted, 0),
+        )
 
     @staticmethod
     def _append(
@@ -177,21 +183,24 @@ class SqliteLedger(SqliteDatabase):
                 )
             return len(ended)
 
-    def grant(self, pool: str, amount: int, reason: str, at: datetime) -> LedgerEntry:
+    def grant(
+        self, pool: str, amount: int, reason: str, at: datetime, *, day_only: bool = False
+    ) -> LedgerEntry:
         month, day = month_key(at), day_key(at)
+        label, window = grant_counted_in(at, day_only=day_only)
         with self._write() as conn:
             row = conn.execute(
                 "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, reason) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (pool, GRANT_CONNECTION, GRANT_LABEL, amount, timestamp(at), month, day, reason),
+                (pool, GRANT_CONNECTION, label, amount, timestamp(at), month, day, reason),
             ).fetchone()
             conn.execute(
                 "INSERT INTO credit_windows (pool, window, used) VALUES (?, ?, ?) "
                 "ON CONFLICT (pool, window) DO UPDATE SET used = used + excluded.used",
-                (pool, grant_window(month), amount),
+                (pool, window, amount),
             )
         return LedgerEntry(
-            row[0], pool, GRANT_CONNECTION, GRANT_LABEL, amount, at, month, day, reason=reason
+            row[0], pool, GRANT_CONNECTION, label, amount, at, month, day, reason=reason
         )
 
     def usage(self, pool: str, at: datetime) -> Usage:

@@ -14,11 +14,13 @@
   // planner's materiality threshold (planner.MATERIAL_REDUCTION_PCT), under which a
   // difference lies within a modelled dose's own error.
   const AS_GOOD_PCT = 3;
-  const [WIDTH, HEIGHT] = [420, 200];
-  const [LEFT, RIGHT, TOP, BOTTOM] = [40, 10, 22, 28];
+  // The bottom margin holds two lines: the start times and, where it changes, their day.
+  const [WIDTH, HEIGHT] = [420, 210];
+  const [LEFT, RIGHT, TOP, BOTTOM] = [40, 10, 22, 38];
 
   const $ = (id) => document.getElementById(id);
-  const { api, explain, retryWords, showCredits, timeZone, token, trip } = window.cleanairExplore;
+  const { api, atWords, dayClock, dayWord, explain, retryWords, showCredits, timeZone, token, trip } =
+    window.cleanairExplore;
   let run = 0; // bumps on every submission: a stale poll loop stops
 
   function svg(tag, attributes, parent) {
@@ -48,6 +50,9 @@
     });
     return format.format(new Date(iso));
   }
+
+  // A start time with its day when it is not today ("tomorrow 01:27").
+  const when = (iso) => dayClock(new Date(iso));
 
   // -- asking -------------------------------------------------------------------------------
 
@@ -138,15 +143,15 @@
     if (best.dose === null) return "No dose data along the route: nothing to compare.";
     const [first, last] = window;
     const span = first === last
-      ? `at ${clock(departures[first].start_time)}`
-      : `between ${clock(departures[first].start_time)} and ${clock(departures[last].start_time)}`;
+      ? atWords(new Date(departures[first].start_time))
+      : `between ${when(departures[first].start_time)} and ${when(departures[last].start_time)}`;
     const saved = result.dose_saved_pct;
     const against = saved === null
       ? ""
       : saved > 0
         ? `: ${saved.toFixed(0)} % less inhaled than leaving now by the direct route`
         : ": no less than leaving now by the direct route";
-    return `Best: leave at ${clock(best.start_time)}${against}. As good (within ` +
+    return `Best: leave ${atWords(new Date(best.start_time))}${against}. As good (within ` +
       `${AS_GOOD_PCT} %): leaving ${span}.`;
   }
 
@@ -156,6 +161,9 @@
     $("departures-best").textContent = describe(result, window);
     const chart = $("departures-chart");
     chart.replaceChildren();
+    // Shown once there is something to chart: an empty box before asking says nothing.
+    chart.removeAttribute("hidden"); // an SVG element has no `hidden` property to set
+    $("departures-legend").hidden = false;
     const doses = departures.map((d) => d.dose).filter((d) => d !== null);
     if (result.baseline_dose !== null) doses.push(result.baseline_dose);
     svg("text", { class: "title", x: LEFT, y: 14 }, chart).textContent =
@@ -194,7 +202,7 @@
       }, chart);
       const score = departure.clean_air_score === null ? "" : `, Clean Air Score ${departure.clean_air_score.toFixed(0)}`;
       svg("title", {}, bar).textContent =
-        `${clock(departure.start_time)}: dose ${departure.dose.toFixed(3)}${score}` +
+        `${when(departure.start_time)}: dose ${departure.dose.toFixed(3)}${score}` +
         `, ${(departure.distance / 1000).toFixed(2)} km${isBest ? " (best)" : ""}`;
     });
     if (result.baseline_dose !== null) {
@@ -210,9 +218,19 @@
     }
     svg("line", { class: "axis", x1: LEFT, x2: WIDTH - RIGHT, y1: y(0), y2: y(0) }, chart);
     const every = Math.max(1, Math.ceil(departures.length / 8));
+    // The day under the first time when the chart is not all today, and under each time
+    // whose day differs from the label before it: 02:27 … 02:27 says which is which.
+    const days = departures.map((d) => dayWord(new Date(d.start_time)));
+    const spansDays = days.some((day) => day !== "today");
+    let shownDay = spansDays ? null : "today";
     for (let i = 0; i < departures.length; i += every) {
       const label = svg("text", { x: x(i) + slot / 2, y: HEIGHT - BOTTOM + 14, "text-anchor": "middle" }, chart);
       label.textContent = clock(departures[i].start_time);
+      if (days[i] !== shownDay) {
+        const day = svg("text", { class: "day", x: x(i) + slot / 2, y: HEIGHT - BOTTOM + 27, "text-anchor": "middle" }, chart);
+        day.textContent = days[i];
+        shownDay = days[i];
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 // The cleanair route explorer: draws the street networks from the tiles /explore/networks lists
-// (those of the visible area, as the map moves), plans routes
-// through the /v1 API with the pasted token and charts a point's forecast. Plain JavaScript
+// (those of the visible area, as the map moves), pairs itself (a pairing code redeemed for a
+// token) or takes a pasted token, plans routes through the /v1 API and charts a point's
+// forecast. Plain JavaScript
 // with no build step and nothing fetched from any other host (docs/explore.md).
 "use strict";
 
@@ -29,6 +30,17 @@
   const MAX_DETOUR_PCT = 25;
   // How near, in screen pixels, the pointer must be to a street for its name to show.
   const NAME_WITHIN_PX = 8;
+  // The hour to try when streets differ too little: the morning rush hour, local time (the
+  // embedded model's NO2 peaks at 08 solar time, and the street increments follow traffic;
+  // docs/explore.md).
+  const BUSY_HOUR = 8;
+  // Local hours counted as night (from NIGHT_FROM to NIGHT_UNTIL): traffic is light, the
+  // streets' air much alike.
+  const [NIGHT_FROM, NIGHT_UNTIL] = [22, 6];
+  // The map's pins in screen pixels, the point at the tip: A (start) and B (end) carry their
+  // letter; the forecast point is a diamond.
+  const PIN = "M0 0C-2 -6 -10 -11 -10 -19A10 10 0 1 1 10 -19C10 -11 2 -6 0 0Z";
+  const DIAMOND = "M0 -9L9 0L0 9L-9 0Z";
 
   const $ = (id) => document.getElementById(id);
   const map = $("map");
@@ -44,6 +56,7 @@
     end: null,
     forecastPoint: null,
     plan: null, // the last completed PlanResult
+    planStart: null, // the Date the last completed plan starts at
     selected: 0,
     run: 0, // bumps on every submission: a stale poll loop stops
     named: [], // named street segments in map units: [x1, y1, x2, y2, name]
@@ -102,9 +115,11 @@
     return $("token").value.trim();
   }
 
-  // One call to the /v1 API with the token in the Authorization header (and nowhere else).
-  async function api(method, path, body) {
-    const headers = { Accept: "application/json", Authorization: `Bearer ${token()}` };
+  // One call to the /v1 API with the token in the Authorization header (and nowhere else);
+  // `anonymous` calls (the pairing redemption) carry none.
+  async function api(method, path, body, { anonymous = false } = {}) {
+    const headers = { Accept: "application/json" };
+    if (!anonymous) headers.Authorization = `Bearer ${token()}`;
     const init = { method, headers, cache: "no-store", credentials: "omit" };
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
@@ -144,6 +159,52 @@
     return `from ${which} ${at.toISOString().slice(11, 16)} UTC`;
   }
 
+  // -- times and days, in the browser's time zone ---------------------------------------------
+
+  function timeZone() {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  }
+
+  function today() {
+    // en-CA formats a date as YYYY-MM-DD, the contract's date format.
+    return dateKey(new Date());
+  }
+
+  function dateKey(date) {
+    return new Intl.DateTimeFormat("en-CA", { timeZone: timeZone() }).format(date);
+  }
+
+  function clockOf(date) {
+    const format = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", timeZone: timeZone() });
+    return format.format(date);
+  }
+
+  // "today", "tomorrow", "yesterday" or the weekday and date ("Sat 29 Nov"): calendar days
+  // apart (an hour's arithmetic would be wrong on a daylight-saving day).
+  function dayWord(date) {
+    const days = Math.round((Date.parse(dateKey(date)) - Date.parse(today())) / 86_400_000);
+    if (days === 0) return "today";
+    if (days === 1) return "tomorrow";
+    if (days === -1) return "yesterday";
+    const format = new Intl.DateTimeFormat("en-GB", { weekday: "short", day: "numeric", month: "short", timeZone: timeZone() });
+    return format.format(date);
+  }
+
+  // A time as a person reads it: "01:27" today, else with its day ("tomorrow 01:27",
+  // "Sat 29 Nov 01:27").
+  function dayClock(date) {
+    const day = dayWord(date);
+    return day === "today" ? clockOf(date) : `${day} ${clockOf(date)}`;
+  }
+
+  // The same in a sentence: "at 01:27", "tomorrow at 01:27", "on Sat 29 Nov at 01:27".
+  function atWords(date) {
+    const day = dayWord(date);
+    const at = `at ${clockOf(date)}`;
+    if (day === "today") return at;
+    return ["tomorrow", "yesterday"].includes(day) ? `${day} ${at}` : `on ${day} ${at}`;
+  }
+
   // What went wrong, in words a person can act on.
   function explain(answer) {
     if (answer.status === 0) return `The service could not be reached (${answer.network}).`;
@@ -175,6 +236,55 @@
     const element = $(id);
     element.textContent = message || "";
     element.hidden = !message;
+  }
+
+  // -- the token: paired or pasted ----------------------------------------------------------
+
+  // Kept as a pasted token is: the field and this tab's session storage, nowhere else.
+  function keepToken(value) {
+    $("token").value = value;
+    if (value) sessionStorage.setItem(TOKEN_KEY, value);
+    else sessionStorage.removeItem(TOKEN_KEY);
+  }
+
+  // A refused redemption in words: the answer's own `detail`, and what to do next.
+  function explainPairing(answer) {
+    const detail = answer.body && answer.body.detail ? `: ${answer.body.detail}` : "";
+    switch (answer.status) {
+      case 401:
+        return `The code was not accepted (401)${detail}. A code works once, within 60 s of being made: make a new one.`;
+      case 422:
+        return `That is not a pairing code (422)${detail}. A code is the six digits the pairing-code command printed.`;
+      case 429: {
+        const wait = answer.retryAfter === null ? "" : ` Try again ${retryWords(answer.retryAfter)}.`;
+        return `Too many pairing attempts (429)${detail}.${wait}`;
+      }
+      default:
+        return explain(answer);
+    }
+  }
+
+  // Redeem the typed pairing code (POST /v1/connections/token: no token, free) and keep the
+  // token it gives.
+  async function pair() {
+    showError("pairing-error", "");
+    $("pairing-status").textContent = "";
+    // People copy codes with a space or a line end; the server judges what is left.
+    const code = $("pairing-code").value.replace(/\s+/g, "");
+    $("pair").disabled = true;
+    try {
+      const answer = await api("POST", "/v1/connections/token", { code, name: "explorer" }, { anonymous: true });
+      if (answer.status !== 201 || !answer.body || !answer.body.token) {
+        return showError("pairing-error", explainPairing(answer));
+      }
+      keepToken(answer.body.token);
+      $("pairing-code").value = "";
+      $("pairing-status").textContent =
+        `Paired: the token of connection "${answer.body.name}" is in the field below, for this tab.`;
+      showCredits();
+    } finally {
+      $("pair").disabled = false;
+    }
   }
 
   // The credits left after a call: the quota is free to read, so it is read after each.
@@ -488,8 +598,17 @@
       const point = kind === "forecast" ? state.forecastPoint : state[kind];
       if (!point) continue;
       const [x, y] = project(point.lat, point.lon);
-      const marker = svg("circle", { class: `marker ${kind}`, cx: x, cy: y, r: pixels(7) }, layer);
-      marker.setAttribute("vector-effect", "non-scaling-stroke");
+      // Drawn in screen pixels (scaled by one pixel's map units), so zooming keeps its size.
+      const marker = svg(
+        "g",
+        { class: `marker ${kind}`, transform: `translate(${x} ${y}) scale(${pixels(1)})` },
+        layer,
+      );
+      svg("path", { d: kind === "forecast" ? DIAMOND : PIN }, marker);
+      if (kind !== "forecast") {
+        svg("text", { x: 0, y: -14.5, "text-anchor": "middle" }, marker).textContent =
+          kind === "start" ? "A" : "B";
+      }
     }
   }
 
@@ -621,6 +740,8 @@
     showError("error", "");
     if (!token()) return showError("error", "Paste a token first.");
     if (!state.start || !state.end) return showError("error", "Pick a start and an end on the map.");
+    const leaving = startTime();
+    if (leaving === undefined) return showError("error", "The start time is not a valid date and time.");
     const run = ++state.run;
     // The routes shown stay until new ones come: an error must not take them away.
     $("plan").disabled = true;
@@ -630,6 +751,8 @@
         start: { latitude: state.start.lat, longitude: state.start.lon },
         end: { latitude: state.end.lat, longitude: state.end.lon },
         activity_type: $("activity").value,
+        // Left out for now: the service takes its own clock's now.
+        ...(leaving ? { start_time: leaving.toISOString() } : {}),
       });
       if (run !== state.run) return;
       showCredits();
@@ -637,13 +760,42 @@
         $("status").textContent = "";
         return showError("error", explainKeeping(explain(submitted)));
       }
-      await poll(submitted.body.request_id, run);
+      await poll(submitted.body.request_id, run, leaving);
     } finally {
       if (run === state.run) $("plan").disabled = false;
     }
   }
 
-  async function poll(requestId, run) {
+  // The start time the control holds (the browser's local time): null when empty (now),
+  // undefined when it does not read as a time.
+  function startTime() {
+    const value = $("start-time").value;
+    if (!value) return null;
+    const at = new Date(value); // a date-time without a zone reads as local time
+    return Number.isNaN(at.getTime()) ? undefined : at;
+  }
+
+  // A Date as the control's value: local YYYY-MM-DDTHH:MM.
+  function controlValue(date) {
+    const two = (n) => String(n).padStart(2, "0");
+    return `${date.getFullYear()}-${two(date.getMonth() + 1)}-${two(date.getDate())}` +
+      `T${two(date.getHours())}:${two(date.getMinutes())}`;
+  }
+
+  // The first BUSY_HOUR:00 after `start`: its own day's when still ahead, else the next day's.
+  function busyHourAfter(start) {
+    const at = new Date(start.getTime());
+    at.setHours(BUSY_HOUR, 0, 0, 0);
+    if (at <= start) at.setDate(at.getDate() + 1);
+    return at;
+  }
+
+  function isNight(date) {
+    const hour = date.getHours();
+    return hour >= NIGHT_FROM || hour < NIGHT_UNTIL;
+  }
+
+  async function poll(requestId, run, leaving) {
     let wait = POLL_EVERY_MS;
     let polls = 0;
     let limited = ""; // why the page waits longer than usual, shown while it waits
@@ -674,8 +826,11 @@
         $("status").textContent = "";
         return showError("error", explainKeeping(`The plan was rejected: ${error || "no reason given"}.`));
       }
-      $("status").textContent = `Planned: ${result.routes.length} route(s).`;
+      $("status").textContent = leaving
+        ? `Planned: ${result.routes.length} route(s), leaving ${atWords(leaving)}.`
+        : `Planned: ${result.routes.length} route(s).`;
       state.plan = result;
+      state.planStart = leaving || new Date();
       state.selected = result.best_route_index || 0;
       showPlan();
       showAirSource(state.start);
@@ -704,6 +859,7 @@
       ? `The direct route is the cleanest: no route up to ${MAX_DETOUR_PCT} % longer has less dose.`
       : "";
     $("verdict").hidden = !onlyDirect;
+    showAdvice(onlyDirect);
     const list = $("routes");
     list.replaceChildren();
     result.routes.forEach((route, index) => {
@@ -741,6 +897,29 @@
     redraw();
   }
 
+  // At night, or when no cleaner route exists, why in one sentence, and the busiest hour to
+  // try instead (a button planning it).
+  function showAdvice(onlyDirect) {
+    const start = state.planStart;
+    const night = isNight(start);
+    const busy = start.getHours() === BUSY_HOUR && start.getMinutes() === 0;
+    $("advice").hidden = !(onlyDirect || night);
+    if ($("advice").hidden) return;
+    const when = atWords(start);
+    $("advice-text").textContent = night && onlyDirect
+      ? `Leaving ${when}, at night, traffic is light, so the air differs little from street to street and no detour pays; streets differ most at the morning rush hour.`
+      : night
+        ? `Leaving ${when}, at night, traffic is light, so the air differs less from street to street than by day; streets differ most at the morning rush hour.`
+        : busy
+          ? "Even at the morning rush hour the air differs too little between the streets of this trip for a detour to pay."
+          : `Leaving ${when}, the air differs too little between the streets of this trip for a detour to pay; streets differ most at the morning rush hour.`;
+    const button = $("try-busy");
+    button.hidden = busy;
+    const next = busyHourAfter(start);
+    button.dataset.start = controlValue(next);
+    button.textContent = `Plan for ${dayClock(next)} (25 credits)`;
+  }
+
   function markSelected() {
     for (const item of $("routes").children) {
       item.classList.toggle("selected", Number(item.dataset.index) === state.selected);
@@ -748,15 +927,6 @@
   }
 
   // -- forecast -----------------------------------------------------------------------------
-
-  function timeZone() {
-    return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
-  }
-
-  function today() {
-    // en-CA formats a date as YYYY-MM-DD, the contract's date format.
-    return new Intl.DateTimeFormat("en-CA", { timeZone: timeZone() }).format(new Date());
-  }
 
   async function showForecast() {
     showError("forecast-error", "");
@@ -923,14 +1093,22 @@
     for (const id of ["route-layer", "marker-layer"]) svg("g", { id }, map);
     const input = $("token");
     input.value = sessionStorage.getItem(TOKEN_KEY) || "";
-    input.addEventListener("input", () => {
-      if (token()) sessionStorage.setItem(TOKEN_KEY, token());
-      else sessionStorage.removeItem(TOKEN_KEY);
-    });
+    input.addEventListener("input", () => keepToken(token()));
     $("forget-token").addEventListener("click", () => {
-      sessionStorage.removeItem(TOKEN_KEY);
-      input.value = "";
+      keepToken("");
       $("credits").textContent = "";
+      $("pairing-status").textContent = "";
+    });
+    $("pair").addEventListener("click", pair);
+    $("pairing-code").addEventListener("keydown", (event) => {
+      if (event.key === "Enter") pair();
+    });
+    $("start-now").addEventListener("click", () => {
+      $("start-time").value = "";
+    });
+    $("try-busy").addEventListener("click", () => {
+      $("start-time").value = $("try-busy").dataset.start;
+      submitPlan();
     });
     input.addEventListener("change", showCredits);
     showCredits();
@@ -956,6 +1134,9 @@
   // a point of the map is drawn).
   window.cleanairExplore = {
     api,
+    atWords,
+    dayClock,
+    dayWord,
     explain,
     retryWords,
     showCredits,
