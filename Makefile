@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine with Python >= 3.11 and make:
 #   make run    create .venv, install, start the API on http://127.0.0.1:8000
+#               (make run PORT=8123 HOST=0.0.0.0: another port or address)
 #   make test   run every test but the browser ones (make test-browser, needs chromium)
 SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null)
@@ -39,8 +40,13 @@ PG_GROUP := $(if $(filter wheel,$(CLEANAIR_PG_BINARIES)),--group pgbin)
 install: .venv/.installed-$(CLEANAIR_PG_BINARIES)
 	$(PY) -m compileall -q src
 
+# Set with `:=`, so that only make's command line changes them: a shell's own HOST (tcsh and
+# zsh set it to the machine's name) or PORT must not move the server.
+HOST := 127.0.0.1
+PORT := 8000
+
 run: install
-	.venv/bin/cleanair serve
+	.venv/bin/cleanair serve --host $(HOST) --port $(PORT)
 
 test: install
 	.venv/bin/pytest

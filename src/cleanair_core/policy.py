@@ -43,6 +43,9 @@ class Policy:
     #: it while it works, so this is how long a charge waits for a refund after its process
     #: died before answering (`cleanair_core.credits.charging`).
     charge_hold_seconds: int = attrs.field(default=60, validator=attrs.validators.ge(1))
+    #: Whether the process is ready only with a street network loaded: false for a deployment
+    #: that loads none on purpose (scores alone), whose plans then fail as with no network.
+    street_network_required: bool = True
 
     @property
     def requests(self) -> RateLimit:

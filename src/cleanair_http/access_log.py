@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any, TextIO
 
 from litestar.enums import ScopeType
@@ -133,6 +134,8 @@ class _Writer:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream  # replaced by `configure_logging`, while stopped
+        #: The stream when it is a log file `configure_logging` opened (to close).
+        self.log_file: TextIO | None = None
         self.formatter = JsonFormatter()
         # Appended to by any thread with no lock (deque appends are atomic).
         self.pending: deque[logging.LogRecord] = deque()
@@ -220,21 +223,73 @@ class _Handover(logging.Handler):
 _WRITER = _Writer(sys.stderr)
 
 
-def configure_logging(level: str, access_log: str = "info") -> None:
-    """JSON lines on stderr at `level`; the access log at its own level (`ACCESS_LOG_LEVELS`),
-    so that an operator who turns the rest down to WARNING still sees the requests.
+def configure_logging(level: str, access_log: str = "info", file: Path | None = None) -> None:
+    """JSON lines on stderr (or appended to `file`) at `level`; the access log at its own level
+    (`ACCESS_LOG_LEVELS`), so that an operator who turns the rest down to WARNING still sees
+    the requests.
 
     The lines are formatted and written by a thread, so a request never waits for them; they
     are all written when the process ends normally (or `stop_logging` is called). A process
     killed outright loses those not yet written, a few milliseconds' worth at most."""
+    stream = sys.stderr if file is None else open_log_file(file)
     _WRITER.stop()  # the lines of an earlier configuration go where it sent them
-    _WRITER.stream = sys.stderr
+    if _WRITER.log_file is not None:  # the file an earlier configuration opened
+        _WRITER.log_file.close()
+    _WRITER.stream = stream
+    _WRITER.log_file = None if file is None else stream
     _WRITER.start()
     root = logging.getLogger()
     root.handlers[:] = [_Handover(_WRITER)]
     root.setLevel(level)
     log.setLevel(ACCESS_LOG_LEVELS[access_log])
     quiet_upstream_urls()
+    name_uvicorns_lines()
+
+
+#: The logger name uvicorn's own lines are written under (`name_uvicorns_lines`).
+SERVER_LOGGER = "cleanair.server"
+
+
+class _Renamed(logging.Filter):
+    """Writes a logger's records under another name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.new_name = name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.name = self.new_name
+        return True
+
+
+def name_uvicorns_lines() -> None:
+    """Write uvicorn's start and stop lines ("Started server process", "Application shutdown
+    complete", ...) and its errors under `SERVER_LOGGER`, not `uvicorn.error`: they are the
+    server's lines, not errors, and an operator who follows the `cleanair` loggers sees them
+    among ours."""
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _Renamed) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(_Renamed(SERVER_LOGGER))
+
+
+#: A log file's mode: the lines name connections, paths and client errors, for nobody else.
+LOG_FILE_MODE = 0o600
+
+
+def open_log_file(path: Path) -> TextIO:
+    """`path` opened to append to, created `LOG_FILE_MODE` whatever the umask; an existing
+    one that others may read loses that access (its group's is left: a log shipper's)."""
+    # O_APPEND: every process of `serve --workers N` appends to the same file, each line
+    # batch in one write.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, LOG_FILE_MODE)
+    try:
+        mode = os.fstat(fd).st_mode & 0o777
+        if mode & 0o007:
+            os.fchmod(fd, mode & ~0o007)
+        return os.fdopen(fd, "a", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def flush_logs() -> None:

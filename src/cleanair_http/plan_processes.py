@@ -66,6 +66,18 @@ class WakePipe:
         pipe._read, pipe._write = fd, -1
         return pipe
 
+    @classmethod
+    def writing(cls, fd: int) -> WakePipe:
+        """In a replacement API process: the writing end `fd` it was started with."""
+        pipe = cls.__new__(cls)
+        pipe._read, pipe._write = -1, fd
+        return pipe
+
+    @property
+    def writing_end(self) -> int:
+        """The writing end's file descriptor, to hand to a replacement API process."""
+        return self._write
+
     @property
     def reading_end(self) -> int:
         """The reading end's file descriptor, to hand to a plan process (-1: closed)."""
@@ -79,12 +91,6 @@ class WakePipe:
     def subscribe(self, wake: Callable[[], None]) -> Subscription:
         """Call `wake` (from a thread of its own) for every plan submitted, until closed."""
         return _Reader(self._read, wake)
-
-    def keep_reading_end(self) -> None:
-        """In the command of `--workers N`, once the API processes are forked: close the end
-        it never writes to (kept open, every API process's end closing tells the plan
-        processes they have all ended), keeping the one it hands to plan processes."""
-        self._close_write()
 
     def keep_writing_end(self) -> None:
         """In a forked API process: close the end it never reads from."""
@@ -328,7 +334,7 @@ def main(argv: Sequence[str]) -> int:
         parent, read = int(argv[0]), int(argv[1])
         die_with(parent)
         settings = Settings.from_env()
-        configure_logging(settings.log_level, settings.access_log)
+        configure_logging(settings.log_level, settings.access_log, settings.log_file)
         # Plans are background work, requests are waited for: on a busy machine a request's
         # turn on the CPU comes before a search's.
         os.nice(PLAN_NICENESS)

@@ -6,7 +6,8 @@ that socket: the kernel hands each new connection to one of them. Everything the
 (credits, rate limits, plans) is in the database, so limits hold across them. SIGTERM or
 SIGINT to the command is passed on to every process as SIGTERM, which then shuts down
 gracefully (a Ctrl-C that reached them too included); the
-command exits once they all have (non-zero if any failed).
+command exits once they all have (non-zero if any failed). One that dies before (killed for
+its memory, say) is replaced, after a back-off (`api_processes`).
 
 With metrics on (`CLEANAIR_METRICS=on`), the command makes a private directory for
 prometheus_client's multiprocess mode before anything imports it, so that every process
@@ -24,6 +25,7 @@ A single-process `serve` is the API process and the parent of its plan process a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -32,6 +34,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 
@@ -39,9 +42,16 @@ import attrs
 import uvicorn
 
 from cleanair_http.access_log import configure_logging, stop_logging
+from cleanair_http.api_processes import ApiProcesses, Forked, spawn, wait_for_change
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.connection_deadlines import with_deadlines
+from cleanair_http.open_files import (
+    AcceptErrors,
+    max_connections,
+    quiet_refusals,
+    raise_open_files_limit,
+)
 from cleanair_http.plan_processes import PlanProcesses, WakePipe, die_with, plans_in_processes
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_http.settings import Settings, database_label
@@ -61,7 +71,9 @@ def serve(
     """Serve the API on `host:port` in `workers` processes; the exit status. `prepare` runs
     once the port is bound, before anything is opened (the CLI's database check, which may
     create the database's folder): a port in use fails first, having made nothing."""
-    configure_logging(settings.log_level, settings.access_log)
+    configure_logging(settings.log_level, settings.access_log, settings.log_file)
+    # Before any process is started: they all inherit it.
+    raise_open_files_limit()
     if settings.metrics_port == port:
         return cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
     # Bound here, not by uvicorn: a port in use is then one line and exit 1, where uvicorn
@@ -177,11 +189,15 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
     _banner(settings, host, port, workers=workers)
     with _wake_pipe(settings) as wakeups:
         children = _fork_serving(settings, host, listening, workers, wakeups)
-        listening.close()
-        if wakeups is not None:
-            wakeups.keep_reading_end()
+        # The command keeps the listening socket and both ends of the wake pipe: it hands
+        # them to an API process it starts in place of one that died (`api_processes`).
         planners = PlanProcesses.start(workers if plans_in_processes(settings) else 0, wakeups)
-        return _supervise(settings, children, planners)
+        api = ApiProcesses(
+            [Forked(pid) for pid in children],
+            lambda index: spawn(host, listening, wakeups, index),
+            forget=_forget_metrics if settings.metrics_enabled else lambda pid: None,
+        )
+        return _supervise(settings, api, planners, listening)
 
 
 def _fork_serving(
@@ -231,18 +247,24 @@ def _fork_serving(
     return children
 
 
-def _supervise(settings: Settings, children: list[int], planners: PlanProcesses) -> int:
-    """Pass a stop on to the API processes `children` and the plan processes, and wait for
-    them all; the command's exit status."""
+def _supervise(
+    settings: Settings, api: ApiProcesses, planners: PlanProcesses, listening: socket.socket
+) -> int:
+    """Replace API processes that die, pass a stop on to them and the plan processes, and
+    wait for them all; the command's exit status."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
 
     def pass_on(signum: int, _: FrameType | None) -> None:
         # Always SIGTERM: a terminal's Ctrl-C has already sent every process of the group a
         # SIGINT, and uvicorn takes a second SIGINT as "quit now", skipping the shutdown
         # that hands plans back and closes connections.
-        for child in children:
-            with contextlib.suppress(ProcessLookupError):  # that one has already ended
-                os.kill(child, signal.SIGTERM)
+        api.stop()
         planners.stop()
+        # New connections are refused from now on, not left waiting for nobody.
+        listening.close()
+        with contextlib.suppress(BlockingIOError):  # already woken
+            os.write(wake_write, b"!")
 
     signal.signal(signal.SIGTERM, pass_on)
     signal.signal(signal.SIGINT, pass_on)
@@ -256,20 +278,52 @@ def _supervise(settings: Settings, children: list[int], planners: PlanProcesses)
         failed = cannot_listen(settings.metrics_host, settings.metrics_port, exc)
         pass_on(signal.SIGTERM, None)
     try:
-        for child in children:
-            _, status = os.waitpid(child, 0)
-            if settings.metrics_enabled:
-                from cleanair_http.metrics import mark_process_dead
-
-                mark_process_dead(child)
-            if os.waitstatus_to_exitcode(status) != 0:
-                failed += 1
-                log.error("a serving process ended with an error", extra={"pid": child})
+        while True:
+            api.reap()
+            if api.done():
+                break
+            api.restart_due()
+            due = api.next_due()
+            wait_for_change(
+                api.running(), wake_read, None if due is None else max(0.0, due - time.monotonic())
+            )
+        failed += api.failed
         failed += planners.wait()
     finally:
         if stop_metrics is not None:
             stop_metrics()
+        os.close(wake_read)
+        os.close(wake_write)
     return 1 if failed else 0
+
+
+def _forget_metrics(pid: int) -> None:
+    from cleanair_http.metrics import mark_process_dead
+
+    mark_process_dead(pid)
+
+
+def serve_on(
+    settings: Settings,
+    host: str,
+    listening: socket.socket,
+    *,
+    polls_observations: bool,
+    plans_here: bool,
+    wakeups: WakePipe | None,
+) -> int:
+    """One API process of `--workers N` on the command's `listening` socket: the replacement
+    of one that died (`api_processes.main`). Its exit status."""
+    return _serve(
+        settings,
+        host,
+        listening.getsockname()[1],
+        listening,
+        announce=False,
+        polls_observations=polls_observations,
+        plans_here=plans_here,
+        wakeups=wakeups,
+    )
 
 
 def _interrupted(signum: int, _: FrameType | None) -> None:
@@ -357,6 +411,8 @@ def _serve(
         # client behind a local proxy, or on loopback, could pick any address it liked.
         proxy_headers=False,
         forwarded_allow_ips=[],  # and, were it ever turned on, trust nobody
+        # Beyond it a request is answered 503 at once, while descriptors are left.
+        limit_concurrency=max_connections(settings),
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
     )
     worker = app.state.get("plan_worker")
@@ -392,6 +448,24 @@ class _Server(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self._stop_planning = stop_planning
+        self._interrupted = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # uvicorn quits at once (no shutdown: plans not handed back) on a SIGINT after any
+        # stop. A terminal's Ctrl-C reaches every process of `--workers N` and the command,
+        # which passes it on as SIGTERM: that SIGTERM can reach an API process before the
+        # Ctrl-C does, and the pair is one stop, not two. Only a second SIGINT quits at once.
+        if sig == signal.SIGINT and not self._interrupted:
+            self._interrupted = True
+            if self.should_exit:  # a SIGTERM came first: remembered, re-raised at the end
+                self._captured_signals.append(sig)
+                return
+        super().handle_exit(sig, frame)
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(AcceptErrors())
+        quiet_refusals()
+        await super().serve(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self._stop_planning is not None:

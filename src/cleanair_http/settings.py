@@ -423,7 +423,8 @@ class Settings:
         "CLEANAIR_LOG_LEVEL",
         _log_level,
         "INFO",
-        help="`DEBUG`, `INFO`, `WARNING` or `ERROR`; logs are JSON lines on stderr",
+        help="`DEBUG`, `INFO`, `WARNING` or `ERROR`; logs are JSON lines on stderr (or "
+        "`CLEANAIR_LOG_FILE`)",
     )
     access_log: str = _setting(
         "CLEANAIR_ACCESS_LOG",
@@ -431,6 +432,15 @@ class Settings:
         "info",
         help="the access log, one line per request, whatever `CLEANAIR_LOG_LEVEL` says: "
         "`info` (callers' requests), `debug` (the health probes too) or `off`",
+    )
+    log_file: Path | None = _setting(
+        "CLEANAIR_LOG_FILE",
+        Path,
+        None,
+        shown_default="unset (stderr)",
+        help="append the JSON log lines to this file instead of stderr, created mode 0600 (an "
+        "existing one that others may read loses that access), by every process of `serve` "
+        "and `worker` ([docs/deployment.md](docs/deployment.md#logs))",
     )
     air_quality_source: str = _setting(
         "CLEANAIR_AIR_QUALITY_SOURCE",
@@ -575,7 +585,8 @@ class Settings:
         "CLEANAIR_DEFAULT_NETWORK",
         _flag,
         True,
-        help="import the shipped central-Helsinki network on first start when none is stored",
+        help="import the shipped central-Helsinki network on first start when none is stored; "
+        "`false`: a process is ready with no network (a deployment that serves scores alone)",
     )
     charge_hold_seconds: int = _setting(
         "CLEANAIR_CHARGE_HOLD_SECONDS",
@@ -584,6 +595,18 @@ class Settings:
         bounds=Bounds(1),
         help="a charge is final when its answer is sent; one whose server died first is "
         "refunded this long after its last renewal",
+    )
+    #: Open connections each API process answers at most; beyond it a request is answered
+    #: 503 at once. 0: half the open-files limit (`open_files.max_connections`).
+    max_connections: int = _setting(
+        "CLEANAIR_MAX_CONNECTIONS",
+        _whole,
+        0,
+        bounds=Bounds(0, 100_000),
+        help="open connections ({bounds}) each API process serves, 0 for half its open-files "
+        "limit; a request on one beyond them is answered 503 at once, leaving file "
+        "descriptors for the database and files "
+        "([docs/deployment.md](docs/deployment.md#open-files-and-connections))",
     )
     #: Seconds a client has to send a request's headers, and then its body, before the
     #: connection is closed (slow clients would otherwise hold connections open forever).

@@ -35,7 +35,7 @@ log = logging.getLogger("cleanair")
 
 def work(settings: Settings, concurrency: int) -> int:
     """Run `concurrency` plan runners until SIGTERM or SIGINT; the exit status."""
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, file=settings.log_file)
     stop_metrics = None
     if settings.metrics_enabled and settings.metrics_port is not None:
         from cleanair_http.metrics import serve_metrics

@@ -21,6 +21,7 @@ from cleanair_core.use_cases.health import (
     SCHEMA_NOT_CURRENT,
 )
 from cleanair_http.app import create_app
+from cleanair_http.bootstrap import open_deployment
 from cleanair_http.offloading import in_thread
 from cleanair_http.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
@@ -109,6 +110,48 @@ def test_missing_data_is_not_ready(
     finally:
         store.close()
     assert (ready.status_code, ready.json()) == (503, unavailable(*reasons))
+
+
+def test_a_deployment_that_loads_no_network_on_purpose_is_ready_with_none(
+    tmp_path: Path,
+) -> None:
+    # CLEANAIR_DEFAULT_NETWORK=false and none imported: a deployment that serves scores alone.
+    settings = Settings(database=tmp_path / "scores.db", default_network=False, plan_workers=0)
+    deployment = open_deployment(settings)
+    try:
+        assert deployment.network_names == ()
+        with TestClient(create_app(deployment.core, settings)) as client:
+            ready = client.get("/readyz")
+    finally:
+        deployment.close()
+    assert (ready.status_code, ready.json()) == (200, OK)
+
+
+def test_without_a_network_only_one_loaded_on_purpose_is_ready(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "other.db")
+    places_only = Sources(FakeSource(), places=FakeNamer())
+    core = CleanAir(
+        store, TokenKeys(generate_key()), Policy(street_network_required=False), sources=places_only
+    )
+    try:
+        with TestClient(create_app(core, Settings(plan_workers=0))) as client:
+            ready = client.get("/readyz")
+    finally:
+        store.close()
+    assert (ready.status_code, ready.json()) == (200, OK)
+    # The place data is still required: a scores-only deployment answers scores with it.
+    core = CleanAir(
+        store := SqliteStore(tmp_path / "none.db"),
+        TokenKeys(generate_key()),
+        Policy(street_network_required=False),
+        sources=None,
+    )
+    try:
+        with TestClient(create_app(core, Settings(plan_workers=0))) as client:
+            ready = client.get("/readyz")
+    finally:
+        store.close()
+    assert (ready.status_code, ready.json()) == (503, unavailable(NO_PLACE_DATA))
 
 
 def test_probes_are_free_and_not_rate_limited(tmp_path: Path, sources: Sources) -> None:

@@ -54,7 +54,24 @@ def test_uvicorns_colour_copy_of_a_message_is_left_out(capsys: pytest.CaptureFix
     assert "color_message" not in err
     (line,) = lines(err)
     assert line["message"] == "Started server process [4242]"
-    assert line["logger"] == "uvicorn.error"
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_uvicorns_start_and_stop_lines_are_the_servers_not_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("INFO")
+    configure_logging("INFO")  # configured again (a forked process, say): still one name
+    server = logging.getLogger("uvicorn.error")
+    for message in ("Started server process [4242]", "Application shutdown complete."):
+        server.info(message)
+    flush_logs()
+    written = lines(capsys.readouterr().err)
+    assert [line["message"] for line in written] == [
+        "Started server process [4242]",
+        "Application shutdown complete.",
+    ]
+    assert {line["logger"] for line in written} == {"cleanair.server"}
 
 
 @pytest.mark.parametrize(
@@ -200,3 +217,38 @@ def test_a_forked_process_writes_its_lines_and_its_parent_goes_on(tmp_path: Path
         stop_logging()
     written = [line["message"] for line in lines(path.read_text())]
     assert written == ["before the fork", "in the child", "in the parent"]
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The usual umask, under which a file is created readable by everyone unless asked."""
+    before = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
+@pytest.mark.usefixtures("restored_logging", "umask_022")
+def test_a_log_file_is_created_for_its_owner_alone(tmp_path: Path) -> None:
+    path = tmp_path / "debug.log"
+    configure_logging("DEBUG", file=path)
+    logging.getLogger("cleanair").debug("to the file")
+    flush_logs()
+    configure_logging("DEBUG", file=path)  # configured again (a plan process, say): appended
+    logging.getLogger("cleanair").debug("and again")
+    stop_logging()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert [line["message"] for line in lines(path.read_text())] == ["to the file", "and again"]
+    configure_logging("INFO")  # back to stderr, closing the file
+
+
+@pytest.mark.usefixtures("restored_logging", "umask_022")
+def test_an_existing_log_file_others_may_read_loses_that_access(tmp_path: Path) -> None:
+    path = tmp_path / "cleanair.log"
+    path.write_text("")
+    path.chmod(0o644)
+    configure_logging("INFO", file=path)
+    stop_logging()
+    assert path.stat().st_mode & 0o777 == 0o640  # its group's (a log shipper's) is left
+    configure_logging("INFO")

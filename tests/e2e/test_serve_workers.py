@@ -8,15 +8,26 @@ command stops them all cleanly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from support.servers import CLI, children_of, free_port, pair, server_env, spawn, wait_until_serving
+from support.servers import (
+    CLI,
+    STARTUP_S,
+    children_of,
+    free_port,
+    pair,
+    server_env,
+    spawn,
+    wait_until_serving,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -81,3 +92,43 @@ def test_a_bad_deployment_is_one_clear_error_before_any_process_starts(tmp_path:
     assert done.stderr.count("does not exist: with a PostgreSQL database") == 1
     assert "Traceback" not in done.stderr
     assert "API on http" not in done.stderr  # no banner: nothing was served
+
+
+def test_api_processes_killed_outright_are_replaced(tmp_path: Path) -> None:
+    # Both at once, as the OOM killer might: the port answers again from new processes, and
+    # a stop still ends everything cleanly.
+    env = server_env(tmp_path)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    command = spawn(env, log, "serve", "--port", str(port), "--workers", "2", session=True)
+    try:
+        first = wait_until_serving(command, log, 2, f"{base}/livez")
+        for pid in first:
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + STARTUP_S
+        while True:  # bounded: until two new processes serve
+            replaced = children_of(command.pid) - first
+            logged = log.read_text()
+            if len(replaced) == 2 and all(
+                f"Started server process [{pid}]" in logged for pid in replaced
+            ):
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{base}/livez", timeout=1).status_code == 200:
+                        break
+            assert command.poll() is None, logged
+            assert time.monotonic() < deadline, logged
+            time.sleep(0.05)
+        assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
+    finally:
+        command.send_signal(signal.SIGTERM)
+        status = command.wait(timeout=60)
+    logged = log.read_text()
+    assert status == 0, logged
+    assert logged.count("an API process ended; starting another") == 2, logged
+    assert logged.count('"status": -9') == 2, logged
+    assert logged.count("started an API process") == 2, logged
+    for pid in replaced:  # each shut down gracefully
+        assert f"Finished server process [{pid}]" in logged, logged
+    assert not children_of(command.pid)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in replaced)  # ended and reaped

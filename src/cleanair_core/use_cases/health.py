@@ -2,7 +2,8 @@
 
 Ready means the database answers with the schema this release migrates to, and the data the
 use cases need in memory is loaded: the place data (names, IP countries, the embedded model)
-and at least one street network (without one every route plan fails).
+and at least one street network (without one every route plan fails), unless the deployment
+loads none on purpose (`Policy.street_network_required`: it serves scores alone).
 
 A remote upstream's state (its circuit breaker: `closed`, `open`, `half-open`) is reported
 but never makes the process unready: an outage of Open-Meteo strikes every process alike, so
@@ -52,7 +53,9 @@ async def readiness(ctx: Context) -> Readiness:
     sources = ctx.sources
     if sources is None or sources.places is None:
         reasons.append(NO_PLACE_DATA)
-    if sources is None or sources.networks is None or not sources.networks.names:
+    if ctx.policy.street_network_required and (
+        sources is None or sources.networks is None or not sources.networks.names
+    ):
         reasons.append(NO_STREET_NETWORK)
     upstreams = () if sources is None else sources.upstreams
     return Readiness(tuple(reasons), tuple((str(u.upstream), str(u.state())) for u in upstreams))

@@ -14,6 +14,10 @@ units of work and the port-level errors.
   free connection in time is `StoreUnavailable` (nothing was written: the transaction rolled
   back); a duplicate key is `DuplicateEntry`.
 - Calls block on the network, so the server runs them on worker threads (never `WouldBlock`).
+- Once a call has found the server unreachable, later calls are StoreUnavailable at once
+  (`_Outage`) until a connection succeeds again, tried every second: during an outage each
+  call used to wait the pool's whole timeout (10 s) before its 503, and the pool's own
+  reconnection, backing off while the server was down, found it back seconds late.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -78,16 +83,85 @@ def _configure(conn: Connection) -> None:
     conn.commit()
 
 
+#: Seconds between attempts to reach a server found unreachable (`_Outage`).
+OUTAGE_PROBE_S = 1.0
+#: Seconds (libpq's least) an attempt to reach it may take: on a partition, where nothing
+#: refuses a connection, the call that found it waits this long once more.
+PROBE_CONNECT_TIMEOUT_S = 2
+#: Seconds the pool goes on reconnecting with its backoff (1 s, doubling) before it gives up
+#: until the next call asks: its default, 5 minutes, let a delay grow to minutes and a server
+#: that came back wait for it. Short, the call that follows the outage reconnects at once.
+POOL_RECONNECT_S = 2.0
+
+log = logging.getLogger("cleanair.storage.postgres")
+
+
+class _KnownDown(StoreUnavailable):
+    """Refused without asking the server: it was found unreachable, and is not back yet."""
+
+
+class _Outage:
+    """Whether the server is known unreachable: `trip` when a call could not reach it; while
+    it is, `check` raises StoreUnavailable at once, and a thread tries to connect every
+    `OUTAGE_PROBE_S` until it can. Each outage is logged once, and its end."""
+
+    def __init__(self, conninfo: str, recovered: Callable[[], None]) -> None:
+        self._conninfo = make_conninfo(conninfo, connect_timeout=PROBE_CONNECT_TIMEOUT_S)
+        self._recovered = recovered
+        self._lock = threading.Lock()
+        self._down = False
+        self._closed = threading.Event()
+
+    def check(self) -> None:
+        if self._down:
+            raise _KnownDown()
+
+    def trip(self) -> None:
+        """A call could not reach the server (or met a connection it broke): if it cannot
+        be reached now either, calls fail at once until it can."""
+        if self._down or self._reachable():  # a broken connection, a full pool: not down
+            return
+        with self._lock:
+            if self._down or self._closed.is_set():
+                return
+            self._down = True
+        log.warning("PostgreSQL is unreachable: calls answer 503 at once until it answers")
+        threading.Thread(target=self._probe, name="cleanair postgres probe", daemon=True).start()
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _probe(self) -> None:
+        while not self._closed.wait(OUTAGE_PROBE_S):
+            if self._reachable():
+                self._recovered()
+                self._down = False
+                log.warning("PostgreSQL answers again")
+                return
+
+    def _reachable(self) -> bool:
+        try:
+            psycopg.connect(self._conninfo).close()
+        except psycopg.Error:
+            return False
+        return True
+
+
 def _as_port_error(method: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(method)
     def translated(*args: P.args, **kwargs: P.kwargs) -> R:
+        database = args[0] if args else None
+        outage = getattr(database, "_outage", None)
         try:
             with translated_errors():
+                if outage is not None:
+                    outage.check()
                 return method(*args, **kwargs)
+        except _KnownDown:
+            raise
         except StoreUnavailable:
-            database = args[0] if args else None
             if isinstance(database, PostgresDatabase):
-                database.check_connections()
+                database._unavailable()
             raise
 
     return translated
@@ -133,6 +207,7 @@ class PostgresDatabase:
             configure=_configure,
             open=False,
             name="cleanair",
+            reconnect_timeout=POOL_RECONNECT_S,
         )
         self._pool.open(wait=True, timeout=timeout)
         try:
@@ -141,6 +216,8 @@ class PostgresDatabase:
         except BaseException:
             self._pool.close()
             raise
+        # Set last: opening goes to the server whatever happened before (a new store).
+        self._outage = _Outage(with_connection_options(url), self._check_pool)
 
     def schema_is_current(self) -> bool:
         """Whether the recorded migrations are exactly those this code knows."""
@@ -153,15 +230,23 @@ class PostgresDatabase:
             }
         return applied == {version for version, _, _ in MIGRATIONS}
 
-    def check_connections(self) -> None:
-        """Replace the pool's broken idle connections (after a call found the server gone).
+    def _unavailable(self) -> None:
+        """A call found the server gone: replace the pool's broken idle connections, and, if
+        the server cannot be reached now either, fail calls at once until it can (`_Outage`).
         Checking every connection handed out instead would cost each call a round trip (a
         score request takes five: 0.12 to 0.2 ms), all the time, for the sake of outages."""
+        self._check_pool()
+        outage: _Outage | None = getattr(self, "_outage", None)  # None: still opening
+        if outage is not None:
+            outage.trip()
+
+    def _check_pool(self) -> None:
         with contextlib.suppress(Exception):
             self._pool.check()
 
     def close(self) -> None:
         """Close every pooled connection."""
+        self._outage.close()
         self._pool.close()
 
     @contextmanager
@@ -171,12 +256,19 @@ class PostgresDatabase:
         if self._joined() is not None:
             yield self
             return
-        with translated_errors(), self._pool.connection() as conn:
-            self._local.conn = conn
-            try:
-                yield self
-            finally:
-                self._local.conn = None
+        self._outage.check()
+        try:
+            with translated_errors(), self._pool.connection() as conn:
+                self._local.conn = conn
+                try:
+                    yield self
+                finally:
+                    self._local.conn = None
+        except _KnownDown:
+            raise
+        except StoreUnavailable:
+            self._unavailable()
+            raise
 
     def _joined(self) -> Connection | None:
         conn: Connection | None = getattr(self._local, "conn", None)
