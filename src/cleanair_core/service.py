@@ -547,6 +547,7 @@ class CleanAir:
     # -- health ----------------------------------------------------------------------------
 
     async def readiness(self) -> Readiness:
-        """Whether the database answers with the current schema and the place data and a
-        street network are loaded; the reasons when not. Free, for any caller."""
+        """Whether the database answers with the current schema and the place data and (unless
+        the policy needs none: a scores-only deployment) a street network are loaded; the
+        reasons when not. Free, for any caller."""
         return await health.readiness(self.context)
