@@ -54,10 +54,17 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.flow_control import FlowControl, service_unavailable
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
+
+if TYPE_CHECKING:
+    from uvicorn._types import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope
 
 log = logging.getLogger("cleanair.server")
 
@@ -269,6 +276,11 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._keep_alive_once_read = cycle.keep_alive
             cycle.keep_alive = False
 
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        # uvicorn answers a request over the connection cap (`limit_concurrency`,
+        # CLEANAIR_MAX_CONNECTIONS) in plain text: here in the error envelope.
+        super()._start_asgi_task(cycle, _over_capacity if app is service_unavailable else app)
+
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._head_done:
             return  # a trailer: the request's headers are those of its head, read before it
@@ -420,3 +432,25 @@ def with_deadlines(
         send_timeout = send
 
     return Configured
+
+
+_OVER_CAPACITY = json.dumps(
+    {"detail": "The server is at its connection limit: try again shortly"}, separators=(",", ":")
+).encode()
+
+
+async def _over_capacity(_: Scope, __: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+    """uvicorn's answer over the connection cap, in the service's JSON error envelope."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(_OVER_CAPACITY)).encode()),
+                (b"retry-after", b"1"),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _OVER_CAPACITY, "more_body": False})

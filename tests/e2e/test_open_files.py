@@ -97,6 +97,11 @@ def test_connections_beyond_the_cap_are_answered_503(tmp_path: Path) -> None:
             for connection in idle:
                 connection.close()
         assert beyond.status_code == 503
+        assert beyond.headers["content-type"] == "application/json"
+        assert beyond.json() == {
+            "detail": "The server is at its connection limit: try again shortly"
+        }
+        assert beyond.headers["retry-after"] == "1"
         # Once the idle ones have left, a fresh client is answered (bounded wait: the server
         # hears of the closes in its own time).
         deadline = time.monotonic() + 30
