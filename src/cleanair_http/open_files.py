@@ -27,7 +27,7 @@ log = logging.getLogger("cleanair.server")
 
 def raise_open_files_limit() -> tuple[int, int]:
     """Raise this process's soft limit on open files to its hard limit (its children inherit
-    it), logging both; the soft and hard limits now."""
+    it), logging both (at INFO when it was raised); the soft and hard limits now."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     before = soft
     if soft != hard:
@@ -36,7 +36,9 @@ def raise_open_files_limit() -> tuple[int, int]:
             soft = hard
         except (ValueError, OSError) as exc:  # an unlimited hard limit the kernel refuses
             log.warning("could not raise the open files limit", extra={"error": str(exc)})
-    log.info(
+    # Said when it changed, or at DEBUG: a start-up line of every serve would be noise.
+    log.log(
+        logging.INFO if soft != before else logging.DEBUG,
         "open files limit",
         extra={"soft": _limit(soft), "hard": _limit(hard), "soft_at_start": _limit(before)},
     )

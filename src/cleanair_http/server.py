@@ -72,8 +72,6 @@ def serve(
     once the port is bound, before anything is opened (the CLI's database check, which may
     create the database's folder): a port in use fails first, having made nothing."""
     configure_logging(settings.log_level, settings.access_log, settings.log_file)
-    # Before any process is started: they all inherit it.
-    raise_open_files_limit()
     if settings.metrics_port == port:
         return cannot_listen(host, port, "the metrics port (CLEANAIR_METRICS_PORT) is this port")
     # Bound here, not by uvicorn: a port in use is then one line and exit 1, where uvicorn
@@ -85,6 +83,9 @@ def serve(
     try:
         if prepare is not None:
             prepare()
+        # Once the command is sure to serve (a refusal above stays its one line), and before
+        # any process is started: they all inherit it.
+        raise_open_files_limit()
         if workers == 1 and not plans_in_processes(settings):
             return _serve_alone(settings, host, port, listening, planners=None)
         with _shared_metrics(settings):
