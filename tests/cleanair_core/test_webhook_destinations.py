@@ -162,9 +162,9 @@ def test_a_host_is_refused_when_any_of_its_addresses_is(
     addresses: list[IPAddress], random: Random
 ) -> None:
     verdict = POLICY.check_addresses(addresses)
-    refused = [a for a in addresses if refusal_of(a) is not None]
+    refused = [(refusal, a) for a in addresses if (refusal := refusal_of(a)) is not None]
     if refused:
-        assert verdict == Refused(refusal_of(refused[0]), refused[0])
+        assert verdict == Refused(*refused[0])
     else:
         assert verdict is None
     shuffled = list(addresses)
@@ -195,8 +195,9 @@ def test_the_operators_networks_are_allowed_in_every_form(
     for form in (address, mapped(address), nat64(address), sixtofour(address)):
         assert policy.check_addresses([form]) is None, form
     outside = ipaddress.IPv4Address(int(network.network_address) ^ (1 << 16))
-    if refusal_of(outside) is not None:
-        assert policy.check_addresses([address, outside]) == Refused(refusal_of(outside), outside)
+    refusal = refusal_of(outside)
+    if refusal is not None:
+        assert policy.check_addresses([address, outside]) == Refused(refusal, outside)
 
 
 def test_an_allowed_network_allows_only_itself() -> None:
