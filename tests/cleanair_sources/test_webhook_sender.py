@@ -4,6 +4,7 @@ policy allows 127.0.0.0/8, and never where a default policy or a refused address
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import ssl
@@ -18,9 +19,16 @@ from pathlib import Path
 import attrs
 import httpcore
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from cleanair_core.alerts.delivery import Delivery, Outcome, OutcomeKind, WebhookSender
-from cleanair_core.alerts.destinations import DestinationPolicy, parse_networks
+from cleanair_core.alerts.destinations import (
+    DestinationPolicy,
+    InvalidWebhookUrl,
+    parse_networks,
+    refusal_of,
+)
 from cleanair_core.clock import ManualClock
 from cleanair_sources.webhook_sender import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -487,3 +495,26 @@ def test_a_closed_sender_refuses_to_send() -> None:
             await port.send(delivery("https://hooks.example.com/"))
 
     asyncio.run(scenario())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=60),
+        st.builds(
+            lambda scheme, rest: f"{scheme}://{rest}",
+            st.sampled_from(["https", "http", "HTTPS", "ftp"]),
+            st.text(max_size=60),
+        ),
+    )
+)
+def test_any_url_ends_in_an_outcome_and_a_private_answer_is_never_dialled(url: str) -> None:
+    """Whatever the text, the sender answers with an outcome, and with a resolver answering
+    only a private address it never gets as far as a connection."""
+    with contextlib.suppress(InvalidWebhookUrl):
+        literal = DestinationPolicy().validate_url(url).address_literal
+        assume(literal is None or refusal_of(literal) is not None)  # never dial the internet
+    resolve, _ = fixed_resolver(["10.0.0.1"])
+    outcome = asyncio.run(sender(DestinationPolicy(), resolver=resolve).send(delivery(url)))
+    assert outcome.kind is OutcomeKind.FAILED
+    assert outcome.reason.startswith(("invalid url: ", "address refused: "))
