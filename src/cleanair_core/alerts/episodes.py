@@ -107,6 +107,7 @@ def observe(
     alert = observed_event_id(rule.subscription_id, state.episodes, EventKind.ALERT)
     unsent = tuple(event for event in state.pending if event.id != alert)
     if len(unsent) < len(state.pending):
+        # Its alert never went out: the subscriber hears of neither.
         return attrs.evolve(state, pending=unsent), ready
     return _decide(state, rule, EventKind.ALL_CLEAR, hour, category, now, ready)
 

@@ -68,7 +68,7 @@ def at_least(minimum: int) -> Callable[[object, attrs.Attribute[int], int], None
 
 def past(direction: Direction, category: int, level: int) -> int:
     """How many categories `category` lies past `level` towards the alerting side: 0 at the
-    level, negative on the other side (for WORSE 4 is 1 past 3; for BETTER 2 is)."""
+    level, negative on the other side (4 is 1 past 3 for WORSE, 2 is 1 past 3 for BETTER)."""
     return category - level if direction is Direction.WORSE else level - category
 
 
