@@ -15,6 +15,8 @@ The outside world (`cleanair_sources` ships the adapters), gathered into `Source
     Router (routes), UpstreamHealth (a remote source's breaker). TrafficIncrements and
     BackgroundGrid (air) are what `StreetLevelAir` downscales any background source to
     street level with.
+    WebhookSender (alerts; `HttpWebhookSender` checks every address it dials: closed with
+    `aclose`).
 Time and work: Clock, and Offload (where CPU-heavy planning runs).
 Monitoring: Metrics (credits charged and refunded, plans finished, upstream requests; the
     default `NO_METRICS` drops them, `cleanair_http` ships a Prometheus adapter).
@@ -36,6 +38,7 @@ from cleanair_core.air.places import IpLocator, PlaceNamer
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, TrafficIncrements
 from cleanair_core.air.wifi import AccessPointStore, WifiGeolocator
+from cleanair_core.alerts.delivery import WebhookSender
 from cleanair_core.clock import Clock
 from cleanair_core.credits.attribution import ClientLabelStore
 from cleanair_core.credits.ledger import CreditLedger, Usage
@@ -71,6 +74,7 @@ __all__ = [
     "StreetNetworks",
     "TrafficIncrements",
     "UpstreamHealth",
+    "WebhookSender",
     "WifiGeolocator",
 ]
 
