@@ -96,6 +96,11 @@ class WakePipe:
         """In a forked API process: close the end it never reads from."""
         self._close_read()
 
+    def close_writing_end(self) -> None:
+        """In the command, once it is stopping: it starts no API process any more, and the
+        plan processes hear every writer has gone once the API processes have ended."""
+        self._close_write()
+
     def close(self) -> None:
         """Close both ends, in a process that neither wakes nor plans (the command)."""
         self._close_read()

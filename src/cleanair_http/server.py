@@ -198,7 +198,7 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
             lambda index: spawn(host, listening, wakeups, index),
             forget=_forget_metrics if settings.metrics_enabled else lambda pid: None,
         )
-        return _supervise(settings, api, planners, listening)
+        return _supervise(settings, api, planners, listening, wakeups)
 
 
 def _fork_serving(
@@ -249,7 +249,11 @@ def _fork_serving(
 
 
 def _supervise(
-    settings: Settings, api: ApiProcesses, planners: PlanProcesses, listening: socket.socket
+    settings: Settings,
+    api: ApiProcesses,
+    planners: PlanProcesses,
+    listening: socket.socket,
+    wakeups: WakePipe | None,
 ) -> int:
     """Replace API processes that die, pass a stop on to them and the plan processes, and
     wait for them all; the command's exit status."""
@@ -281,6 +285,13 @@ def _supervise(
     try:
         while True:
             api.reap()
+            if api.stopping and wakeups is not None:
+                # No API process is started any more: the command lets go of the pipe's
+                # writing end, which it kept for them. Held past the stop, a plan process
+                # told to stop did not end in one stop of two of `--workers 2` (until
+                # killed; test_plan_processes): the writers' end is what it last waits for.
+                # Here, not in the signal handler, which may run in the middle of a `spawn`.
+                wakeups.close_writing_end()
             if api.done():
                 break
             api.restart_due()
