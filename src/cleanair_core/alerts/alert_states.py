@@ -148,4 +148,3 @@ def _bool(value: object) -> bool:
     if type(value) is not bool:
         raise TypeError("expected true or false")
     return value
-

@@ -234,9 +234,7 @@ def _trip_violations(trip: Trip) -> list[Violation]:
             Violation("target.end", "maximum", f"must be at most {kilometres} km from start")
         )
     if not _is_wall_time(trip.departure):
-        found.append(
-            Violation("target.departure", "format", "must be a local time without a zone")
-        )
+        found.append(Violation("target.departure", "format", "must be a local time without a zone"))
     if not trip.days:
         found.append(Violation("target.days", "too_short", "must name at least one day"))
     elif not trip.days <= set(range(1, 8)):
@@ -268,9 +266,7 @@ def _observed_violations(
         found.append(Violation("kind.hysteresis_hours", "minimum", "must be at least 1"))
     elif kind.hysteresis_hours > MAX_HYSTERESIS_HOURS:
         found.append(
-            Violation(
-                "kind.hysteresis_hours", "maximum", f"must be at most {MAX_HYSTERESIS_HOURS}"
-            )
+            Violation("kind.hysteresis_hours", "maximum", f"must be at most {MAX_HYSTERESIS_HOURS}")
         )
     return found
 
