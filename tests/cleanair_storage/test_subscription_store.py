@@ -4,6 +4,7 @@ concurrency, secret rotation and the evaluator state's compare-and-set."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import uuid
@@ -11,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import time, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 import psycopg
@@ -36,6 +38,7 @@ from cleanair_core.alerts.subscriptions import (
 )
 from cleanair_core.errors import DuplicateEntry
 from cleanair_core.geo import Point
+from cleanair_core.offload import here_unless_blocked
 from cleanair_core.ports import Store
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_storage.memory import MemoryStore
@@ -234,6 +237,7 @@ def test_state_saves_are_compare_and_set(store: Store) -> None:
 
 # -- concurrency: threads on the shared stores ------------------------------------------------
 
+T = TypeVar("T")
 SHARED = ("sqlite", "postgres")
 
 
@@ -399,5 +403,47 @@ def test_a_postgres_database_from_before_subscriptions_gets_them_empty(
         subscription = make_subscription()
         store.add_subscription(subscription)
         assert store.get_subscription(subscription.id, "alice") == subscription
+    finally:
+        store.close()
+
+
+# -- never waiting on the event loop ------------------------------------------------------------
+
+
+class _HandedOver(Exception):
+    """The work was handed to the fallback offload (a worker thread, in the server)."""
+
+
+async def _hand_over(work: Callable[[], T], /) -> T:
+    raise _HandedOver
+
+
+def test_told_not_to_wait_a_busy_sqlite_store_hands_every_write_over(tmp_path: Path) -> None:
+    """SQLite store calls may run on the event loop (`here_unless_blocked`): a subscription
+    write finding the database locked by another process must not wait there."""
+    path = tmp_path / "busy.db"
+    store = SqliteStore(path, busy_timeout=60)
+    subscription = make_subscription()
+    store.add_subscription(subscription)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # as another process writing
+    here = here_unless_blocked(_hand_over)
+    writes: list[Callable[[], object]] = [
+        lambda: store.add_subscription(make_subscription()),
+        lambda: store.delete_subscription(subscription.id, "alice"),
+        lambda: store.disable_subscription(subscription.id, "status 410", T0),
+        lambda: store.rotate_subscription_secret(subscription.id, "alice", T0),
+        lambda: store.save_subscription_state(subscription.id, 0, "{}"),
+    ]
+    try:
+        for write in writes:
+            with pytest.raises(_HandedOver):
+                asyncio.run(here(write))
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    try:
+        assert store.list_subscriptions("alice") == [subscription]
+        assert store.load_subscription_state(subscription.id) == StoredState(0, None)
     finally:
         store.close()
