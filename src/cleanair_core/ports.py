@@ -8,7 +8,8 @@ Storage (`cleanair_storage` ships in-memory, SQLite and PostgreSQL adapters):
     AccountStore, ConnectionStore, PairingCodeStore (access); CreditLedger, RateLimitStore,
     ClientLabelStore (credits); AdmissionStore (across access and credits: a request's one
     read); AccessPointStore, ObservationStore (air); PlanStore (with the
-    ledger and a unit of work: PlanBook), StreetNetworkStore (routes); gathered into `Store`,
+    ledger and a unit of work: PlanBook), StreetNetworkStore (routes), SubscriptionStore
+    (alerts: subscriptions and their evaluator state); gathered into `Store`,
     whose `transaction()` is the unit of work.
 The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
     AirQualitySource, WifiGeolocator, IpLocator, PlaceNamer (air); StreetNetworks and its
@@ -39,6 +40,7 @@ from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, TrafficIncrements
 from cleanair_core.air.wifi import AccessPointStore, WifiGeolocator
 from cleanair_core.alerts.delivery import WebhookSender
+from cleanair_core.alerts.subscriptions import SubscriptionStore
 from cleanair_core.clock import Clock
 from cleanair_core.credits.attribution import ClientLabelStore
 from cleanair_core.credits.ledger import CreditLedger, Usage
@@ -72,6 +74,7 @@ __all__ = [
     "Store",
     "StreetNetworkStore",
     "StreetNetworks",
+    "SubscriptionStore",
     "TrafficIncrements",
     "UpstreamHealth",
     "WebhookSender",
@@ -117,6 +120,7 @@ class Store(
     AccessPointStore,
     ObservationStore,
     StreetNetworkStore,
+    SubscriptionStore,
     Protocol,
 ):
     """Everything the core stores. `cleanair_storage` ships in-memory, SQLite and PostgreSQL

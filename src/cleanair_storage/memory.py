@@ -35,6 +35,13 @@ from cleanair_core.air.observations import (
 )
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
+from cleanair_core.alerts.subscriptions import (
+    MAX_SUBSCRIPTIONS_PER_USER,
+    Disabled,
+    StoredState,
+    Subscription,
+    TooManySubscriptions,
+)
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import (
     GRANT_CONNECTION,
@@ -95,6 +102,8 @@ class MemoryStore:
         self._stations: dict[str, Station] = {}
         self._observations: dict[tuple[str, Pollutant, datetime], float] = {}
         self._observations_version = 0
+        self._subscriptions: dict[uuid.UUID, Subscription] = {}
+        self._subscription_states: dict[uuid.UUID, StoredState] = {}
 
     def close(self) -> None:
         """Nothing to release."""
@@ -590,3 +599,75 @@ class MemoryStore:
     def delete_network(self, name: str) -> bool:
         with self._lock:
             return self._networks.pop(name, None) is not None
+
+    # alert subscriptions
+    def add_subscription(
+        self, subscription: Subscription, limit: int = MAX_SUBSCRIPTIONS_PER_USER
+    ) -> None:
+        with self._lock:
+            held = sum(1 for s in self._subscriptions.values() if s.owner == subscription.owner)
+            if held >= limit:
+                raise TooManySubscriptions(limit)
+            if subscription.id in self._subscriptions:
+                raise DuplicateEntry("a subscription with this id is already stored")
+            self._subscriptions[subscription.id] = subscription
+            self._subscription_states[subscription.id] = StoredState(0, None)
+
+    def get_subscription(self, subscription_id: uuid.UUID, owner: str) -> Subscription | None:
+        with self._lock:
+            found = self._subscriptions.get(subscription_id)
+            return found if found is not None and found.owner == owner else None
+
+    def list_subscriptions(self, owner: str) -> list[Subscription]:
+        with self._lock:
+            return sorted(
+                (s for s in self._subscriptions.values() if s.owner == owner),
+                key=lambda s: (s.created_at, str(s.id)),
+            )
+
+    def delete_subscription(self, subscription_id: uuid.UUID, owner: str) -> bool:
+        with self._lock:
+            if self.get_subscription(subscription_id, owner) is None:
+                return False
+            del self._subscriptions[subscription_id]
+            del self._subscription_states[subscription_id]
+            return True
+
+    def disable_subscription(self, subscription_id: uuid.UUID, reason: str, at: datetime) -> bool:
+        with self._lock:
+            found = self._subscriptions.get(subscription_id)
+            if found is None or found.disabled is not None:
+                return False
+            self._subscriptions[subscription_id] = attrs.evolve(
+                found, disabled=Disabled(reason, at)
+            )
+            return True
+
+    def rotate_subscription_secret(
+        self, subscription_id: uuid.UUID, owner: str, previous_until: datetime
+    ) -> Subscription | None:
+        with self._lock:
+            found = self.get_subscription(subscription_id, owner)
+            if found is None:
+                return None
+            rotated = attrs.evolve(
+                found,
+                secret_generation=found.secret_generation + 1,
+                previous_generation_until=previous_until,
+            )
+            self._subscriptions[subscription_id] = rotated
+            return rotated
+
+    def load_subscription_state(self, subscription_id: uuid.UUID) -> StoredState | None:
+        with self._lock:
+            return self._subscription_states.get(subscription_id)
+
+    def save_subscription_state(
+        self, subscription_id: uuid.UUID, expected_version: int, blob: str
+    ) -> bool:
+        with self._lock:
+            stored = self._subscription_states.get(subscription_id)
+            if stored is None or stored.version != expected_version:
+                return False
+            self._subscription_states[subscription_id] = StoredState(expected_version + 1, blob)
+            return True

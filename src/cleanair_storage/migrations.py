@@ -359,3 +359,49 @@ def m012_departure_plans(db: Database) -> None:
     )
     db.execute("ALTER TABLE plans ADD COLUMN latest_start_time REAL")
     db.execute("ALTER TABLE plans ADD COLUMN step_seconds INTEGER")
+
+
+@_migration
+def m013_alert_subscriptions(db: Database) -> None:
+    # Alert subscriptions (cleanair_core.alerts.subscriptions; the columns are described in
+    # cleanair_storage/subscription_rows.py). No webhook secret is stored, only its
+    # generation: secrets are derived from the server key. `state` is the evaluator's JSON
+    # and `state_version` its compare-and-set counter. subscriptions_owner serves the
+    # per-user listing in order and the count of the per-user limit.
+    db.execute(
+        """
+        CREATE TABLE subscriptions (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            connection_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            target TEXT NOT NULL CHECK (target IN ('place', 'trip')),
+            lat REAL NOT NULL,
+            lon REAL NOT NULL,
+            end_lat REAL,
+            end_lon REAL,
+            activity TEXT,
+            departure TEXT,
+            days TEXT,
+            index_code TEXT,
+            threshold INTEGER NOT NULL,
+            direction TEXT NOT NULL,
+            audience TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('observed', 'forecast')),
+            hysteresis_categories INTEGER,
+            hysteresis_hours INTEGER,
+            target_day TEXT,
+            send_at TEXT,
+            timezone TEXT NOT NULL,
+            quiet_start TEXT,
+            quiet_end TEXT,
+            webhook_url TEXT,
+            secret_generation INTEGER NOT NULL,
+            previous_generation_until REAL,
+            disabled_reason TEXT,
+            disabled_at REAL,
+            state TEXT,
+            state_version INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    db.execute("CREATE INDEX subscriptions_owner ON subscriptions (owner, created_at, id)")

@@ -221,4 +221,47 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "ALTER TABLE plans ADD COLUMN step_seconds INTEGER",
         ),
     ),
+    (
+        8,
+        "alert subscriptions",
+        (
+            # As SQLite's m013_alert_subscriptions (which says why). Ids compare byte-wise
+            # (COLLATE "C"), so listings come in the order every adapter gives.
+            """
+            CREATE TABLE subscriptions (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                owner TEXT NOT NULL,
+                connection_id TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                target TEXT NOT NULL CHECK (target IN ('place', 'trip')),
+                lat DOUBLE PRECISION NOT NULL,
+                lon DOUBLE PRECISION NOT NULL,
+                end_lat DOUBLE PRECISION,
+                end_lon DOUBLE PRECISION,
+                activity TEXT,
+                departure TEXT,
+                days TEXT,
+                index_code TEXT,
+                threshold INTEGER NOT NULL,
+                direction TEXT NOT NULL,
+                audience TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('observed', 'forecast')),
+                hysteresis_categories INTEGER,
+                hysteresis_hours INTEGER,
+                target_day TEXT,
+                send_at TEXT,
+                timezone TEXT NOT NULL,
+                quiet_start TEXT,
+                quiet_end TEXT,
+                webhook_url TEXT,
+                secret_generation INTEGER NOT NULL,
+                previous_generation_until TIMESTAMPTZ,
+                disabled_reason TEXT,
+                disabled_at TIMESTAMPTZ,
+                state TEXT,
+                state_version BIGINT NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX subscriptions_owner ON subscriptions (owner, created_at, id)",
+        ),
+    ),
 )

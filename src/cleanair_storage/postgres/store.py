@@ -12,6 +12,7 @@ from cleanair_storage.postgres.observations import PostgresObservations
 from cleanair_storage.postgres.pairing import PostgresPairingCodes
 from cleanair_storage.postgres.plans import PostgresPlans
 from cleanair_storage.postgres.rate_limits import PostgresRateLimits
+from cleanair_storage.postgres.subscriptions import PostgresSubscriptions
 
 
 @port_errors
@@ -25,5 +26,6 @@ class PostgresStore(
     PostgresAccessPoints,
     PostgresObservations,
     PostgresStreetNetworks,
+    PostgresSubscriptions,
 ):
     """Implements `cleanair_core.ports.Store` over one PostgreSQL database."""

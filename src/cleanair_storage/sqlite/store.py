@@ -12,6 +12,7 @@ from cleanair_storage.sqlite.observations import SqliteObservations
 from cleanair_storage.sqlite.pairing import SqlitePairingCodes
 from cleanair_storage.sqlite.plans import SqlitePlans
 from cleanair_storage.sqlite.rate_limits import SqliteRateLimits
+from cleanair_storage.sqlite.subscriptions import SqliteSubscriptions
 
 
 @port_errors
@@ -25,5 +26,6 @@ class SqliteStore(
     SqliteAccessPoints,
     SqliteObservations,
     SqliteStreetNetworks,
+    SqliteSubscriptions,
 ):
     """Implements `cleanair_core.ports.Store` over one SQLite file."""
