@@ -19,10 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from cleanair_core.alerts.episodes import ObservedRule, ObservedState, observe
-from cleanair_core.alerts.episodes import release as release_observed
-from cleanair_core.alerts.events import AlertEvent, Direction, EventKind
+from cleanair_core.alerts.events import AlertEvent, Direction, EventKind, release
 from cleanair_core.alerts.forecasts import ForecastRule, ForecastState, forecast
-from cleanair_core.alerts.forecasts import release as release_forecast
 from cleanair_core.alerts.quiet_hours import QuietHours, is_quiet, quiet_until
 
 SUBSCRIPTION = uuid.UUID("5b0c3c9e-3f7e-4c47-9a51-0d8a4b6f1e20")
@@ -103,7 +101,7 @@ def run_observed(
         for _ in range(2 if retry else 1):
             state, events = observe(state, rule, hour, category, hour + lag)
             sent.extend(events)
-    state, events = release_observed(state, datetime(2100, 1, 1, tzinfo=UTC))
+    state, events = release(state, datetime(2100, 1, 1, tzinfo=UTC))
     return state, [*sent, *events]
 
 
@@ -214,14 +212,14 @@ def test_an_episode_begun_and_ended_in_one_quiet_period_is_never_told() -> None:
     assert events == ()
     assert state.pending == ()
     assert not state.open
-    assert release_observed(state, MORNING) == (state, ())
+    assert release(state, MORNING) == (state, ())
 
 
 def test_an_alert_held_back_goes_out_when_quiet_hours_end() -> None:
     rule = observed_rule(quiet=NIGHT)
     state, _ = observe(ObservedState(), rule, EVENING + 2 * HOUR, 4, EVENING + 2 * HOUR)
-    assert release_observed(state, MORNING - timedelta(seconds=1)) == (state, ())
-    state, events = release_observed(state, MORNING)
+    assert release(state, MORNING - timedelta(seconds=1)) == (state, ())
+    state, events = release(state, MORNING)
     assert [(e.kind, e.decided_at, e.due_at) for e in events] == [
         (EventKind.ALERT, EVENING + 2 * HOUR, MORNING)
     ]
@@ -342,10 +340,10 @@ def test_quiet_hours_hold_events_back_and_drop_untold_episodes(
         state, events = observe(state, quiet_rule, hour, category, hour + lag)
         sent += [(hour + lag, e) for e in events]
         if releases and releases[i % len(releases)]:
-            state, events = release_observed(state, hour + lag + HOUR / 2)
+            state, events = release(state, hour + lag + HOUR / 2)
             sent += [(hour + lag + HOUR / 2, e) for e in events]
     end = datetime(2100, 1, 1, tzinfo=UTC)
-    state, events = release_observed(state, end)
+    state, events = release(state, end)
     sent += [(end, e) for e in events]
     assert [e.id for _, e in sent] == told
     for handed_at, event in sent:
@@ -415,7 +413,7 @@ def test_a_forecast_in_quiet_hours_waits_and_a_worse_one_replaces_it() -> None:
     state, events = forecast(state, rule, DAY, 4, EVENING + 3 * HOUR)
     assert events == ()
     assert [e.category for e in state.pending] == [4]
-    state, events = release_forecast(state, MORNING)
+    state, events = release(state, MORNING)
     assert [(e.category, e.due_at) for e in events] == [(4, MORNING)]
     # Told 4: a forecast of 4 again after quiet hours is nothing new.
     assert forecast(state, rule, DAY, 4, MORNING + HOUR) == (state, ())
@@ -474,7 +472,7 @@ def test_forecasts_alert_at_most_once_a_day_unless_worse(
             told[day] = category
         else:
             assert not decided
-    state, events = release_forecast(state, datetime(2100, 1, 1, tzinfo=UTC))
+    state, events = release(state, datetime(2100, 1, 1, tzinfo=UTC))
     sent += [(datetime(2100, 1, 1, tzinfo=UTC), e) for e in events]
     by_day: dict[date, list[int]] = {}
     for handed_at, event in sent:
@@ -566,9 +564,9 @@ class AlertMachine(RuleBasedStateMachine):
     @rule(minutes=st.integers(1, 600))
     def time_passes_and_pending_events_are_released(self, minutes: int) -> None:
         self.now += timedelta(minutes=minutes)
-        self.observed, events = release_observed(self.observed, self.now)
+        self.observed, events = release(self.observed, self.now)
         self.hand_over(events)
-        self.forecasts, events = release_forecast(self.forecasts, self.now)
+        self.forecasts, events = release(self.forecasts, self.now)
         self.hand_over(events)
 
     @invariant()

@@ -34,8 +34,8 @@ from cleanair_core.alerts.events import (
     at_least,
     observed_event_id,
     past,
+    release,
     schedule,
-    split_due,
 )
 from cleanair_core.alerts.quiet_hours import QuietHours, quiet_until
 
@@ -66,15 +66,6 @@ class ObservedState:
     open: bool = False
     clear_hours: int = 0
     pending: Events = ()
-
-
-def release(state: ObservedState, now: datetime) -> tuple[ObservedState, Events]:
-    """Hand over the pending events due by `now` (their quiet hours over), in the order they
-    were decided; the others stay pending."""
-    pending, due = split_due(state.pending, now)
-    if not due:
-        return state, ()
-    return attrs.evolve(state, pending=pending), due
 
 
 def observe(

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 from datetime import date, datetime
 from enum import StrEnum
+from typing import Protocol, TypeVar
 
 import attrs
 
@@ -94,6 +95,25 @@ def split_due(pending: Events, now: datetime) -> tuple[Events, Events]:
     while due < len(pending) and pending[due].due_at <= now:
         due += 1
     return pending[due:], pending[:due]
+
+
+class _Holding(Protocol):
+    """A subscription's state that holds events back (`ObservedState`, `ForecastState`)."""
+
+    @property
+    def pending(self) -> Events: ...
+
+
+_State = TypeVar("_State", bound=_Holding)
+
+
+def release(state: _State, now: datetime) -> tuple[_State, Events]:
+    """Hand over the pending events due by `now` (their quiet hours over), in the order they
+    were decided; the others stay pending. `state` is an attrs class with `pending`."""
+    pending, due = split_due(state.pending, now)
+    if not due:
+        return state, ()
+    return attrs.evolve(state, pending=pending), due  # type: ignore[misc]
 
 
 def schedule(pending: Events, event: AlertEvent, now: datetime) -> tuple[Events, Events]:

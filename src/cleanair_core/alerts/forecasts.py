@@ -29,8 +29,8 @@ from cleanair_core.alerts.events import (
     at_least,
     forecast_event_id,
     past,
+    release,
     schedule,
-    split_due,
 )
 from cleanair_core.alerts.quiet_hours import QuietHours, quiet_until
 
@@ -57,15 +57,6 @@ class ForecastState:
     target_day: date | None = None
     alerted: int | None = None
     pending: Events = ()
-
-
-def release(state: ForecastState, now: datetime) -> tuple[ForecastState, Events]:
-    """Hand over the pending events due by `now` (their quiet hours over), in the order they
-    were decided; the others stay pending."""
-    pending, due = split_due(state.pending, now)
-    if not due:
-        return state, ()
-    return attrs.evolve(state, pending=pending), due
 
 
 def forecast(
