@@ -35,6 +35,7 @@ from cleanair_core.air.observations import (
 )
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
+from cleanair_core.alerts.outbox import DeliveryState, FeedEntry, NewEvent, OwedDelivery
 from cleanair_core.alerts.subscriptions import (
     MAX_SUBSCRIPTIONS_PER_USER,
     Disabled,
@@ -104,6 +105,12 @@ class MemoryStore:
         self._observations_version = 0
         self._subscriptions: dict[uuid.UUID, Subscription] = {}
         self._subscription_states: dict[uuid.UUID, StoredState] = {}
+        # Flat maps of immutable values: `transaction` copies each map shallowly to undo.
+        self._feed: dict[tuple[str, int], FeedEntry] = {}
+        self._feed_ends: dict[str, int] = {}
+        self._recorded: set[uuid.UUID] = set()
+        self._deliveries: dict[uuid.UUID, OwedDelivery] = {}
+        self._leases: dict[uuid.UUID, tuple[str, datetime]] = {}
 
     def close(self) -> None:
         """Nothing to release."""
@@ -671,3 +678,102 @@ class MemoryStore:
                 return False
             self._subscription_states[subscription_id] = StoredState(expected_version + 1, blob)
             return True
+
+    # the alert feed and outbox
+    def record_alert_events(self, events: Sequence[NewEvent]) -> list[uuid.UUID]:
+        with self._lock:
+            recorded: list[uuid.UUID] = []
+            for event in events:
+                if event.event_id in self._recorded:
+                    continue
+                self._recorded.add(event.event_id)
+                cursor = self._feed_ends.get(event.owner, 0) + 1
+                self._feed_ends[event.owner] = cursor
+                self._feed[(event.owner, cursor)] = FeedEntry(
+                    cursor=cursor,
+                    event_id=event.event_id,
+                    subscription_id=event.subscription_id,
+                    payload=event.payload,
+                    created_at=event.created_at,
+                )
+                if event.url is not None:
+                    self._deliveries[event.event_id] = OwedDelivery(
+                        event_id=event.event_id,
+                        subscription_id=event.subscription_id,
+                        owner=event.owner,
+                        url=event.url,
+                        payload=event.payload,
+                        created_at=event.created_at,
+                        attempts=0,
+                        next_attempt_at=event.created_at,
+                    )
+                recorded.append(event.event_id)
+            return recorded
+
+    def alert_feed(self, owner: str, after: int, limit: int) -> list[FeedEntry]:
+        with self._lock:
+            end = min(self._feed_ends.get(owner, 0), after + limit)
+            return [self._feed[(owner, cursor)] for cursor in range(max(after, 0) + 1, end + 1)]
+
+    def claim_deliveries(
+        self, claimant: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[OwedDelivery]:
+        with self._lock:
+            due = sorted(
+                (
+                    owed
+                    for owed in self._deliveries.values()
+                    if owed.state is DeliveryState.PENDING
+                    and owed.next_attempt_at <= now
+                    and self._leases.get(owed.event_id, ("", now))[1] <= now
+                ),
+                key=lambda owed: (owed.next_attempt_at, str(owed.event_id)),
+            )[: max(limit, 0)]
+            for owed in due:
+                self._leases[owed.event_id] = (claimant, lease_until)
+            return due
+
+    def finish_delivery(
+        self,
+        event_id: uuid.UUID,
+        claimant: str,
+        state: DeliveryState,
+        at: datetime,
+        *,
+        next_attempt_at: datetime | None = None,
+        error: str | None = None,
+    ) -> bool:
+        if state is DeliveryState.PENDING and next_attempt_at is None:
+            raise ValueError("a delivery due again needs its next attempt's time")
+        with self._lock:
+            owed = self._deliveries.get(event_id)
+            lease = self._leases.get(event_id)
+            if owed is None or owed.state is not DeliveryState.PENDING:
+                return False
+            if lease is None or lease[0] != claimant:
+                return False
+            del self._leases[event_id]
+            self._deliveries[event_id] = attrs.evolve(
+                owed,
+                state=state,
+                attempts=owed.attempts + 1,
+                next_attempt_at=next_attempt_at or owed.next_attempt_at,
+                last_error=error,
+            )
+            return True
+
+    def owed_delivery(self, event_id: uuid.UUID) -> OwedDelivery | None:
+        with self._lock:
+            return self._deliveries.get(event_id)
+
+    def abandon_deliveries(self, subscription_id: uuid.UUID, at: datetime, error: str) -> int:
+        with self._lock:
+            abandoned = 0
+            for event_id, owed in list(self._deliveries.items()):
+                if owed.subscription_id == subscription_id and owed.state is DeliveryState.PENDING:
+                    self._deliveries[event_id] = attrs.evolve(
+                        owed, state=DeliveryState.FAILED, last_error=error
+                    )
+                    self._leases.pop(event_id, None)
+                    abandoned += 1
+            return abandoned
