@@ -21,8 +21,8 @@ class AlertFeedEvent(msgspec.Struct):
     id: Annotated[
         uuid.UUID,
         msgspec.Meta(
-            description="The event's stable id, also its webhook's `webhook-id`: an event "
-            "received both ways, or twice, is one event"
+            description="The event's stable id; its webhook's `webhook-id` is `msg_` and "
+            "this id, so an event received both ways, or twice, is known as one"
         ),
     ]
     subscription_id: Annotated[uuid.UUID, msgspec.Meta(description="The subscription it is for")]
