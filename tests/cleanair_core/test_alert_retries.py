@@ -4,6 +4,7 @@ day after the event was recorded and none after, and when a subscription is disa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -47,7 +48,11 @@ retry_afters = st.none() | st.floats(min_value=0.0, max_value=86400.0)
 def expected(policy: RetryPolicy, n: int) -> float:
     """The mean back-off after n failures, over an even grid of the random number."""
     grid = [(i + 0.5) / 200 for i in range(200)]
-    return sum(backoff(policy, n, lambda u=u: u).total_seconds() for u in grid) / len(grid)
+    return sum(backoff(policy, n, constant(u)).total_seconds() for u in grid) / len(grid)
+
+
+def constant(u: float) -> Callable[[], float]:
+    return lambda: u
 
 
 def test_the_default_schedule_starts_within_seconds_and_settles_at_six_hours() -> None:
@@ -129,7 +134,7 @@ def attempts_until_given_up(
             recorded_at=RECORDED,
             failed_before=n,
             now=attempts[-1],
-            random=lambda n=n: draws[n % len(draws)],
+            random=constant(draws[n % len(draws)]),
             policy=policy,
         )
         if decision.verdict is Verdict.GIVE_UP:
