@@ -14,12 +14,71 @@ compare-and-set refused. A killed worker's claims are taken over once their leas
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, time, timedelta
 from typing import Protocol
 
 import attrs
 
-from cleanair_core.alerts.subscriptions import StoredState, Subscription
+from cleanair_core.alerts.alert_states import MalformedState, decode_state
+from cleanair_core.alerts.evaluation import HOUR, cell_of, last_hour_end, send_instant
+from cleanair_core.alerts.subscriptions import Observed, Place, StoredState, Subscription
+
+#: Trip subscriptions are not evaluated yet (their alerts need the departures computation):
+#: they are looked at once a day, so that they cost the claims next to nothing.
+TRIP_PAUSE = timedelta(days=1)
+#: The soonest a subscription is due again: a state whose held-back events are already due
+#: (which `evaluation.decide` would have released) must not make a worker spin on it.
+MIN_PAUSE = timedelta(minutes=1)
+
+
+def next_due(subscription: Subscription, blob: str | None, now: datetime) -> datetime:
+    """When `subscription`, evaluated at `now` into the state `blob` (None: none yet), is
+    due again: the observed kind at the end of the current hour; the forecast kind at its
+    next sending time (`send_at` today, or tomorrow once today's has passed), and every hour
+    between it and the end of the local day to catch a forecast that worsened; either
+    sooner when an event held back by quiet hours comes due then."""
+    target, kind = subscription.target, subscription.kind
+    if not isinstance(target, Place):
+        return now + TRIP_PAUSE
+    hourly = last_hour_end(now) + HOUR
+    if isinstance(kind, Observed):
+        due = hourly
+    else:
+        zone = subscription.zone
+        today = now.astimezone(zone).date()
+        sending = send_instant(zone, today, kind.send_at)
+        tomorrow = today + timedelta(days=1)
+        if now < sending:
+            due = sending
+        elif hourly < send_instant(zone, tomorrow, time(0)):
+            due = hourly
+        else:
+            due = send_instant(zone, tomorrow, kind.send_at)
+    held = _first_held(blob)
+    if held is not None:
+        due = min(due, max(held, now + MIN_PAUSE))
+    return due
+
+
+def _first_held(blob: str | None) -> datetime | None:
+    """When the first event the state holds back comes due; None for none (or a state that
+    cannot be read: the evaluation replaces it)."""
+    if blob is None:
+        return None
+    try:
+        pending = decode_state(blob).pending
+    except MalformedState:
+        return None
+    return pending[0].due_at if pending else None
+
+
+def subscription_cell(subscription: Subscription) -> str:
+    """The key of the grid cell a subscription is evaluated in (`evaluation.cell_of` of its
+    place, or of a trip's start), as stored beside it: claims order by it so that the
+    subscriptions of one cell come in one batch and share one evaluation of its air."""
+    target = subscription.target
+    cell = cell_of(target.point if isinstance(target, Place) else target.start)
+    return f"{cell.row}:{cell.column}"
 
 
 @attrs.frozen
