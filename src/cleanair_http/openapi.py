@@ -3,6 +3,7 @@ document and its Swagger UI page under /schema, served without any other host.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from litestar import Litestar, Request, Router, get
@@ -12,6 +13,7 @@ from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, YamlRenderPlugin
 from litestar.openapi.spec import (
     Components,
+    Discriminator,
     Example,
     OpenAPIHeader,
     OpenAPIResponse,
@@ -322,6 +324,7 @@ def finish_document(app: Litestar) -> None:
     components = schema.components.schemas or {}
     for each in components.values():
         _describe_tags(each)
+        _discriminate(each, components)
     for name, description in ENUM_DESCRIPTIONS.items():
         component = components.get(name)
         if isinstance(component, Schema):
@@ -341,6 +344,41 @@ def _describe_tags(component: Schema | Reference) -> None:
             field.description = (
                 f"Always `{field.const}`: `{name}` tells which of its kinds this object is"
             )
+
+
+def _discriminate(component: Schema | Reference, components: dict[str, Any]) -> None:
+    """A property that is one of several tagged structs gets its discriminator: the tag
+    property and which component each tag names, for clients that pick the model by it."""
+    if not isinstance(component, Schema):
+        return
+    for field in (component.properties or {}).values():
+        if isinstance(field, Schema) and field.one_of:
+            field.discriminator = _discriminator(field.one_of, components)
+
+
+def _discriminator(
+    members: Sequence[Schema | Reference], components: dict[str, Any]
+) -> Discriminator | None:
+    """The discriminator of a union whose members each have one constant property, the same
+    one; None for any other union."""
+    mapping: dict[str, str] = {}
+    names: set[str] = set()
+    for member in members:
+        if not isinstance(member, Reference):
+            return None
+        target = components.get(member.ref.rsplit("/", 1)[-1])
+        properties = (target.properties or {}) if isinstance(target, Schema) else {}
+        tags = [
+            (name, tag.const)
+            for name, tag in properties.items()
+            if isinstance(tag, Schema) and isinstance(tag.const, str)
+        ]
+        if len(tags) != 1:
+            return None
+        ((name, value),) = tags
+        names.add(name)
+        mapping[value] = member.ref
+    return Discriminator(property_name=names.pop(), mapping=mapping) if len(names) == 1 else None
 
 
 def _finish_operation(operation: Operation) -> None:

@@ -686,7 +686,8 @@ def test_a_round_trip_on_sqlite(tmp_path: Path, clock: ManualClock, sources: Sou
 
 
 def test_the_openapi_document_lists_the_paths_and_their_statuses(client: Client) -> None:
-    paths = client.get("/schema/openapi.json").json()["paths"]
+    document = client.get("/schema/openapi.json").json()
+    paths = document["paths"]
     documented = {
         (path, method): set(operation["responses"])
         for path, item in paths.items()
@@ -735,3 +736,21 @@ def test_a_bad_webhook_setting_stops_start_up_naming_it(variable: str, value: st
 
 def test_the_webhook_settings_default_to_the_cores_policy() -> None:
     assert policy_from(Settings()).webhook_destinations == DestinationPolicy()
+
+
+def test_the_openapi_document_tells_the_unions_apart_by_type(client: Client) -> None:
+    schemas = client.get("/schema/openapi.json").json()["components"]["schemas"]
+    ref = "#/components/schemas/"
+    for name in ("SubscriptionRequest", "AlertSubscription"):
+        properties = schemas[name]["properties"]
+        assert properties["target"]["discriminator"] == {
+            "propertyName": "type",
+            "mapping": {"place": f"{ref}PlaceTarget", "trip": f"{ref}TripTarget"},
+        }
+        assert properties["kind"]["discriminator"] == {
+            "propertyName": "type",
+            "mapping": {"observed": f"{ref}ObservedKind", "forecast": f"{ref}ForecastKind"},
+        }
+    for member in ("PlaceTarget", "TripTarget", "ObservedKind", "ForecastKind"):
+        assert "type" in schemas[member]["required"]
+        assert schemas[member]["properties"]["type"]["description"], member
