@@ -179,7 +179,8 @@ def cors_config(settings: Settings) -> CORSConfig | None:
         return None
     return CORSConfig(
         allow_origins=list(settings.cors_allow_origins),
-        allow_methods=["GET", "POST"],
+        # DELETE: an app that creates an alert subscription must be able to remove it.
+        allow_methods=["GET", "POST", "DELETE"],
         allow_headers=["Authorization", "Content-Type"],
         expose_headers=["Retry-After"],
         max_age=600,

@@ -754,3 +754,19 @@ def test_the_openapi_document_tells_the_unions_apart_by_type(client: Client) -> 
     for member in ("PlaceTarget", "TripTarget", "ObservedKind", "ForecastKind"):
         assert "type" in schemas[member]["required"]
         assert schemas[member]["properties"]["type"]["description"], member
+
+
+def test_a_browser_app_on_a_listed_origin_may_delete(make_client: MakeClient) -> None:
+    app = "https://app.example"
+    cors = make_client(Settings(plan_workers=0, cors_allow_origins=(app,)))
+    response = cors.options(
+        f"{SUBSCRIPTIONS}/{uuid.uuid4()}",
+        headers={
+            "Origin": app,
+            "Access-Control-Request-Method": "DELETE",
+            "Access-Control-Request-Headers": "authorization",
+        },
+    )
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == app
+    assert "DELETE" in response.headers["access-control-allow-methods"]
