@@ -719,8 +719,9 @@ class MemoryStore:
 
     def alert_feed(self, owner: str, after: int, limit: int) -> list[FeedEntry]:
         with self._lock:
-            end = min(self._feed_ends.get(owner, 0), after + limit)
-            return [self._feed[(owner, cursor)] for cursor in range(max(after, 0) + 1, end + 1)]
+            first = max(after, 0) + 1  # no cursor is below 1: a negative `after` reads from it
+            end = min(self._feed_ends.get(owner, 0), first + limit - 1)
+            return [self._feed[(owner, cursor)] for cursor in range(first, end + 1)]
 
     def claim_deliveries(
         self, claimant: str, now: datetime, lease_until: datetime, limit: int
