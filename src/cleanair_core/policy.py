@@ -7,6 +7,7 @@ from datetime import timedelta
 import attrs
 
 from cleanair_core.access.tokens import Environment
+from cleanair_core.alerts.destinations import DestinationPolicy
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.credits.rate_limits import RateLimit
 from cleanair_core.routes.plans import POLLS_PER_MINUTE
@@ -46,6 +47,9 @@ class Policy:
     #: Whether the process is ready only with a street network loaded: false for a deployment
     #: that loads none on purpose (scores alone), whose plans then fail as with no network.
     street_network_required: bool = True
+    #: Where alert webhooks may be sent (https, the usual ports, public addresses only by
+    #: default): checked when a subscription names its URL, and again before each delivery.
+    webhook_destinations: DestinationPolicy = attrs.field(factory=DestinationPolicy)
 
     @property
     def requests(self) -> RateLimit:

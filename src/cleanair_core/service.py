@@ -33,6 +33,7 @@ from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.screening import ObservationImport
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
+from cleanair_core.alerts.subscriptions import Subscription
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.credits.charging import Charge, HeldCharges
 from cleanair_core.credits.ledger import Billable, Quota
@@ -47,9 +48,19 @@ from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.enrichment import EnrichedRoute, Waypoint
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
 from cleanair_core.routes.plans import DEFAULT_STEP, Plan, PlanKind
-from cleanair_core.use_cases import access, admission, air, alert_feed, credits, health, routes
+from cleanair_core.use_cases import (
+    access,
+    admission,
+    air,
+    alert_feed,
+    alerts,
+    credits,
+    health,
+    routes,
+)
 from cleanair_core.use_cases.admission import Admitted
 from cleanair_core.use_cases.alert_feed import FeedPage
+from cleanair_core.use_cases.alerts import CreatedSubscription, NewSubscription, RotatedSecret
 from cleanair_core.use_cases.context import Context
 from cleanair_core.use_cases.credits import PendingHit, PoolReport
 from cleanair_core.use_cases.health import Readiness
@@ -549,6 +560,35 @@ class CleanAir:
         plans of the hour wait on none; how many network-hours. See
         `cleanair_core.use_cases.routes.prepare_network_air`."""
         return await routes.prepare_network_air(self.context)
+
+    # -- alert subscriptions (free; the events are what costs) -------------------------------
+
+    def create_subscription(self, proof: Authorized, new: NewSubscription) -> CreatedSubscription:
+        """Store an alert subscription for the caller's user, with its webhook secret when it
+        has a webhook (proof for `Scope.AQ_READ`, user-owned; a trip needs `routes:plan`
+        too). See `cleanair_core.use_cases.alerts.create_subscription`."""
+        return alerts.create_subscription(self.context, proof, new)
+
+    def list_subscriptions(self, proof: Authorized) -> list[Subscription]:
+        """The caller's user's alert subscriptions, oldest first (proof for `Scope.AQ_READ`,
+        user-owned, premium=False)."""
+        return alerts.list_subscriptions(self.context, proof)
+
+    def get_subscription(self, proof: Authorized, subscription_id: uuid.UUID) -> Subscription:
+        """The caller's user's subscription; NotFound for another user's or an unknown one."""
+        return alerts.get_subscription(self.context, proof, subscription_id)
+
+    def delete_subscription(self, proof: Authorized, subscription_id: uuid.UUID) -> None:
+        """Delete the caller's user's subscription; NotFound as `get_subscription`."""
+        alerts.delete_subscription(self.context, proof, subscription_id)
+
+    def rotate_subscription_secret(
+        self, proof: Authorized, subscription_id: uuid.UUID
+    ) -> RotatedSecret:
+        """A new webhook secret for the caller's user's subscription, the previous one
+        signing beside it for `use_cases.alerts.ROTATION_OVERLAP` (proof for
+        `Scope.AQ_READ`, user-owned, premium)."""
+        return alerts.rotate_secret(self.context, proof, subscription_id)
 
     # -- health ----------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from cleanair_http.auth import BearerAuthMiddleware
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.alert_events import ROUTE_HANDLERS as ALERT_FEED
+from cleanair_http.controllers.alerts import ROUTE_HANDLERS as ALERTS
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
 from cleanair_http.controllers.explore import SKIP_COMPRESSION
@@ -124,6 +125,7 @@ def create_app(
             submit_plan,
             poll_plan,
             *EXTENSION,
+            *ALERTS,
             *ALERT_FEED,
             live,
             ready,
@@ -179,7 +181,8 @@ def cors_config(settings: Settings) -> CORSConfig | None:
         return None
     return CORSConfig(
         allow_origins=list(settings.cors_allow_origins),
-        allow_methods=["GET", "POST"],
+        # DELETE: an app that creates an alert subscription must be able to remove it.
+        allow_methods=["GET", "POST", "DELETE"],
         allow_headers=["Authorization", "Content-Type"],
         expose_headers=["Retry-After"],
         max_age=600,

@@ -24,6 +24,7 @@ from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, street_level_air
 from cleanair_core.air.wifi import WifiGeolocator
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
+from cleanair_core.alerts.destinations import DestinationPolicy
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.keys import TokenKeys, generate_key
@@ -134,6 +135,11 @@ def policy_from(settings: Settings) -> Policy:
         # With the shipped network off, none may be loaded on purpose (a deployment that
         # serves scores alone): the process is then ready without one.
         street_network_required=settings.default_network,
+        webhook_destinations=DestinationPolicy(
+            allow_http=settings.webhook_allow_http,
+            allowed_ports=settings.webhook_ports,
+            allowed_networks=settings.webhook_allowed_networks,
+        ),
     )
 
 

@@ -3,6 +3,7 @@ document and its Swagger UI page under /schema, served without any other host.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from litestar import Litestar, Request, Router, get
@@ -12,6 +13,7 @@ from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, YamlRenderPlugin
 from litestar.openapi.spec import (
     Components,
+    Discriminator,
     Example,
     OpenAPIHeader,
     OpenAPIResponse,
@@ -264,6 +266,37 @@ REQUEST_EXAMPLES: dict[str, dict[str, Example]] = {
             },
         )
     },
+    "SubscriptionRequest": {
+        "place": Example(
+            summary="Observed alerts at home when the air turns unhealthy, by webhook",
+            value={
+                "target": {"type": "place", "lat": 60.1699, "lon": 24.9384},
+                "index": "eu_eaqi_2024",
+                "threshold": 3,
+                "kind": {"type": "observed"},
+                "timezone": "Europe/Helsinki",
+                "quiet_hours": {"start": "22:00", "end": "07:00"},
+                "webhook_url": "https://hooks.example.com/cleanair",
+            },
+        ),
+        "trip": Example(
+            summary="Tomorrow's forecast for a weekday walk, at 21:00, in the feed only",
+            value={
+                "target": {
+                    "type": "trip",
+                    "start": {"latitude": 60.1699, "longitude": 24.9384},
+                    "end": {"latitude": 60.1841, "longitude": 24.9503},
+                    "activity_type": "walking",
+                    "departure": "08:00",
+                    "days": [1, 2, 3, 4, 5],
+                },
+                "threshold": 2,
+                "audience": "sensitive",
+                "kind": {"type": "forecast", "target_day": "tomorrow", "send_at": "21:00"},
+                "timezone": "Europe/Helsinki",
+            },
+        ),
+    },
     "PlanRouteRequest": {
         "walk": Example(
             summary="Cleaner walking routes across town",
@@ -289,6 +322,9 @@ def finish_document(app: Litestar) -> None:
                 continue
             _finish_operation(operation)
     components = schema.components.schemas or {}
+    for each in components.values():
+        _describe_tags(each)
+        _discriminate(each, components)
     for name, description in ENUM_DESCRIPTIONS.items():
         component = components.get(name)
         if isinstance(component, Schema):
@@ -296,6 +332,53 @@ def finish_document(app: Litestar) -> None:
             component.description = description
             component.default = None
             component.examples = None
+
+
+def _describe_tags(component: Schema | Reference) -> None:
+    """A tagged union's member (msgspec's `tag_field`) gets its tag property described: the
+    value that tells it from the union's other members (the property is Litestar's, bare)."""
+    if not isinstance(component, Schema):
+        return
+    for name, field in (component.properties or {}).items():
+        if isinstance(field, Schema) and field.const is not None and not field.description:
+            field.description = (
+                f"Always `{field.const}`: `{name}` tells which of its kinds this object is"
+            )
+
+
+def _discriminate(component: Schema | Reference, components: dict[str, Any]) -> None:
+    """A property that is one of several tagged structs gets its discriminator: the tag
+    property and which component each tag names, for clients that pick the model by it."""
+    if not isinstance(component, Schema):
+        return
+    for field in (component.properties or {}).values():
+        if isinstance(field, Schema) and field.one_of:
+            field.discriminator = _discriminator(field.one_of, components)
+
+
+def _discriminator(
+    members: Sequence[Schema | Reference], components: dict[str, Any]
+) -> Discriminator | None:
+    """The discriminator of a union whose members each have one constant property, the same
+    one; None for any other union."""
+    mapping: dict[str, str] = {}
+    names: set[str] = set()
+    for member in members:
+        if not isinstance(member, Reference):
+            return None
+        target = components.get(member.ref.rsplit("/", 1)[-1])
+        properties = (target.properties or {}) if isinstance(target, Schema) else {}
+        tags = [
+            (name, tag.const)
+            for name, tag in properties.items()
+            if isinstance(tag, Schema) and isinstance(tag.const, str)
+        ]
+        if len(tags) != 1:
+            return None
+        ((name, value),) = tags
+        names.add(name)
+        mapping[value] = member.ref
+    return Discriminator(property_name=names.pop(), mapping=mapping) if len(names) == 1 else None
 
 
 def _finish_operation(operation: Operation) -> None:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import attrs
 
 from cleanair_core.access.tokens import Environment
+from cleanair_core.alerts.destinations import IPNetwork, parse_networks
 from cleanair_core.policy import Policy
 from cleanair_core.routes.plans import POLLS_PER_MINUTE
 
@@ -282,6 +283,21 @@ def _host(raw: str) -> str:
     if not host or any(c.isspace() for c in host):
         raise ValueError("must be an IP address or a host name")
     return host
+
+
+def _webhook_networks(raw: str) -> tuple[IPNetwork, ...]:
+    # Strict, unlike the trusted proxies: a CIDR with host bits set is likely a typo, and
+    # here it would open a network to the service's own requests.
+    return parse_networks(part for part in raw.replace(",", " ").split())
+
+
+def _webhook_ports(raw: str) -> frozenset[int] | None:
+    if raw.strip().lower() == "any":
+        return None
+    ports = frozenset(_port(part) for part in raw.replace(",", " ").split())
+    if not ports:
+        raise ValueError("must be port numbers, comma-separated, or any")
+    return ports
 
 
 def _log_level(raw: str) -> str:
@@ -657,6 +673,29 @@ class Settings:
         _host,
         "127.0.0.1",
         help="the address `CLEANAIR_METRICS_PORT` listens on",
+    )
+
+    webhook_allow_http: bool = _setting(
+        "CLEANAIR_WEBHOOK_ALLOW_HTTP",
+        _flag,
+        _CORE.webhook_destinations.allow_http,
+        help="`true` lets alert webhook URLs use plain `http` (a receiver inside the "
+        "operator's network, a test); `false`: `https` only "
+        "([docs/alerts.md](docs/alerts.md#outbound-webhook-requests))",
+    )
+    webhook_allowed_networks: tuple[IPNetwork, ...] = _setting(
+        "CLEANAIR_WEBHOOK_ALLOWED_NETWORKS",
+        _webhook_networks,
+        _CORE.webhook_destinations.allowed_networks,
+        help="comma-separated CIDRs (`10.0.0.0/8`) alert webhooks may reach although not "
+        "public; empty: every address a webhook host resolves to must be public",
+    )
+    webhook_ports: frozenset[int] | None = _setting(
+        "CLEANAIR_WEBHOOK_PORTS",
+        _webhook_ports,
+        _CORE.webhook_destinations.allowed_ports,
+        shown_default="`443,8443,80,8080`",
+        help="comma-separated ports alert webhook URLs may name, or `any`",
     )
 
     @property

@@ -115,6 +115,8 @@ def _inner(value: Any, kind: Any, path: list[str]) -> Iterator[Violation]:
                 yield from _violations(value[field.encode_name], field.type, where)
             elif field.required:
                 yield Violation(".".join(where), "required", "is required")
+    elif isinstance(value, dict) and (tagged := _tagged(bare)) is not None:
+        yield from _tagged_violations(value, *tagged, path)
     elif get_origin(bare) is list and isinstance(value, list):
         longest, shortest = meta.get("max_length"), meta.get("min_length")
         if longest is not None and len(value) > longest:
@@ -126,6 +128,41 @@ def _inner(value: Any, kind: Any, path: list[str]) -> Iterator[Violation]:
             yield from _violations(element, item, [*path, str(index)])
         if shortest is not None and len(value) < shortest:
             yield _length(">=", "array", shortest, path)
+
+
+def _tagged(kind: Any) -> tuple[str, dict[object, Any]] | None:
+    """A union of tagged structs as its tag field and its members by tag; None for any
+    other type."""
+    if get_origin(kind) not in (Union, types.UnionType):
+        return None
+    members: dict[object, Any] = {}
+    fields: set[str] = set()
+    for member in get_args(kind):
+        if not (isinstance(member, type) and issubclass(member, msgspec.Struct)):
+            return None
+        config = member.__struct_config__
+        if config.tag is None or config.tag_field is None:
+            return None
+        fields.add(config.tag_field)
+        members[config.tag] = member
+    if len(fields) != 1:
+        return None
+    return fields.pop(), members
+
+
+def _tagged_violations(
+    value: dict[str, Any], tag_field: str, members: dict[object, Any], path: list[str]
+) -> Iterator[Violation]:
+    """The violations of an object meant as one of a tagged union's structs: its tag's, or,
+    with a known tag, its fields' as that struct (every one, not msgspec's first)."""
+    where = ".".join([*path, tag_field])
+    if tag_field not in value:
+        yield Violation(where, "required", "is required")
+    elif not isinstance(value[tag_field], str | int) or value[tag_field] not in members:
+        listed = ", ".join(msgspec.json.encode(tag).decode() for tag in members)
+        yield Violation(where, "enum", f"must be one of {listed}")
+    else:
+        yield from _violations(value, members[value[tag_field]], path)
 
 
 def _unwrapped(kind: Any, value: Any) -> tuple[Any, dict[str, Any]]:

@@ -36,6 +36,7 @@ from cleanair_core.air.observations import (
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_core.alerts.outbox import DeliveryState, FeedEntry, NewEvent, OwedDelivery
+from cleanair_core.alerts.rounds import ClaimedSubscription, subscription_cell
 from cleanair_core.alerts.subscriptions import (
     MAX_SUBSCRIPTIONS_PER_USER,
     Disabled,
@@ -111,6 +112,9 @@ class MemoryStore:
         self._recorded: set[uuid.UUID] = set()
         self._deliveries: dict[uuid.UUID, OwedDelivery] = {}
         self._leases: dict[uuid.UUID, tuple[str, datetime]] = {}
+        # Evaluation claims: when each subscription is next due, and who holds it until when.
+        self._next_evaluations: dict[uuid.UUID, datetime] = {}
+        self._evaluation_leases: dict[uuid.UUID, tuple[str, datetime]] = {}
 
     def close(self) -> None:
         """Nothing to release."""
@@ -619,6 +623,7 @@ class MemoryStore:
                 raise DuplicateEntry("a subscription with this id is already stored")
             self._subscriptions[subscription.id] = subscription
             self._subscription_states[subscription.id] = StoredState(0, None)
+            self._next_evaluations[subscription.id] = subscription.created_at
 
     def get_subscription(self, subscription_id: uuid.UUID, owner: str) -> Subscription | None:
         with self._lock:
@@ -638,6 +643,8 @@ class MemoryStore:
                 return False
             del self._subscriptions[subscription_id]
             del self._subscription_states[subscription_id]
+            self._next_evaluations.pop(subscription_id, None)
+            self._evaluation_leases.pop(subscription_id, None)
             return True
 
     def disable_subscription(self, subscription_id: uuid.UUID, reason: str, at: datetime) -> bool:
@@ -712,8 +719,9 @@ class MemoryStore:
 
     def alert_feed(self, owner: str, after: int, limit: int) -> list[FeedEntry]:
         with self._lock:
-            end = min(self._feed_ends.get(owner, 0), after + limit)
-            return [self._feed[(owner, cursor)] for cursor in range(max(after, 0) + 1, end + 1)]
+            first = max(after, 0) + 1  # no cursor is below 1: a negative `after` reads from it
+            end = min(self._feed_ends.get(owner, 0), first + limit - 1)
+            return [self._feed[(owner, cursor)] for cursor in range(first, end + 1)]
 
     def claim_deliveries(
         self, claimant: str, now: datetime, lease_until: datetime, limit: int
@@ -777,3 +785,50 @@ class MemoryStore:
                     self._leases.pop(event_id, None)
                     abandoned += 1
             return abandoned
+
+    # evaluation claims
+    def claim_due_subscriptions(
+        self, claimant: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[ClaimedSubscription]:
+        with self._lock:
+            due = sorted(
+                (
+                    subscription
+                    for subscription in self._subscriptions.values()
+                    if subscription.disabled is None
+                    and self._next_evaluations.get(subscription.id, now) <= now
+                    and self._evaluation_leases.get(subscription.id, ("", now))[1] <= now
+                ),
+                key=lambda s: (
+                    self._next_evaluations.get(s.id, now),
+                    subscription_cell(s),
+                    str(s.id),
+                ),
+            )[: max(limit, 0)]
+            for subscription in due:
+                self._evaluation_leases[subscription.id] = (claimant, lease_until)
+            return [
+                ClaimedSubscription(subscription, self._subscription_states[subscription.id])
+                for subscription in due
+            ]
+
+    def finish_evaluation(
+        self,
+        subscription_id: uuid.UUID,
+        claimant: str,
+        expected_version: int,
+        blob: str | None,
+        next_evaluation_at: datetime,
+    ) -> bool:
+        with self._lock:
+            lease = self._evaluation_leases.get(subscription_id)
+            stored = self._subscription_states.get(subscription_id)
+            if lease is None or lease[0] != claimant or stored is None:
+                return False
+            if stored.version != expected_version:
+                return False
+            del self._evaluation_leases[subscription_id]
+            if blob is not None:
+                self._subscription_states[subscription_id] = StoredState(expected_version + 1, blob)
+            self._next_evaluations[subscription_id] = next_evaluation_at
+            return True

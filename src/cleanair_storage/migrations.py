@@ -405,3 +405,69 @@ def m013_alert_subscriptions(db: Database) -> None:
         )"""
     )
     db.execute("CREATE INDEX subscriptions_owner ON subscriptions (owner, created_at, id)")
+
+
+@_migration
+def m014_alert_outbox(db: Database) -> None:
+    # The alert feed and the outbox (cleanair_core.alerts.outbox; docs/alerts.md, "The feed
+    # and the outbox"). No foreign key to subscriptions: the feed outlives a deleted
+    # subscription (its owner still pages what was told), and a delivery still owed is
+    # given up by `abandon_deliveries`, FAILED with its reason, not deleted with it.
+    #
+    # alert_feed: one row per event recorded, numbered per owner from 1 without gaps; the
+    # unique event_id is what makes recording idempotent. WITHOUT ROWID: the table is its
+    # (owner, cursor) key, so an owner's page is one contiguous range.
+    db.execute(
+        """
+        CREATE TABLE alert_feed (
+            owner TEXT NOT NULL,
+            cursor INTEGER NOT NULL,
+            event_id TEXT NOT NULL UNIQUE,
+            subscription_id TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (owner, cursor)
+        ) WITHOUT ROWID"""
+    )
+    # The last cursor given to each owner. The next number comes from here, not from the
+    # feed's max(cursor), so numbers are never given twice even once old feed rows are gone.
+    db.execute(
+        """
+        CREATE TABLE alert_feed_ends (
+            owner TEXT PRIMARY KEY,
+            last_cursor INTEGER NOT NULL
+        )"""
+    )
+    # alert_deliveries: the webhook deliveries owed, one per event with a URL, kept once
+    # delivered or failed (for the owner and operators to read). `claimant` and
+    # `lease_until` are the lease of the worker attempting it now (NULL when none).
+    db.execute(
+        """
+        CREATE TABLE alert_deliveries (
+            event_id TEXT PRIMARY KEY,
+            subscription_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            url TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (state IN ('pending', 'delivered', 'failed')),
+            last_error TEXT,
+            claimant TEXT,
+            lease_until REAL
+        )"""
+    )
+    # Partial indexes over the pending deliveries only: a claim walks the due ones in order
+    # (earliest first, then by id, as every adapter gives them) without reading the
+    # delivered and failed ones, however many are kept; abandoning a subscription's finds
+    # them at once. Queries must say `state = 'pending'` literally for SQLite to use them.
+    db.execute(
+        "CREATE INDEX alert_deliveries_due ON alert_deliveries (next_attempt_at, event_id) "
+        "WHERE state = 'pending'"
+    )
+    db.execute(
+        "CREATE INDEX alert_deliveries_subscription ON alert_deliveries (subscription_id) "
+        "WHERE state = 'pending'"
+    )

@@ -264,4 +264,49 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX subscriptions_owner ON subscriptions (owner, created_at, id)",
         ),
     ),
+    (
+        9,
+        "alert feed and outbox",
+        (
+            # As SQLite's m014_alert_outbox (which says why). Ids compare byte-wise
+            # (COLLATE "C"), so claims come in the order every adapter gives. The owner's
+            # row of alert_feed_ends is the lock that orders recordings (postgres/
+            # alert_outbox.py).
+            """
+            CREATE TABLE alert_feed (
+                owner TEXT NOT NULL,
+                cursor BIGINT NOT NULL,
+                event_id TEXT COLLATE "C" NOT NULL UNIQUE,
+                subscription_id TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (owner, cursor)
+            )""",
+            """
+            CREATE TABLE alert_feed_ends (
+                owner TEXT PRIMARY KEY,
+                last_cursor BIGINT NOT NULL
+            )""",
+            """
+            CREATE TABLE alert_deliveries (
+                event_id TEXT COLLATE "C" PRIMARY KEY,
+                subscription_id TEXT NOT NULL,
+                owner TEXT NOT NULL,
+                url TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at TIMESTAMPTZ NOT NULL,
+                state TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'delivered', 'failed')),
+                last_error TEXT,
+                claimant TEXT,
+                lease_until TIMESTAMPTZ
+            )""",
+            "CREATE INDEX alert_deliveries_due ON alert_deliveries (next_attempt_at, event_id) "
+            "WHERE state = 'pending'",
+            "CREATE INDEX alert_deliveries_subscription ON alert_deliveries (subscription_id) "
+            "WHERE state = 'pending'",
+        ),
+    ),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from cleanair_storage.postgres.access_points import PostgresAccessPoints
 from cleanair_storage.postgres.accounts import PostgresAccounts
 from cleanair_storage.postgres.admission import PostgresAdmission
+from cleanair_storage.postgres.alert_outbox import PostgresAlertOutbox
 from cleanair_storage.postgres.client_labels import PostgresClientLabels
 from cleanair_storage.postgres.database import port_errors
 from cleanair_storage.postgres.networks import PostgresStreetNetworks
@@ -27,5 +28,6 @@ class PostgresStore(
     PostgresObservations,
     PostgresStreetNetworks,
     PostgresSubscriptions,
+    PostgresAlertOutbox,
 ):
     """Implements `cleanair_core.ports.Store` over one PostgreSQL database."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from cleanair_storage.sqlite.access_points import SqliteAccessPoints
 from cleanair_storage.sqlite.accounts import SqliteAccounts
 from cleanair_storage.sqlite.admission import SqliteAdmission
+from cleanair_storage.sqlite.alert_outbox import SqliteAlertOutbox
 from cleanair_storage.sqlite.client_labels import SqliteClientLabels
 from cleanair_storage.sqlite.database import port_errors
 from cleanair_storage.sqlite.networks import SqliteStreetNetworks
@@ -27,5 +28,6 @@ class SqliteStore(
     SqliteObservations,
     SqliteStreetNetworks,
     SqliteSubscriptions,
+    SqliteAlertOutbox,
 ):
     """Implements `cleanair_core.ports.Store` over one SQLite file."""
