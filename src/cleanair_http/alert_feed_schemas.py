@@ -33,7 +33,7 @@ class AlertFeedEvent(msgspec.Struct):
         dict[str, Any],
         msgspec.Meta(
             description="What the webhook sends as its body: `type`, `timestamp` and `data` "
-            "(docs/alerts.md, \"Messages\")"
+            '(docs/alerts.md, "Messages")'
         ),
     ]
 

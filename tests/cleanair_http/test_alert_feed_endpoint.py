@@ -73,7 +73,8 @@ def test_events_page_in_order_from_the_cursor_with_their_webhook_bodies(
     ids = record(core, "alice", 5)
     first = read(client, token, limit=2).json()
     assert [e["cursor"] for e in first["events"]] == [1, 2]
-    assert first["next_after"] == 2 and first["more"] is True
+    assert first["next_after"] == 2
+    assert first["more"] is True
     event = first["events"][0]
     assert set(event) == {"cursor", "id", "subscription_id", "recorded_at", "payload"}
     assert event["id"] == str(ids[0])
@@ -81,7 +82,8 @@ def test_events_page_in_order_from_the_cursor_with_their_webhook_bodies(
     assert datetime.fromisoformat(event["recorded_at"]) == NOW
     rest = read(client, token, after=2).json()
     assert [e["data"]["n"] for e in (x["payload"] for x in rest["events"])] == [2, 3, 4]
-    assert rest["next_after"] == 5 and rest["more"] is False
+    assert rest["next_after"] == 5
+    assert rest["more"] is False
     assert [e["id"] for e in first["events"] + rest["events"]] == [str(i) for i in ids]
 
 
@@ -91,7 +93,8 @@ def test_the_default_page_holds_50_and_a_page_at_most_100(
     record(core, "alice", 120)
     assert len(read(client, token).json()["events"]) == 50
     full = read(client, token, limit=100).json()
-    assert len(full["events"]) == 100 and full["more"] is True
+    assert len(full["events"]) == 100
+    assert full["more"] is True
 
 
 def test_a_user_reads_only_their_own_events_from_any_of_their_connections(
