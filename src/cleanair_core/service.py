@@ -48,8 +48,18 @@ from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.enrichment import EnrichedRoute, Waypoint
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
 from cleanair_core.routes.plans import DEFAULT_STEP, Plan, PlanKind
-from cleanair_core.use_cases import access, admission, air, alerts, credits, health, routes
+from cleanair_core.use_cases import (
+    access,
+    admission,
+    air,
+    alert_feed,
+    alerts,
+    credits,
+    health,
+    routes,
+)
 from cleanair_core.use_cases.admission import Admitted
+from cleanair_core.use_cases.alert_feed import FeedPage
 from cleanair_core.use_cases.alerts import CreatedSubscription, NewSubscription, RotatedSecret
 from cleanair_core.use_cases.context import Context
 from cleanair_core.use_cases.credits import PendingHit, PoolReport
@@ -505,6 +515,11 @@ class CleanAir:
         """The caller's departures plan `plan_id`, as `poll_plan` (its result, once
         completed, is a `DeparturesResult`); NotFound for a route plan."""
         return routes.poll_plan(self.context, proof, plan_id, PlanKind.DEPARTURES)
+
+    def read_alert_feed(self, proof: Authorized, after: int, limit: int) -> FeedPage:
+        """The caller's user's alert events after the cursor `after`: see
+        `cleanair_core.use_cases.alert_feed.read_alert_feed`."""
+        return alert_feed.read_alert_feed(self.context, proof, after, limit)
 
     def claim_next_plan(self) -> Plan | None:
         """Take the oldest pending plan no live worker holds (None when there is none)."""

@@ -20,6 +20,7 @@ from cleanair_http.access_log import AccessLog
 from cleanair_http.auth import BearerAuthMiddleware
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
+from cleanair_http.controllers.alert_events import ROUTE_HANDLERS as ALERT_FEED
 from cleanair_http.controllers.alerts import ROUTE_HANDLERS as ALERTS
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
@@ -125,6 +126,7 @@ def create_app(
             poll_plan,
             *EXTENSION,
             *ALERTS,
+            *ALERT_FEED,
             live,
             ready,
             home_page,

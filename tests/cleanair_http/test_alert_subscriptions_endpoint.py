@@ -29,6 +29,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.access.scopes import Scope
 from cleanair_core.alerts.destinations import DestinationPolicy
+from cleanair_core.alerts.outbox import DeliveryState, NewEvent
 from cleanair_core.alerts.signatures import message_id, sign
 from cleanair_core.alerts.subscriptions import MAX_SUBSCRIPTIONS_PER_USER
 from cleanair_core.alerts.webhook_secrets import signing_secrets
@@ -222,6 +223,28 @@ def test_a_subscription_is_created_shown_listed_and_deleted(client: Client, toke
     assert one(client, token, subscription["id"]).status_code == 404
     assert client.get(SUBSCRIPTIONS, headers=bearer(token)).json()["subscriptions"] == []
     assert remove(client, token, subscription["id"]).status_code == 404
+
+
+def test_deleting_gives_up_the_deliveries_owed_and_keeps_the_feed(
+    client: Client, token: str, core: CleanAir
+) -> None:
+    subscription = created(client, token)["subscription"]
+    subscription_id = uuid.UUID(subscription["id"])
+    event_id = uuid.uuid4()
+    owed = NewEvent(
+        event_id=event_id,
+        owner="alice",
+        subscription_id=subscription_id,
+        payload="{}",
+        created_at=NOW,
+        url=PLACE["webhook_url"],
+    )
+    assert core.store.record_alert_events([owed]) == [event_id]
+    assert remove(client, token, subscription["id"]).status_code == 204
+    given_up = core.store.owed_delivery(event_id)
+    assert given_up is not None
+    assert (given_up.state, given_up.last_error) == (DeliveryState.FAILED, "subscription deleted")
+    assert [entry.event_id for entry in core.store.alert_feed("alice", 0, 10)] == [event_id]
 
 
 def test_a_trip_subscription_keeps_its_days_and_times(
@@ -691,7 +714,7 @@ def test_the_openapi_document_lists_the_paths_and_their_statuses(client: Client)
     documented = {
         (path, method): set(operation["responses"])
         for path, item in paths.items()
-        if path.startswith("/ext/v1/alerts/")
+        if path.startswith(SUBSCRIPTIONS)
         for method, operation in item.items()
     }
     errors = {"401", "403", "429", "503"}

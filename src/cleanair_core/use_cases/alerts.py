@@ -132,13 +132,19 @@ def get_subscription(ctx: Context, proof: Authorized, subscription_id: uuid.UUID
     return found
 
 
+#: Why the deliveries of a deleted subscription were given up (an operator reads it).
+DELETED_ERROR = "subscription deleted"
+
+
 def delete_subscription(ctx: Context, proof: Authorized, subscription_id: uuid.UUID) -> None:
-    """Delete the caller's user's subscription `subscription_id` and its evaluator state;
-    NotFound as `get_subscription`."""
-    # Deliveries already owed for it stay in the outbox for now: abandoning them belongs
-    # to the outbox's adapters, which are being built (issue 32).
-    if not ctx.store.delete_subscription(subscription_id, _owner(proof)):
-        raise NotFound()
+    """Delete the caller's user's subscription `subscription_id` and its evaluator state,
+    and give up the deliveries still owed for it (its events stay in the feed); NotFound as
+    `get_subscription`."""
+    owner = _owner(proof)
+    with ctx.store.transaction() as tx:
+        if not tx.delete_subscription(subscription_id, owner):
+            raise NotFound()
+        tx.abandon_deliveries(subscription_id, ctx.now(), DELETED_ERROR)
 
 
 def rotate_secret(ctx: Context, proof: Authorized, subscription_id: uuid.UUID) -> RotatedSecret:
