@@ -55,6 +55,19 @@ class Metrics(Protocol):
         observations): `fused` with station observations, or the unfused background because
         none were within reach (no stations, or a live source's outage)."""
 
+    def alert_events(self, outcome: str, count: int) -> None:
+        """An evaluation round stored its decisions: `count` alert events `recorded` (in
+        the feed and, for a webhook, the outbox) or `withheld` (the owner's pool could not
+        pay)."""
+
+    def alert_deliveries(self, outcome: str, count: int) -> None:
+        """A delivery pass made `count` webhook attempts that ended `delivered`, `retried`
+        (due again), `failed` (given up), or disabled their subscription (`disabled`)."""
+
+    def alert_delivery_lag(self, seconds: float) -> None:
+        """An event was delivered `seconds` after the data it tells of (`dispatch.data_lag`:
+        the end of the observed hour, or its recording)."""
+
 
 class NoMetrics:
     """The default `Metrics`: every event is dropped."""
@@ -81,6 +94,15 @@ class NoMetrics:
         pass
 
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
+        pass
+
+    def alert_events(self, outcome: str, count: int) -> None:
+        pass
+
+    def alert_deliveries(self, outcome: str, count: int) -> None:
+        pass
+
+    def alert_delivery_lag(self, seconds: float) -> None:
         pass
 
 

@@ -33,6 +33,8 @@ from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.screening import ObservationImport
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
+from cleanair_core.alerts.delivery import WebhookSender
+from cleanair_core.alerts.dispatch import DeliveryCounts, DeliverySettings, deliver_due
 from cleanair_core.alerts.subscriptions import Subscription
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.credits.charging import Charge, HeldCharges
@@ -53,6 +55,7 @@ from cleanair_core.use_cases import (
     admission,
     air,
     alert_feed,
+    alert_rounds,
     alerts,
     credits,
     health,
@@ -60,6 +63,7 @@ from cleanair_core.use_cases import (
 )
 from cleanair_core.use_cases.admission import Admitted
 from cleanair_core.use_cases.alert_feed import FeedPage
+from cleanair_core.use_cases.alert_rounds import RoundReport
 from cleanair_core.use_cases.alerts import CreatedSubscription, NewSubscription, RotatedSecret
 from cleanair_core.use_cases.context import Context
 from cleanair_core.use_cases.credits import PendingHit, PoolReport
@@ -515,6 +519,26 @@ class CleanAir:
         """The caller's departures plan `plan_id`, as `poll_plan` (its result, once
         completed, is a `DeparturesResult`); NotFound for a route plan."""
         return routes.poll_plan(self.context, proof, plan_id, PlanKind.DEPARTURES)
+
+    async def evaluate_alerts(self, claimant: str) -> RoundReport:
+        """Claim a batch of the alert subscriptions due now for the worker `claimant`,
+        evaluate them and store the outcomes: see
+        `cleanair_core.use_cases.alert_rounds.evaluate_due`."""
+        return await alert_rounds.evaluate_due(self.context, claimant)
+
+    async def deliver_alerts(
+        self, sender: WebhookSender, settings: DeliverySettings
+    ) -> DeliveryCounts:
+        """One pass of the webhook delivery loop (`cleanair_core.alerts.dispatch.deliver_due`)
+        on this deployment's store, keys, clock and offload; the outcomes go to its metrics."""
+        ctx = self.context
+        counts = await deliver_due(ctx.store, sender, ctx.keys, ctx.clock, ctx.offload, settings)
+        for outcome in ("delivered", "retried", "failed", "disabled"):
+            if getattr(counts, outcome):
+                ctx.metrics.alert_deliveries(outcome, getattr(counts, outcome))
+        for lag in counts.lags:
+            ctx.metrics.alert_delivery_lag(lag)
+        return counts
 
     def read_alert_feed(self, proof: Authorized, after: int, limit: int) -> FeedPage:
         """The caller's user's alert events after the cursor `after`: see

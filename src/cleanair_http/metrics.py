@@ -68,6 +68,14 @@ UPSTREAM_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, float("inf")
 FINAL_STATUSES = (PlanStatus.COMPLETED, PlanStatus.FAILED)
 
 
+#: What an alert event or a webhook attempt can come to (`Metrics.alert_events`,
+#: `alert_deliveries`).
+ALERT_EVENT_OUTCOMES = ("recorded", "withheld")
+ALERT_DELIVERY_OUTCOMES = ("delivered", "retried", "failed", "disabled")
+#: Seconds: the issue's aim for observed alerts is 60 s at p95; retries run for a day.
+ALERT_LAG_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0)
+
+
 class PrometheusMetrics:
     """The core's `Metrics` port over prometheus_client, and the 429s the HTTP layer sends."""
 
@@ -143,7 +151,32 @@ class PrometheusMetrics:
             ["pollutant", "fused"],
             registry=registry,
         )
+        self.alert_events_decided = Counter(
+            f"{PREFIX}_alert_events",
+            "Alert events the evaluation rounds stored: recorded (feed and outbox), or "
+            "withheld because the owner's credit pool could not pay",
+            ["outcome"],
+            registry=registry,
+        )
+        self.alert_attempts = Counter(
+            f"{PREFIX}_alert_deliveries",
+            "Webhook attempts by what came of them: delivered, retried (due again), failed "
+            "(given up), disabled (the attempt disabled its subscription)",
+            ["outcome"],
+            registry=registry,
+        )
+        self.alert_lag = Histogram(
+            f"{PREFIX}_alert_delivery_lag_seconds",
+            "From the data an alert tells of (the end of the observed hour; a forecast's "
+            "recording) to its webhook's delivery",
+            buckets=ALERT_LAG_BUCKETS,
+            registry=registry,
+        )
         # Every series exists from the start at 0, so rate() and alerts see the first event.
+        for outcome in ALERT_EVENT_OUTCOMES:
+            self.alert_events_decided.labels(outcome)
+        for outcome in ALERT_DELIVERY_OUTCOMES:
+            self.alert_attempts.labels(outcome)
         for billable in Billable:
             self.charged.labels(billable.value)
             self.refunded.labels(billable.value)
@@ -189,6 +222,15 @@ class PrometheusMetrics:
 
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
         self.air_hours.labels(str(pollutant), "yes" if fused else "no").inc()
+
+    def alert_events(self, outcome: str, count: int) -> None:
+        self.alert_events_decided.labels(str(outcome)).inc(count)
+
+    def alert_deliveries(self, outcome: str, count: int) -> None:
+        self.alert_attempts.labels(str(outcome)).inc(count)
+
+    def alert_delivery_lag(self, seconds: float) -> None:
+        self.alert_lag.observe(seconds)
 
     def too_many_requests(self, limit: Limit) -> None:
         """A 429 went out, refused by `limit`."""

@@ -116,7 +116,8 @@ class World:
         offload: Offload = inline,
         store: DeliveryStore | None = None,
     ) -> DeliveryCounts:
-        return await deliver_due(
+        """The pass's counts, without the lags (`test_a_delivery_reports_its_lag...`)."""
+        counts = await deliver_due(
             store or self.store,
             self.sender,
             KEYS,
@@ -125,6 +126,8 @@ class World:
             settings,
             random=lambda: 0.5,
         )
+        assert len(counts.lags) == counts.delivered
+        return attrs.evolve(counts, lags=())
 
     def state(self, event_id: uuid.UUID) -> tuple[DeliveryState, int, str | None]:
         owed = self.store.owed_delivery(event_id)
@@ -141,6 +144,31 @@ def world(*script: Outcome, subscription: Subscription | None = None) -> World:
 
 def headers_of(delivery: Delivery) -> dict[str, str]:
     return dict(delivery.headers)
+
+
+def test_a_delivery_reports_its_lag_from_the_observed_hour_or_its_recording() -> None:
+    w = world(OK)
+    decided = START.replace(minute=7)
+    record(w.store, w.subscription, 1, decided)  # its hour ended at START.replace(minute=0)
+    notice = uuid.uuid4()
+    w.store.record_alert_events(
+        [
+            NewEvent(
+                event_id=notice,
+                owner=w.subscription.owner,
+                subscription_id=w.subscription.id,
+                payload='{"data":{"kind":"pool_exhausted"},"type":"alerts.pool_exhausted"}',
+                created_at=decided,
+                url=w.subscription.webhook_url,
+            )
+        ]
+    )
+    w.clock.set(decided + timedelta(seconds=30))
+    counts = asyncio.run(
+        deliver_due(w.store, w.sender, KEYS, w.clock, inline, SETTINGS, random=lambda: 0.5)
+    )
+    since_hour = (decided - START.replace(minute=0)).total_seconds() + 30
+    assert sorted(counts.lags) == [30.0, since_hour]
 
 
 def test_a_due_delivery_is_signed_sent_and_recorded_delivered() -> None:

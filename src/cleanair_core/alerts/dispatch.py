@@ -19,11 +19,12 @@ loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import random as random_module
 import uuid
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import attrs
@@ -84,6 +85,8 @@ class DeliveryCounts:
     failed: int = 0
     disabled: int = 0
     lost: int = 0
+    #: For each delivery delivered, the seconds from the data it tells of (`data_lag`).
+    lags: tuple[float, ...] = ()
 
     def __add__(self, other: DeliveryCounts) -> DeliveryCounts:
         return DeliveryCounts(
@@ -92,7 +95,22 @@ class DeliveryCounts:
             self.failed + other.failed,
             self.disabled + other.disabled,
             self.lost + other.lost,
+            self.lags + other.lags,
         )
+
+
+def data_lag(owed: OwedDelivery, delivered_at: datetime) -> float:
+    """Seconds from the data an event tells of to its delivery at `delivered_at`: from the
+    end of the observed hour for an episode's alert or all-clear (the lag a subscriber
+    feels), from the event's recording for the others (a forecast, a notice)."""
+    since = owed.created_at
+    try:
+        hour = json.loads(owed.payload)["data"].get("hour")
+        if isinstance(hour, str):
+            since = datetime.fromisoformat(hour)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass  # a body of another shape: the recording's time stands
+    return max((delivered_at - since).total_seconds(), 0.0)
 
 
 async def deliver_due(
@@ -191,7 +209,7 @@ def _record(
         if decision.verdict is Verdict.DELIVERED:
             if not unit.finish_delivery(owed.event_id, claimant, DeliveryState.DELIVERED, at):
                 return DeliveryCounts(lost=1)
-            return DeliveryCounts(delivered=1)
+            return DeliveryCounts(delivered=1, lags=(data_lag(owed, at),))
         if decision.verdict is Verdict.RETRY:
             finished = unit.finish_delivery(
                 owed.event_id,

@@ -1,0 +1,215 @@
+"""Alert rounds, the worker's side of alerts (issue 32): evaluate the subscriptions that are
+due, and store what each evaluation decided with its charge, in one unit of work.
+
+A worker calls `evaluate_due` until it claims nothing, then waits. Each call claims a batch
+of due subscriptions under a lease (`EvaluationClaims`), asks the air of their cells once
+(`evaluation.fetch_cell_air`), decides on the offload (`evaluation.decide`), and stores, a
+chunk of subscriptions per transaction: the new state by compare-and-set with when the
+subscription is next due (`rounds.next_due`), each event's charge (`costs.charge`), and the
+events with their bodies in the feed and outbox (`AlertOutbox.record_alert_events`). An
+event is stored with its charge and the state that decided it, or not at all: a crash
+between the decision and the commit leaves the subscription due again, and its events,
+whose ids are stable, are decided again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+
+import attrs
+
+from cleanair_core.air.places import PlaceNamer
+from cleanair_core.alerts.costs import Verdict, alert_limits, charge, event_cost
+from cleanair_core.alerts.evaluation import (
+    Cell,
+    Decision,
+    air_wanted,
+    cell_of,
+    decide,
+    fetch_cell_air,
+    index_of,
+)
+from cleanair_core.alerts.events import AlertEvent
+from cleanair_core.alerts.messages import event_message, pool_exhausted_message
+from cleanair_core.alerts.outbox import NewEvent
+from cleanair_core.alerts.rounds import ClaimedSubscription, next_due
+from cleanair_core.alerts.subscriptions import Place, Subscription
+from cleanair_core.credits.ledger import Debit, next_month_start
+from cleanair_core.errors import SourceUnavailable
+from cleanair_core.ports import Store
+from cleanair_core.use_cases.context import Context
+
+#: Subscriptions one claim takes: a few thousand share few cells' air, and `decide` runs
+#: them in about a second on the offload.
+CLAIM_BATCH = 2000
+#: How long a claim is held: far longer than a batch takes, so that only a dead worker's
+#: claims are taken over.
+EVALUATION_LEASE = timedelta(minutes=5)
+#: Subscriptions stored per transaction: one commit serves many, and a transaction never
+#: holds the database for long.
+WRITE_CHUNK = 250
+#: When the air source cannot answer, the claimed subscriptions are due again this soon.
+SOURCE_RETRY = timedelta(minutes=5)
+#: The ledger label alerts are charged under (`credits usage` shows it per label).
+ALERTS_LABEL = "alerts"
+
+
+@attrs.frozen
+class RoundReport:
+    """What one `evaluate_due` did: subscriptions `claimed`; events `recorded` (new in the
+    feed); events `withheld` for want of credits; states `restarted` (unreadable ones
+    replaced); outcomes `lost` (another worker took the claim over first)."""
+
+    claimed: int = 0
+    recorded: int = 0
+    withheld: int = 0
+    restarted: int = 0
+    lost: int = 0
+
+
+async def evaluate_due(ctx: Context, claimant: str, *, batch: int = CLAIM_BATCH) -> RoundReport:
+    """Claim up to `batch` subscriptions due now for `claimant`, evaluate them and store each
+    outcome; a report of what was done (nothing claimed: the caller may wait)."""
+    store, now = ctx.store, ctx.now()
+    claims = await ctx.offload(
+        lambda: store.claim_due_subscriptions(claimant, now, now + EVALUATION_LEASE, batch)
+    )
+    if not claims:
+        return RoundReport()
+    sources = ctx.require_sources()
+    wanted = air_wanted((claim.subscription for claim in claims), now)
+    places = sources.places
+    countries = await ctx.offload(lambda: _countries(places, wanted))
+    try:
+        air = await fetch_cell_air(sources.air_quality, wanted, now, offload=ctx.offload)
+    except SourceUnavailable:
+        # No hour is decided on air the source could not give: the claims are due again soon.
+        retry = now + SOURCE_RETRY
+        lost = await ctx.offload(lambda: _postpone(store, claimant, claims, retry))
+        return RoundReport(claimed=len(claims), lost=lost)
+    pairs = [(claim.subscription, claim.state) for claim in claims]
+    decisions = await ctx.offload(lambda: decide(pairs, air, countries, now))
+    report = await ctx.offload(
+        lambda: _store_outcomes(ctx, claimant, claims, decisions, countries, now)
+    )
+    if report.recorded:
+        ctx.metrics.alert_events("recorded", report.recorded)
+    if report.withheld:
+        ctx.metrics.alert_events("withheld", report.withheld)
+    return report
+
+
+def _countries(places: PlaceNamer | None, cells: Iterable[Cell]) -> dict[Cell, str | None]:
+    if places is None:
+        return {}
+    return {cell: places.country_of(cell.centre) for cell in cells}
+
+
+def _postpone(
+    store: Store, claimant: str, claims: Sequence[ClaimedSubscription], until: datetime
+) -> int:
+    lost = 0
+    with store.transaction() as tx:
+        for claim in claims:
+            if not tx.finish_evaluation(
+                claim.subscription.id, claimant, claim.state.version, None, until
+            ):
+                lost += 1
+    return lost
+
+
+def _store_outcomes(
+    ctx: Context,
+    claimant: str,
+    claims: Sequence[ClaimedSubscription],
+    decisions: Sequence[Decision],
+    countries: Mapping[Cell, str | None],
+    now: datetime,
+) -> RoundReport:
+    decided = {decision.subscription_id: decision for decision in decisions}
+    report = RoundReport(claimed=len(claims))
+    for first in range(0, len(claims), WRITE_CHUNK):
+        with ctx.store.transaction() as tx:
+            for claim in claims[first : first + WRITE_CHUNK]:
+                subscription = claim.subscription
+                decision = decided.get(subscription.id)
+                blob = claim.state.blob if decision is None else decision.blob
+                due = next_due(subscription, blob, now)
+                stored = tx.finish_evaluation(
+                    subscription.id,
+                    claimant,
+                    claim.state.version,
+                    None if decision is None else decision.blob,
+                    due,
+                )
+                if not stored:
+                    report = attrs.evolve(report, lost=report.lost + 1)
+                    continue
+                if decision is None:
+                    continue
+                index = _index_code(subscription, countries)
+                recorded, withheld = _record(ctx, tx, subscription, decision.events, index, now)
+                report = attrs.evolve(
+                    report,
+                    recorded=report.recorded + recorded,
+                    withheld=report.withheld + withheld,
+                    restarted=report.restarted + decision.restarted,
+                )
+    return report
+
+
+def _index_code(subscription: Subscription, countries: Mapping[Cell, str | None]) -> str:
+    target = subscription.target
+    cell = cell_of(target.point if isinstance(target, Place) else target.start)
+    return index_of(subscription, countries.get(cell)).code
+
+
+def _record(
+    ctx: Context,
+    tx: Store,
+    subscription: Subscription,
+    events: Sequence[AlertEvent],
+    index: str,
+    now: datetime,
+) -> tuple[int, int]:
+    """Charge and record `events` of `subscription` in the transaction `tx`: each that the
+    pool pays for, with its body, charged only if it is new (a state restarted from scratch
+    may decide an event told before: it is neither told nor charged twice); for each the
+    pool cannot pay, the pool-exhausted notice, recorded once by its stable id. The numbers
+    of events recorded and withheld."""
+    owner, limits = subscription.owner, ctx.policy.credits
+    recorded = withheld = 0
+    for event in events:
+        cost = event_cost(event, subscription.target)
+        verdict = charge(owner, tx.usage(owner, now), cost, now, limits)
+        if verdict.verdict is Verdict.WITHHOLD:
+            withheld += 1
+            if verdict.notice is not None:
+                notice = pool_exhausted_message(
+                    verdict.notice.id, now, next_month_start(now), subscription.id
+                )
+                tx.record_alert_events([_new_event(subscription, verdict.notice.id, notice, now)])
+            continue
+        body = event_message(subscription, event, index=index)
+        if not tx.record_alert_events([_new_event(subscription, event.id, body, now)]):
+            continue
+        recorded += 1
+        if verdict.credits:
+            debit = Debit(owner, subscription.connection_id, ALERTS_LABEL, verdict.credits, now)
+            tx.debit(debit, alert_limits(limits))
+    return recorded, withheld
+
+
+def _new_event(
+    subscription: Subscription, event_id: uuid.UUID, body: str, now: datetime
+) -> NewEvent:
+    return NewEvent(
+        event_id=event_id,
+        owner=subscription.owner,
+        subscription_id=subscription.id,
+        payload=body,
+        created_at=now,
+        url=subscription.webhook_url,
+    )
