@@ -50,6 +50,10 @@ class Policy:
     #: Where alert webhooks may be sent (https, the usual ports, public addresses only by
     #: default): checked when a subscription names its URL, and again before each delivery.
     webhook_destinations: DestinationPolicy = attrs.field(factory=DestinationPolicy)
+    #: Seconds a worker holds the alert subscriptions it evaluates and the webhook
+    #: deliveries it sends before another may take them: far longer than a round or a pass
+    #: takes, so this is how long a dead worker's alert work waits.
+    alert_lease_seconds: int = attrs.field(default=300, validator=attrs.validators.ge(1))
 
     @property
     def requests(self) -> RateLimit:

@@ -128,6 +128,7 @@ def policy_from(settings: Settings) -> Policy:
         pairing_guess_budget=settings.pairing_guess_budget,
         explore_requests_per_minute=settings.explore_requests_per_minute,
         plan_lease_seconds=settings.plan_lease_seconds,
+        alert_lease_seconds=settings.alert_lease_seconds,
         max_plan_attempts=settings.max_plan_attempts,
         plan_retention_seconds=settings.plan_retention_days * SECONDS_PER_DAY,
         observation_retention_seconds=settings.observation_retention_days * SECONDS_PER_DAY,

@@ -35,12 +35,15 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from types import FrameType
+from typing import Any
 
+import anyio
 import attrs
 import uvicorn
 
+from cleanair_core import CleanAir
 from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.api_processes import ApiProcesses, Forked, spawn, wait_for_change
 from cleanair_http.app import create_app, with_access_log
@@ -363,6 +366,17 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _alert_loops(core: CleanAir, settings: Settings) -> Callable[[], Coroutine[Any, Any, None]]:
+    """The alert loops (`worker.alert_worker`) as work for the app's lifetime."""
+    from cleanair_http.worker import alert_worker
+
+    async def run() -> None:
+        async with alert_worker(core, settings).running():
+            await anyio.sleep_forever()
+
+    return run
+
+
 def _serve(
     settings: Settings,
     host: str,
@@ -384,12 +398,14 @@ def _serve(
     deployment = open_deployment(settings, polls_observations=polls_observations)
     if not plans_here:
         settings = attrs.evolve(settings, plan_workers=0)
+    # Where this process plans (an in-memory database), it decides and sends alerts too.
+    alerts = [_alert_loops(deployment.core, settings)] if settings.plan_workers > 0 else []
     app = create_app(
         deployment.core,
         settings,
         on_shutdown=[deployment.aclose],
         plan_wakeups=deployment.plan_wakeups,
-        background=[*deployment.background, *deployment.watchers],
+        background=[*deployment.background, *deployment.watchers, *alerts],
         wake_planners=None if wakeups is None else wakeups.wake,
     )
     stop_metrics = None

@@ -564,6 +564,24 @@ class Settings:
         bounds=Bounds(1),
         help="how long a plan whose worker died waits before another takes it",
     )
+    alert_lease_seconds: int = _setting(
+        "CLEANAIR_ALERT_LEASE_SECONDS",
+        _whole,
+        _CORE.alert_lease_seconds,
+        bounds=Bounds(1),
+        help="how long the alert evaluations and webhook deliveries of a worker that died "
+        "wait before another worker takes them",
+    )
+    alert_worker_idle_seconds: float = _setting(
+        "CLEANAIR_ALERT_WORKER_IDLE_SECONDS",
+        _seconds,
+        2.0,
+        # Each look is a write transaction; and a webhook waits up to this long after its
+        # event was decided, within the 60 s aim for the whole lag.
+        bounds=Bounds(0.1, 60, "seconds"),
+        help="seconds ({bounds}) a plan process or `cleanair worker` with no alert work "
+        "waits before looking again for subscriptions due and webhooks owed",
+    )
     max_plan_attempts: int = _setting(
         "CLEANAIR_MAX_PLAN_ATTEMPTS",
         _whole,

@@ -7,7 +7,9 @@ handed back, so the next worker takes them at once, and the database is closed. 
 still running is not waited for: it runs in a daemon thread (`in_abandoned_thread`), which
 neither the stop nor the interpreter's exit waits for.
 
-The plan processes `cleanair serve` starts run the same loop (`run_plans`).
+The plan processes `cleanair serve` starts run the same loop (`run_plans`), and both run the
+alert loops beside the plan runners (`alert_worker`): evaluation rounds and webhook
+deliveries, claimed from the shared database as plans are.
 
 With `CLEANAIR_METRICS=on` and `CLEANAIR_METRICS_PORT` set, it serves its metrics (plans
 finished and their planning time, credits refunded for failed plans, upstream requests) on
@@ -22,8 +24,10 @@ from collections.abc import Sequence
 
 import anyio
 
+from cleanair_core import CleanAir
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_http.access_log import configure_logging, flush_logs
+from cleanair_http.alert_worker import AlertWorker
 from cleanair_http.bootstrap import open_deployment
 from cleanair_http.offloading import in_abandoned_thread
 from cleanair_http.plan_worker import PlanWorker
@@ -51,6 +55,15 @@ def work(settings: Settings, concurrency: int) -> int:
             stop_metrics()
 
 
+def alert_worker(core: CleanAir, settings: Settings) -> AlertWorker:
+    """The alert loops of a plan process or `cleanair worker`, sending webhooks where the
+    operator's destination policy allows."""
+    from cleanair_sources.webhook_sender import HttpWebhookSender
+
+    sender = HttpWebhookSender(core.policy.webhook_destinations)
+    return AlertWorker(core, sender, idle_seconds=settings.alert_worker_idle_seconds)
+
+
 def run_plans(
     settings: Settings,
     runners: int,
@@ -69,12 +82,13 @@ def run_plans(
             idle_seconds=settings.plan_worker_idle_seconds,
             wakeups=deployment.plan_wakeups or wakeups,
         )
+        alerts = alert_worker(deployment.core, settings)
         with anyio.open_signal_receiver(*stop_signals) as signals:
             log.info("plan worker started", extra={"runners": runners, **deployment.in_use()})
             async with anyio.create_task_group() as watching:
                 for watch in deployment.watchers:  # networks imported meanwhile
                     watching.start_soon(watch)
-                async with worker.running():
+                async with worker.running(), alerts.running():
                     async for received in signals:
                         log.info("plan worker stopping", extra={"signal": received.name})
                         # Plans in progress are handed back now; a path search still running

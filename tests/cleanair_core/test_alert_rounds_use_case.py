@@ -34,7 +34,6 @@ from cleanair_core.metrics import NO_METRICS
 from cleanair_core.ports import Sources
 from cleanair_core.use_cases.alert_rounds import (
     ALERTS_LABEL,
-    EVALUATION_LEASE,
     RoundReport,
     evaluate_due,
 )
@@ -207,7 +206,7 @@ def test_a_worker_whose_claim_was_taken_over_stores_nothing_and_nothing_is_told_
 
     async def another_worker() -> None:
         # The first worker stalls past its lease while it waits for the air.
-        clock.advance(EVALUATION_LEASE.total_seconds() + 1)
+        clock.advance(core.policy.alert_lease_seconds + 1)
         taken_over.append(await evaluate_due(core.context, "worker-2"))
 
     air.during.append(another_worker)

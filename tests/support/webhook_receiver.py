@@ -66,10 +66,12 @@ def verification(secrets: Sequence[str], body: bytes, headers: dict[str, str]) -
 
 @dataclass
 class _Failures:
-    """How many failures the receiver has answered under which configuration."""
+    """How many failures the receiver has answered, and requests held, under which
+    configuration."""
 
     generation: int | None = None
     answered: int = 0
+    held: int = 0
 
 
 def serve(directory: Path) -> None:
@@ -99,9 +101,13 @@ def serve(directory: Path) -> None:
                 # A new configuration starts its count of failures afresh.
                 if failures.generation != settings.get("generation"):
                     failures.generation, failures.answered = settings.get("generation"), 0
+                    failures.held = 0
                 failing = failures.answered < settings.get("failures", 0)
                 if failing:
                     failures.answered += 1
+                holding = failures.held < settings.get("holds", 0)
+                if holding:
+                    failures.held += 1
                 status = settings.get("status", 500) if failing else 200
                 record = {
                     "webhook_id": self.headers.get("webhook-id"),
@@ -111,10 +117,15 @@ def serve(directory: Path) -> None:
                     "body": body.decode("utf-8", errors="replace"),
                     "path": self.path,
                     "status": status,
+                    "held": holding,
                 }
                 # Recorded before the answer: once a sender has its answer, the record is there.
                 with deliveries.open("a") as out:
                     out.write(json.dumps(record) + "\n")
+            if holding:
+                # Told to keep the sender waiting (a test kills it meanwhile): the record is
+                # written, the answer comes only after the hold, if anyone still listens.
+                time.sleep(float(settings.get("hold_s", 60)))
             answer = b"failing as told\n" if failing else b"received\n"
             self.send_response(status)
             if failing and settings.get("retry_after") is not None:
@@ -156,6 +167,8 @@ class Delivery:
     body: str
     path: str
     status: int
+    #: Whether the receiver held the request (`configure(holds=...)`) before answering.
+    held: bool = False
 
 
 @dataclass
@@ -178,9 +191,13 @@ class Receiver:
         failures: int = 0,
         status: int = 500,
         retry_after: str | None = None,
+        holds: int = 0,
+        hold_s: float = 60.0,
     ) -> None:
         """Verify with `secrets` (`whsec_...`) from now on, and answer the next `failures`
-        requests with `status` (and `Retry-After: retry_after` when given), then 200."""
+        requests with `status` (and `Retry-After: retry_after` when given), then 200. The
+        next `holds` requests are recorded at once but answered only `hold_s` seconds later
+        (a sender killed meanwhile never hears)."""
         self.generation += 1
         settings = {
             "generation": self.generation,
@@ -188,6 +205,8 @@ class Receiver:
             "failures": failures,
             "status": status,
             "retry_after": retry_after,
+            "holds": holds,
+            "hold_s": hold_s,
         }
         written = self.directory / (CONTROL + ".tmp")
         written.write_text(json.dumps(settings))

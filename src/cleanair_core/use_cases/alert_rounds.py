@@ -44,9 +44,6 @@ from cleanair_core.use_cases.context import Context
 #: Subscriptions one claim takes: a few thousand share few cells' air, and `decide` runs
 #: them in about a second on the offload.
 CLAIM_BATCH = 2000
-#: How long a claim is held: far longer than a batch takes, so that only a dead worker's
-#: claims are taken over.
-EVALUATION_LEASE = timedelta(minutes=5)
 #: Subscriptions stored per transaction: one commit serves many, and a transaction never
 #: holds the database for long.
 WRITE_CHUNK = 250
@@ -73,8 +70,10 @@ async def evaluate_due(ctx: Context, claimant: str, *, batch: int = CLAIM_BATCH)
     """Claim up to `batch` subscriptions due now for `claimant`, evaluate them and store each
     outcome; a report of what was done (nothing claimed: the caller may wait)."""
     store, now = ctx.store, ctx.now()
+    # Far longer than a batch takes: only a dead worker's claims are taken over.
+    lease_until = now + timedelta(seconds=ctx.policy.alert_lease_seconds)
     claims = await ctx.offload(
-        lambda: store.claim_due_subscriptions(claimant, now, now + EVALUATION_LEASE, batch)
+        lambda: store.claim_due_subscriptions(claimant, now, lease_until, batch)
     )
     if not claims:
         return RoundReport()
