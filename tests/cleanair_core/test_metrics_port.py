@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -10,12 +12,20 @@ import pytest
 from cleanair_core.access.accounts import Owner, OwnerKind
 from cleanair_core.access.connections import Caller
 from cleanair_core.access.scopes import USER_SCOPES
+from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.quality_source import Sample
+from cleanair_core.alerts.delivery import Delivery, Outcome, OutcomeKind
+from cleanair_core.alerts.dispatch import DeliverySettings
+from cleanair_core.alerts.events import Direction
+from cleanair_core.alerts.subscriptions import Audience, Observed, Place, Subscription
 from cleanair_core.clock import ManualClock
 from cleanair_core.credits.ledger import Billable, CreditLimits, Usage, check_fits
 from cleanair_core.errors import CreditsExhausted, Limit, RateLimited
+from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys
 from cleanair_core.metrics import NO_METRICS, Upstream
 from cleanair_core.policy import Policy
+from cleanair_core.ports import Sources
 from cleanair_core.service import CleanAir
 from cleanair_storage.memory import MemoryStore
 
@@ -52,6 +62,15 @@ class Recorded:
 
     def air_hour(self, pollutant: str, *, fused: bool) -> None:
         self.events.append(("air hour", pollutant, fused))
+
+    def alert_events(self, outcome: str, count: int) -> None:
+        self.events.append(("alert events", outcome, count))
+
+    def alert_deliveries(self, outcome: str, count: int) -> None:
+        self.events.append(("alert deliveries", outcome, count))
+
+    def alert_delivery_lag(self, seconds: float) -> None:
+        self.events.append(("alert lag", seconds))
 
 
 def test_a_charge_kept_and_one_refunded_once() -> None:
@@ -100,3 +119,57 @@ def test_the_default_drops_every_event() -> None:
 
 def generate() -> bytes:
     return b"metrics-port-tests-server-key-32b"
+
+
+class DirtyAir:
+    """NO2 in the EAQI's "Very poor" band everywhere."""
+
+    update_interval = 3600
+
+    async def concentrations(self, samples: Sequence[Sample]) -> list[Concentrations]:
+        return [{Pollutant.NO2: 120.0, Pollutant.PM25: 2.0} for _ in samples]
+
+
+class Answering:
+    """A webhook sender whose receiver answers 200 at once."""
+
+    async def send(self, delivery: Delivery) -> Outcome:
+        return Outcome(OutcomeKind.DELIVERED, "status 200", status=200)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_alerts_recorded_delivered_and_their_lag() -> None:
+    metrics = Recorded()
+    clock = ManualClock(NOW.replace(minute=7))
+    store = MemoryStore()
+    keys = TokenKeys(generate())
+    core = CleanAir(store, keys, clock=clock, sources=Sources(DirtyAir()), metrics=metrics)
+    core.add_user("alice")
+    store.add_subscription(
+        Subscription(
+            id=uuid.uuid4(),
+            owner="alice",
+            connection_id="c1",
+            created_at=NOW,
+            target=Place(Point(60.17, 24.94)),
+            index="eu_eaqi_2024",
+            threshold=3,
+            direction=Direction.WORSE,
+            audience=Audience.GENERAL,
+            kind=Observed(),
+            timezone="UTC",
+            webhook_url="https://hooks.example.com/cleanair",
+        )
+    )
+    assert asyncio.run(core.evaluate_alerts("worker")).recorded == 1
+    clock.advance(30)
+    settings = DeliverySettings(claimant="worker")
+    assert asyncio.run(core.deliver_alerts(Answering(), settings)).delivered == 1
+    # The alert tells of the hour that ended at 09:00; it went out at 09:07:30.
+    assert metrics.events[-3:] == [
+        ("alert events", "recorded", 1),
+        ("alert deliveries", "delivered", 1),
+        ("alert lag", 450.0),
+    ]

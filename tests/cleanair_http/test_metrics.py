@@ -556,3 +556,22 @@ def test_bad_metrics_settings_are_named(env: dict[str, str], message: str) -> No
     with pytest.raises(SettingsError) as raised:
         Settings.from_env(env)
     assert message in str(raised.value)
+
+
+def test_alert_events_attempts_and_lag_are_scraped(make_client: MakeClient) -> None:
+    client = make_client(ON)
+    before = scrape(client)
+    metrics = prometheus_metrics()
+    metrics.alert_events("recorded", 3)
+    metrics.alert_events("withheld", 1)
+    for outcome in ("delivered", "retried", "failed", "disabled"):
+        metrics.alert_deliveries(outcome, 2)
+    metrics.alert_delivery_lag(42.0)
+    after = scrape(client)
+    assert after.delta(before, "cleanair_alert_events_total", outcome="recorded") == 3
+    assert after.delta(before, "cleanair_alert_events_total", outcome="withheld") == 1
+    for outcome in ("delivered", "retried", "failed", "disabled"):
+        assert after.delta(before, "cleanair_alert_deliveries_total", outcome=outcome) == 2
+    assert after.delta(before, "cleanair_alert_delivery_lag_seconds_count") == 1
+    assert after.delta(before, "cleanair_alert_delivery_lag_seconds_bucket", le="60.0") == 1
+    assert after.delta(before, "cleanair_alert_delivery_lag_seconds_bucket", le="30.0") == 0
