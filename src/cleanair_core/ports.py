@@ -9,7 +9,8 @@ Storage (`cleanair_storage` ships in-memory, SQLite and PostgreSQL adapters):
     ClientLabelStore (credits); AdmissionStore (across access and credits: a request's one
     read); AccessPointStore, ObservationStore (air); PlanStore (with the
     ledger and a unit of work: PlanBook), StreetNetworkStore (routes), SubscriptionStore
-    (alerts: subscriptions and their evaluator state), AlertOutbox (alerts: the feed and
+    (alerts: subscriptions and their evaluator state), EvaluationClaims (alerts: the due
+    subscriptions leased to the evaluation workers), AlertOutbox (alerts: the feed and
     the webhook deliveries owed); gathered into `Store`,
     whose `transaction()` is the unit of work.
 The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
@@ -42,6 +43,7 @@ from cleanair_core.air.street_level import BackgroundGrid, TrafficIncrements
 from cleanair_core.air.wifi import AccessPointStore, WifiGeolocator
 from cleanair_core.alerts.delivery import WebhookSender
 from cleanair_core.alerts.outbox import AlertOutbox
+from cleanair_core.alerts.rounds import EvaluationClaims
 from cleanair_core.alerts.subscriptions import SubscriptionStore
 from cleanair_core.clock import Clock
 from cleanair_core.credits.attribution import ClientLabelStore
@@ -64,6 +66,7 @@ __all__ = [
     "Clock",
     "ConnectionStore",
     "CreditLedger",
+    "EvaluationClaims",
     "IpLocator",
     "Metrics",
     "ObservationStore",
@@ -124,6 +127,7 @@ class Store(
     ObservationStore,
     StreetNetworkStore,
     SubscriptionStore,
+    EvaluationClaims,
     AlertOutbox,
     Protocol,
 ):

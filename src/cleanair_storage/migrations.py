@@ -5,9 +5,12 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from cleanair_storage.claim_rows import cells_of_rows
 from cleanair_storage.errors import UPGRADE_ADVICE, SchemaTooNew
+from cleanair_storage.subscription_rows import SUBSCRIPTION_COLUMNS
 
 # sqlite-utils (which imports NumPy) is imported only when a migration is due: a process
 # opening a database that is up to date, an operator CLI command say, starts without it.
@@ -471,3 +474,34 @@ def m014_alert_outbox(db: Database) -> None:
         "CREATE INDEX alert_deliveries_subscription ON alert_deliveries (subscription_id) "
         "WHERE state = 'pending'"
     )
+
+
+@_migration
+def m015_evaluation_claims(db: Database) -> None:
+    # The evaluation claims (cleanair_core.alerts.rounds; cleanair_storage/claim_rows.py
+    # describes the columns). A subscription stored before is due at its creation, as a new
+    # one is: it has never been evaluated. SQLite adds a NOT NULL column only with a default;
+    # every row gets its real value here and every insert writes one.
+    db.execute("ALTER TABLE subscriptions ADD COLUMN next_evaluation_at REAL NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE subscriptions ADD COLUMN cell TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE subscriptions ADD COLUMN lease_claimant TEXT")
+    db.execute("ALTER TABLE subscriptions ADD COLUMN lease_until REAL")
+    db.execute("UPDATE subscriptions SET next_evaluation_at = created_at")
+    # The cell by the very function add_subscription uses (Python's rounding, not SQL's), so
+    # old and new rows of one cell come in one batch.
+    rows = db.execute(f"SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions").fetchall()  # noqa: S608
+    db.conn.executemany(
+        "UPDATE subscriptions SET cell = ? WHERE id = ?",
+        cells_of_rows(rows, _instant),
+    )
+    # A claim walks the active subscriptions in its order (due time, cell, id) and stops at
+    # the first not yet due, never reading the disabled ones. Queries must say
+    # `disabled_reason IS NULL` literally for SQLite to use it.
+    db.execute(
+        "CREATE INDEX subscriptions_due ON subscriptions (next_evaluation_at, cell, id) "
+        "WHERE disabled_reason IS NULL"
+    )
+
+
+def _instant(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)  # as sqlite.database.instant, which imports this

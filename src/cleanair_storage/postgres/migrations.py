@@ -7,7 +7,8 @@ needed, refuses a database whose schema is newer than this code knows (an older 
 started against an upgraded database: the error says so, and nothing is changed), and
 applies the missing migrations in order, recording each. A failing migration rolls the
 whole transaction back: PostgreSQL's DDL is transactional, so a database is never left
-half-migrated.
+half-migrated. A step is a statement, or a function given the connection (a back-fill that
+needs the code's own computation).
 
 Migrations are append-only: a released one is never edited; a change is a new one.
 """
@@ -51,11 +52,14 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
                 f"the database's schema is at version {newest}, newer than this cleanair "
                 f"knows ({latest_version()}): {UPGRADE_ADVICE}"
             )
-        for version, name, statements in MIGRATIONS:
+        for version, name, steps in MIGRATIONS:
             if version in applied:
                 continue
-            for statement in statements:
-                conn.execute(statement)
+            for step in steps:
+                if callable(step):
+                    step(conn)
+                else:
+                    conn.execute(step)
             conn.execute(
                 "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
             )

@@ -7,8 +7,34 @@ instants are `timestamptz`, street-network arrays `bytea` (raw little-endian byt
 
 from __future__ import annotations
 
-#: (version, name, statements), in order. Append only: never edit a released migration.
-MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+import psycopg
+
+from cleanair_storage.claim_rows import cells_of_rows
+from cleanair_storage.subscription_rows import SUBSCRIPTION_COLUMNS
+
+#: A migration's step: a statement, or a function run on the migrating connection (in the
+#: migration's transaction) where rows need computing that SQL cannot do as the code does.
+Step: TypeAlias = str | Callable[[psycopg.Connection[tuple[Any, ...]]], None]
+
+
+def _fill_subscription_cells(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+    """Each stored subscription's cell, by `subscription_cell` itself (as SQLite's
+    m015_evaluation_claims does): SQL's rounding is not Python's."""
+    rows = conn.execute(f"SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions").fetchall()  # noqa: S608
+    cells = cells_of_rows(rows, lambda at: at)  # TIMESTAMPTZ arrives as an aware datetime
+    conn.execute(
+        "UPDATE subscriptions SET cell = filled.cell "
+        "FROM unnest(%s::text[], %s::text[]) AS filled (cell, id) "
+        "WHERE subscriptions.id = filled.id",
+        ([cell for cell, _ in cells], [id_ for _, id_ in cells]),
+    )
+
+
+#: (version, name, steps), in order. Append only: never edit a released migration.
+MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (
         1,
         "the store as of cleanair 0.1",
@@ -307,6 +333,25 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "WHERE state = 'pending'",
             "CREATE INDEX alert_deliveries_subscription ON alert_deliveries (subscription_id) "
             "WHERE state = 'pending'",
+        ),
+    ),
+    (
+        10,
+        "alert evaluation claims",
+        (
+            # As SQLite's m015_evaluation_claims (which says why). The cell compares
+            # byte-wise (COLLATE "C"), so claims come in the order every adapter gives. The
+            # columns are NOT NULL once every row has its value.
+            "ALTER TABLE subscriptions ADD COLUMN next_evaluation_at TIMESTAMPTZ",
+            'ALTER TABLE subscriptions ADD COLUMN cell TEXT COLLATE "C"',
+            "ALTER TABLE subscriptions ADD COLUMN lease_claimant TEXT",
+            "ALTER TABLE subscriptions ADD COLUMN lease_until TIMESTAMPTZ",
+            "UPDATE subscriptions SET next_evaluation_at = created_at",
+            _fill_subscription_cells,
+            "ALTER TABLE subscriptions ALTER COLUMN next_evaluation_at SET NOT NULL",
+            "ALTER TABLE subscriptions ALTER COLUMN cell SET NOT NULL",
+            "CREATE INDEX subscriptions_due ON subscriptions (next_evaluation_at, cell, id) "
+            "WHERE disabled_reason IS NULL",
         ),
     ),
 )

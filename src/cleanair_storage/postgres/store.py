@@ -8,6 +8,7 @@ from cleanair_storage.postgres.admission import PostgresAdmission
 from cleanair_storage.postgres.alert_outbox import PostgresAlertOutbox
 from cleanair_storage.postgres.client_labels import PostgresClientLabels
 from cleanair_storage.postgres.database import port_errors
+from cleanair_storage.postgres.evaluation_claims import PostgresEvaluationClaims
 from cleanair_storage.postgres.networks import PostgresStreetNetworks
 from cleanair_storage.postgres.observations import PostgresObservations
 from cleanair_storage.postgres.pairing import PostgresPairingCodes
@@ -28,6 +29,7 @@ class PostgresStore(
     PostgresObservations,
     PostgresStreetNetworks,
     PostgresSubscriptions,
+    PostgresEvaluationClaims,
     PostgresAlertOutbox,
 ):
     """Implements `cleanair_core.ports.Store` over one PostgreSQL database."""

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from cleanair_core.alerts.rounds import subscription_cell
 from cleanair_core.alerts.subscriptions import (
     MAX_SUBSCRIPTIONS_PER_USER,
     StoredState,
@@ -31,9 +32,10 @@ from cleanair_storage.subscription_rows import (
 #: apart from every other advisory lock the store takes.
 SUBSCRIPTION_LOCK = 0x616C7274
 
+# With when it is first due (at once: its creation) and its cell, for the evaluation claims.
 _INSERT = (
-    f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS}) "  # noqa: S608
-    f"VALUES ({', '.join(['%s'] * COLUMN_COUNT)})"
+    f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS}, next_evaluation_at, cell) "  # noqa: S608
+    f"VALUES ({', '.join(['%s'] * (COLUMN_COUNT + 2))})"
 )
 
 
@@ -62,7 +64,14 @@ class PostgresSubscriptions(PostgresDatabase):
             ).fetchone()
             if row is not None and row[0] >= limit:
                 raise TooManySubscriptions(limit)
-            conn.execute(_INSERT, subscription_row(subscription, _as_is))
+            conn.execute(
+                _INSERT,
+                (
+                    *subscription_row(subscription, _as_is),
+                    _as_is(subscription.created_at),
+                    subscription_cell(subscription),
+                ),
+            )
 
     def get_subscription(self, subscription_id: uuid.UUID, owner: str) -> Subscription | None:
         with self._conn() as conn:

@@ -8,6 +8,7 @@ from cleanair_storage.sqlite.admission import SqliteAdmission
 from cleanair_storage.sqlite.alert_outbox import SqliteAlertOutbox
 from cleanair_storage.sqlite.client_labels import SqliteClientLabels
 from cleanair_storage.sqlite.database import port_errors
+from cleanair_storage.sqlite.evaluation_claims import SqliteEvaluationClaims
 from cleanair_storage.sqlite.networks import SqliteStreetNetworks
 from cleanair_storage.sqlite.observations import SqliteObservations
 from cleanair_storage.sqlite.pairing import SqlitePairingCodes
@@ -28,6 +29,7 @@ class SqliteStore(
     SqliteObservations,
     SqliteStreetNetworks,
     SqliteSubscriptions,
+    SqliteEvaluationClaims,
     SqliteAlertOutbox,
 ):
     """Implements `cleanair_core.ports.Store` over one SQLite file."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from cleanair_core.alerts.rounds import subscription_cell
 from cleanair_core.alerts.subscriptions import (
     MAX_SUBSCRIPTIONS_PER_USER,
     StoredState,
@@ -21,9 +22,10 @@ from cleanair_storage.subscription_rows import (
     subscription_row,
 )
 
+# With when it is first due (at once: its creation) and its cell, for the evaluation claims.
 _INSERT = (
-    f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS}) "  # noqa: S608
-    f"VALUES ({', '.join(['?'] * COLUMN_COUNT)})"
+    f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS}, next_evaluation_at, cell) "  # noqa: S608
+    f"VALUES ({', '.join(['?'] * (COLUMN_COUNT + 2))})"
 )
 
 
@@ -45,7 +47,14 @@ class SqliteSubscriptions(SqliteDatabase):
             ).fetchone()
             if count >= limit:
                 raise TooManySubscriptions(limit)
-            conn.execute(_INSERT, subscription_row(subscription, timestamp))
+            conn.execute(
+                _INSERT,
+                (
+                    *subscription_row(subscription, timestamp),
+                    timestamp(subscription.created_at),
+                    subscription_cell(subscription),
+                ),
+            )
 
     def get_subscription(self, subscription_id: uuid.UUID, owner: str) -> Subscription | None:
         row = (
