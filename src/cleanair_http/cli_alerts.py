@@ -20,7 +20,11 @@ from cleanair_core.alerts.destinations import DestinationPolicy, InvalidWebhookU
 from cleanair_core.alerts.subscriptions import Forecast, Place, Status, Subscription, Trip
 from cleanair_core.errors import OperatorError
 from cleanair_core.service import CleanAir
-from cleanair_core.use_cases.alert_operators import OPERATOR_PREFIX, SubscriptionDetails
+from cleanair_core.use_cases.alert_operators import (
+    MAX_OPERATOR_REASON,
+    OPERATOR_PREFIX,
+    SubscriptionDetails,
+)
 from cleanair_http.terminal import escape_nonprintable
 
 P = TypeVar("P", bound=argparse.ArgumentParser)
@@ -65,7 +69,8 @@ def add_alert_commands(sub: argparse._SubParsersAction[P]) -> None:
     disable.add_argument(
         "--reason",
         required=True,
-        help=f'why, for its owner, who reads "{OPERATOR_PREFIX}" and it (at most 200 characters)',
+        help=f'why, for its owner, who reads "{OPERATOR_PREFIX}" and it (printable, at most '
+        f"{MAX_OPERATOR_REASON} characters)",
     )
 
 
