@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
@@ -35,7 +35,7 @@ from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
 from cleanair_core.alerts.delivery import WebhookSender
 from cleanair_core.alerts.dispatch import DeliveryCounts, DeliverySettings, deliver_due
-from cleanair_core.alerts.subscriptions import Subscription
+from cleanair_core.alerts.subscriptions import Status, Subscription
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.credits.charging import Charge, HeldCharges
 from cleanair_core.credits.ledger import Billable, Quota
@@ -55,6 +55,7 @@ from cleanair_core.use_cases import (
     admission,
     air,
     alert_feed,
+    alert_operators,
     alert_rounds,
     alerts,
     credits,
@@ -63,6 +64,7 @@ from cleanair_core.use_cases import (
 )
 from cleanair_core.use_cases.admission import Admitted
 from cleanair_core.use_cases.alert_feed import FeedPage
+from cleanair_core.use_cases.alert_operators import DisabledSubscription, SubscriptionDetails
 from cleanair_core.use_cases.alert_rounds import RoundReport
 from cleanair_core.use_cases.alerts import CreatedSubscription, NewSubscription, RotatedSecret
 from cleanair_core.use_cases.context import Context
@@ -613,6 +615,24 @@ class CleanAir:
         signing beside it for `use_cases.alerts.ROTATION_OVERLAP` (proof for
         `Scope.AQ_READ`, user-owned, premium)."""
         return alerts.rotate_secret(self.context, proof, subscription_id)
+
+    # -- alert subscriptions for operators (`cleanair alerts`) -------------------------------
+
+    def operator_subscriptions(
+        self, *, owner: str | None = None, status: Status | None = None
+    ) -> Iterator[Subscription]:
+        """Every user's alert subscriptions in id order, or `owner`'s oldest first; see
+        `cleanair_core.use_cases.alert_operators.operator_subscriptions`."""
+        return alert_operators.operator_subscriptions(self.context, owner=owner, status=status)
+
+    def subscription_details(self, subscription_id: uuid.UUID) -> SubscriptionDetails:
+        """Any user's alert subscription and its state's version; OperatorError if none."""
+        return alert_operators.subscription_details(self.context, subscription_id)
+
+    def disable_by_operator(self, subscription_id: uuid.UUID, reason: str) -> DisabledSubscription:
+        """Disable any user's alert subscription with a reason its owner reads; see
+        `cleanair_core.use_cases.alert_operators.disable_by_operator`."""
+        return alert_operators.disable_by_operator(self.context, subscription_id, reason)
 
     # -- health ----------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from cleanair_core.routes.network import validate_network_name
 from cleanair_core.service import CleanAir
 from cleanair_core.use_cases.credits import PoolReport
 from cleanair_http.bootstrap import open_deployment
+from cleanair_http.cli_alerts import add_alert_commands, run_alert_command
 from cleanair_http.settings import Settings, SettingsError
 from cleanair_http.terminal import escape_nonprintable, natural_key, quiet_on_closed_pipe
 from cleanair_storage.errors import SchemaTooNew
@@ -256,7 +257,7 @@ def _add_station_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     evaluate.add_argument("--json", action="store_true", help="print a JSON array")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - statements a command
     parser = _Parser(
         prog="cleanair",
         description="Operate cleanair: serve the API and manage users, partners and pairing.",
@@ -356,6 +357,7 @@ def _parser() -> argparse.ArgumentParser:
     ).add_argument("file", type=Path, help="the CSV file")
 
     _add_station_commands(sub)
+    add_alert_commands(sub)
 
     network = sub.add_parser("network", help="street networks for route planning")
     network_sub = network.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -945,6 +947,8 @@ def _run(core: CleanAir, args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR
         case "network", "delete":
             core.delete_network(args.name)
             print(f"deleted network {escape_nonprintable(args.name)}")
+        case "alerts", _:
+            return run_alert_command(core, args)
     return 0
 
 

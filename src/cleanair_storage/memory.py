@@ -40,9 +40,11 @@ from cleanair_core.alerts.rounds import ClaimedSubscription, subscription_cell
 from cleanair_core.alerts.subscriptions import (
     MAX_SUBSCRIPTIONS_PER_USER,
     Disabled,
+    Status,
     StoredState,
     Subscription,
     TooManySubscriptions,
+    checked_page_limit,
 )
 from cleanair_core.clock import Clock
 from cleanair_core.credits.ledger import (
@@ -636,6 +638,26 @@ class MemoryStore:
                 (s for s in self._subscriptions.values() if s.owner == owner),
                 key=lambda s: (s.created_at, str(s.id)),
             )
+
+    def find_subscription(self, subscription_id: uuid.UUID) -> Subscription | None:
+        with self._lock:
+            return self._subscriptions.get(subscription_id)
+
+    def all_subscriptions(
+        self, after: uuid.UUID | None, limit: int, *, status: Status | None = None
+    ) -> list[Subscription]:
+        checked_page_limit(limit)
+        with self._lock:
+            # uuid.UUID orders as its 128-bit number, as the SQL stores order the id's text.
+            page = sorted(
+                (
+                    s
+                    for s in self._subscriptions.values()
+                    if (after is None or s.id > after) and (status is None or s.status is status)
+                ),
+                key=lambda s: s.id,
+            )
+            return page[:limit]
 
     def delete_subscription(self, subscription_id: uuid.UUID, owner: str) -> bool:
         with self._lock:

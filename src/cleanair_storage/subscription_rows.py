@@ -25,6 +25,7 @@ from cleanair_core.alerts.subscriptions import (
     Kind,
     Observed,
     Place,
+    Status,
     Subscription,
     Target,
     TargetDay,
@@ -42,6 +43,25 @@ SUBSCRIPTION_COLUMNS = (
     "disabled_at"
 )
 COLUMN_COUNT = SUBSCRIPTION_COLUMNS.count(",") + 1
+#: Which rows are of a status: a disabled subscription has a reason.
+_STATUS_CONDITIONS = {
+    Status.ACTIVE: " AND disabled_reason IS NULL",
+    Status.DISABLED: " AND disabled_reason IS NOT NULL",
+}
+
+
+def page_query(placeholder: str, status: Status | None) -> str:
+    """The SELECT of one page of `all_subscriptions`, with two parameters (written
+    `placeholder`): the id to start after, the empty text for the first page (every id comes
+    after it), and the page's size. Ids are the lower-case text of UUIDs, all of one length
+    with their hyphens in the same places, so the bytewise order of the text (SQLite's
+    BINARY, PostgreSQL's "C" collation of the column) is the UUIDs' order, as
+    `uuid.UUID` compares them; the primary key's index serves the scan."""
+    only = "" if status is None else _STATUS_CONDITIONS[status]
+    return (
+        f"SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions "  # noqa: S608
+        f"WHERE id > {placeholder}{only} ORDER BY id LIMIT {placeholder}"
+    )
 
 
 def subscription_row(

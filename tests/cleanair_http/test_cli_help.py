@@ -70,6 +70,18 @@ def test_every_positional_and_command_has_help() -> None:
     assert checked >= 20
 
 
+def test_the_alerts_commands_are_listed_with_their_options() -> None:
+    help_of = {path: " ".join(p.format_help().split()) for path, p in parsers(cli._parser())}
+    assert "alerts see every user's alert subscriptions, disable one" in help_of["cleanair"]
+    for action in ("list", "show", "disable"):
+        assert f" {action} " in help_of["cleanair alerts"]
+    listing = help_of["cleanair alerts list"]
+    assert "--user USER only this user's, oldest first (default: every user's, by id)" in listing
+    assert "--status {active,disabled}" in listing
+    assert "ID the subscription's id" in help_of["cleanair alerts show"]
+    assert "--reason REASON why, for its owner" in help_of["cleanair alerts disable"]
+
+
 def test_since_and_until_say_a_date_or_no_offset_is_utc() -> None:
     (evaluate,) = [p for path, p in parsers(cli._parser()) if path == "cleanair stations evaluate"]
     shown = " ".join(evaluate.format_help().split())

@@ -67,8 +67,10 @@ def test_store_only_commands_import_no_heavy_library(existing_database: Path) ->
         ["stations", "list"],
         ["stations", "list", "--json"],
         ["stations", "prune"],
+        ["alerts", "list"],
+        ["alerts", "list", "--json", "--user", "alice", "--status", "active"],
     )
-    assert result == {"codes": [0] * 13, "heavy": []}
+    assert result == {"codes": [0] * 15, "heavy": []}
 
 
 def test_stations_import_imports_no_heavy_library(existing_database: Path) -> None:

@@ -18,6 +18,7 @@ import attrs
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlite_utils import Database
 
 from cleanair_core.alerts.alert_states import decode_state, encode_state
@@ -131,6 +132,92 @@ def test_listings_are_per_owner_oldest_first_then_by_id(store: Store) -> None:
         later,
     ]
     assert store.list_subscriptions("bob") == [bobs]
+
+
+def test_find_gives_any_owners_subscription(store: Store) -> None:
+    alices, bobs = make_subscription("alice"), make_subscription("bob")
+    for subscription in (alices, bobs):
+        store.add_subscription(subscription)
+    store.disable_subscription(bobs.id, "disabled by an operator", T0)
+    assert store.find_subscription(alices.id) == alices
+    assert store.find_subscription(bobs.id) == attrs.evolve(
+        bobs, disabled=Disabled("disabled by an operator", T0)
+    )
+    assert store.find_subscription(uuid.uuid4()) is None
+
+
+#: Ids whose text and number orders would part if an adapter compared them as anything but
+#: the UUIDs' bytes: all zeros and all ones, digits against letters in the first and in the
+#: last place, one bit apart.
+EDGE_IDS = [
+    uuid.UUID(int=0),
+    uuid.UUID(int=2**128 - 1),
+    uuid.UUID("9fffffff-ffff-4fff-bfff-ffffffffffff"),
+    uuid.UUID("a0000000-0000-4000-8000-000000000000"),
+    uuid.UUID("a0000000-0000-4000-8000-000000000009"),
+    uuid.UUID("a0000000-0000-4000-8000-00000000000a"),
+    uuid.UUID(int=1),
+]
+
+
+def pages(store: Store, limit: int, status: Status | None = None) -> list[list[Subscription]]:
+    """Every page of `all_subscriptions`, each started after the last id of the one before,
+    up to and with the first short one."""
+    found: list[list[Subscription]] = []
+    after = None
+    while True:
+        page = store.all_subscriptions(after, limit, status=status)
+        found.append(page)
+        if len(page) < limit:
+            return found
+        after = page[-1].id
+
+
+def test_all_subscriptions_pages_every_owners_in_id_order(store: Store) -> None:
+    owners = ["alice", "bob", "carol"]
+    added = [
+        make_subscription(owners[i % 3], subscription_id=sid, created_at=T0 - timedelta(i))
+        for i, sid in enumerate(EDGE_IDS)
+    ]
+    for subscription in added:
+        store.add_subscription(subscription)
+    by_id = sorted(added, key=lambda s: s.id)
+
+    assert pages(store, 3) == [by_id[:3], by_id[3:6], by_id[6:]]
+    assert pages(store, 7) == [by_id, []]  # a full page may be the last: the next is empty
+    assert store.all_subscriptions(None, 100) == by_id
+    assert store.all_subscriptions(by_id[2].id, 2) == by_id[3:5]
+    assert store.all_subscriptions(by_id[-1].id, 2) == []
+    # After an id that is not (or no longer) stored: from the next one stored.
+    gone = by_id[4]
+    assert store.delete_subscription(gone.id, gone.owner)
+    assert store.all_subscriptions(by_id[3].id, 2) == [by_id[5], by_id[6]]
+
+
+def test_all_subscriptions_keeps_one_status_when_asked(store: Store) -> None:
+    added = [make_subscription(owner) for owner in ("alice", "bob", "alice", "carol", "bob")]
+    for subscription in added:
+        store.add_subscription(subscription)
+    for subscription in added[1::2]:
+        store.disable_subscription(subscription.id, "status 410", T0)
+    stored = [
+        attrs.evolve(s, disabled=Disabled("status 410", T0)) if i % 2 else s
+        for i, s in enumerate(added)
+    ]
+    by_id = sorted(stored, key=lambda s: s.id)
+    active = [s for s in by_id if s.disabled is None]
+    disabled = [s for s in by_id if s.disabled is not None]
+    assert len(active) == 3
+    assert [s for page in pages(store, 2, Status.ACTIVE) for s in page] == active
+    assert [s for page in pages(store, 1, Status.DISABLED) for s in page] == disabled
+    assert store.all_subscriptions(None, 10, status=None) == by_id
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_page_holds_at_least_one(store: Store, limit: int) -> None:
+    store.add_subscription(make_subscription())
+    with pytest.raises(ValueError, match="at least 1"):
+        store.all_subscriptions(None, limit)
 
 
 def test_a_duplicate_id_is_refused_and_keeps_the_first(store: Store) -> None:
@@ -365,6 +452,41 @@ def test_every_valid_subscription_round_trips_through_the_store(
             assert store.get_subscription(subscription.id, subscription.owner) == subscription
         finally:
             store.delete_subscription(subscription.id, subscription.owner)
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ids=st.lists(st.uuids(), unique=True, max_size=12),
+    disabled=st.lists(st.booleans(), min_size=12, max_size=12),
+    limit=st.integers(min_value=1, max_value=5),
+    status=st.sampled_from([None, Status.ACTIVE, Status.DISABLED]),
+)
+def test_pages_join_into_every_subscription_of_the_status_in_id_order(
+    module_stores: list[Store],
+    ids: list[uuid.UUID],
+    disabled: list[bool],
+    limit: int,
+    status: Status | None,
+) -> None:
+    added = [make_subscription(f"user{i % 3}", subscription_id=sid) for i, sid in enumerate(ids)]
+    for i, subscription in enumerate(added):
+        if disabled[i]:
+            added[i] = attrs.evolve(subscription, disabled=Disabled("status 410", T0))
+    expected = sorted(
+        (s for s in added if status is None or s.status is status), key=lambda s: s.id
+    )
+    for store in module_stores:
+        for subscription in added:
+            store.add_subscription(subscription, limit=10**6)
+        try:
+            got = pages(store, limit, status)
+            assert [s for page in got for s in page] == expected
+            assert all(len(page) == limit for page in got[:-1])
+        finally:
+            for subscription in added:
+                store.delete_subscription(subscription.id, subscription.owner)
 
 
 # -- upgrades -----------------------------------------------------------------------------------

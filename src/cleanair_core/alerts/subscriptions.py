@@ -286,6 +286,14 @@ class TooManySubscriptions(Unprocessable):
         self.limit = limit
 
 
+def checked_page_limit(limit: int) -> int:
+    """`limit` if a page of `SubscriptionStore.all_subscriptions` may hold that many; else
+    ValueError (SQLite would read a negative limit as none, PostgreSQL refuse it)."""
+    if limit < 1:
+        raise ValueError("a page holds at least 1 subscription")
+    return limit
+
+
 @attrs.frozen
 class StoredState:
     """The evaluator's state of a subscription as stored: `blob` is the JSON of its
@@ -316,6 +324,22 @@ class SubscriptionStore(Protocol):
 
     def list_subscriptions(self, owner: str) -> list[Subscription]:
         """`owner`'s subscriptions, oldest first (`created_at`, then the id's text)."""
+        ...
+
+    def find_subscription(self, subscription_id: uuid.UUID) -> Subscription | None:
+        """The subscription with that id whoever its owner (for operators); None when there
+        is none."""
+        ...
+
+    def all_subscriptions(
+        self, after: uuid.UUID | None, limit: int, *, status: Status | None = None
+    ) -> list[Subscription]:
+        """One page of every owner's subscriptions in id order: at most `limit` (at least 1;
+        ValueError otherwise) whose id comes after `after` (None: from the first), only
+        those of `status` when given. The next page starts after the last id of this one; a
+        page shorter than `limit` is the last. Each page is its own read, so a subscription
+        added during a scan is seen only if its id comes after the page being read (the next
+        scan sees it), and one deleted during it is not seen again."""
         ...
 
     def delete_subscription(self, subscription_id: uuid.UUID, owner: str) -> bool:

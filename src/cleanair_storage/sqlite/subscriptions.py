@@ -10,14 +10,17 @@ from typing import Any
 from cleanair_core.alerts.rounds import subscription_cell
 from cleanair_core.alerts.subscriptions import (
     MAX_SUBSCRIPTIONS_PER_USER,
+    Status,
     StoredState,
     Subscription,
     TooManySubscriptions,
+    checked_page_limit,
 )
 from cleanair_storage.sqlite.database import SqliteDatabase, instant, timestamp
 from cleanair_storage.subscription_rows import (
     COLUMN_COUNT,
     SUBSCRIPTION_COLUMNS,
+    page_query,
     subscription_from_row,
     subscription_row,
 )
@@ -76,6 +79,28 @@ class SqliteSubscriptions(SqliteDatabase):
                 "WHERE owner = ? ORDER BY created_at, id",
                 (owner,),
             )
+            .fetchall()
+        )
+        return [_subscription(row) for row in rows]
+
+    def find_subscription(self, subscription_id: uuid.UUID) -> Subscription | None:
+        row = (
+            self._read()
+            .execute(
+                f"SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE id = ?",  # noqa: S608
+                (str(subscription_id),),
+            )
+            .fetchone()
+        )
+        return None if row is None else _subscription(row)
+
+    def all_subscriptions(
+        self, after: uuid.UUID | None, limit: int, *, status: Status | None = None
+    ) -> list[Subscription]:
+        start = "" if after is None else str(after)
+        rows = (
+            self._read()
+            .execute(page_query("?", status), (start, checked_page_limit(limit)))
             .fetchall()
         )
         return [_subscription(row) for row in rows]
