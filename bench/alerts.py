@@ -53,6 +53,7 @@ from typing import ParamSpec, TypeVar
 import httpx
 
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
+from cleanair_core.alerts import evaluation
 from cleanair_core.alerts.events import Direction
 from cleanair_core.alerts.subscriptions import (
     Audience,
@@ -243,13 +244,16 @@ class Split:
 def timed_round(store: Store, split: Split) -> Iterator[None]:
     """`alert_rounds`' steps and the store's claims timed into `split` while the block runs
     (the module's names are put back after; src has no timing of its own)."""
-    names = ("decide", "fetch_cell_air", "_countries", "_store_outcomes")
-    saved = {name: getattr(alert_rounds, name) for name in names}
+    wrapped = {
+        "decide": split.timed("decide", evaluation.decide),
+        "fetch_cell_air": split.timed_async("air", evaluation.fetch_cell_air),
+        "_countries": split.timed("air", alert_rounds._countries),
+        "_store_outcomes": split.timed("store", alert_rounds._store_outcomes),
+    }
+    saved = {name: getattr(alert_rounds, name) for name in wrapped}
+    for name, value in wrapped.items():
+        setattr(alert_rounds, name, value)
     claim = store.claim_due_subscriptions
-    alert_rounds.decide = split.timed("decide", alert_rounds.decide)
-    alert_rounds.fetch_cell_air = split.timed_async("air", alert_rounds.fetch_cell_air)
-    alert_rounds._countries = split.timed("air", alert_rounds._countries)
-    alert_rounds._store_outcomes = split.timed("store", alert_rounds._store_outcomes)
     store.claim_due_subscriptions = split.timed("claim", claim)  # type: ignore[method-assign]
     try:
         yield
@@ -629,7 +633,12 @@ def lag_section(folder: Path) -> None:
         while len(receipts.first) < WEBHOOKS:
             assert time.monotonic() < deadline, f"{len(receipts.first)} webhooks received"
             time.sleep(0.1)
-        metrics = client.get("/metrics").text
+        # A delivery is recorded (and its lag observed) just after the receiver answers.
+        while True:
+            metrics = client.get("/metrics").text
+            if server_lag(metrics)[0] >= WEBHOOKS or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
     lags = [arrived - committed for arrived in receipts.first.values()]
     p95_lag = percentile(lags, 0.95)
     count, mean, p95 = server_lag(metrics)
