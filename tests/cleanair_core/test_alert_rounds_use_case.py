@@ -184,6 +184,21 @@ def test_an_empty_pool_withholds_alerts_and_tells_the_owner_once(core: CleanAir)
     assert notice.subscription_id in {first.id, second.id}
 
 
+def test_an_episode_whose_alert_was_withheld_ends_without_an_all_clear(
+    core: CleanAir, clock: ManualClock, air: Air
+) -> None:
+    lifted = CreditLimits(monthly=1000, daily=1000)
+    core.store.debit(Debit("alice", "c1", "score", 1000, NOW - timedelta(days=3)), lifted)
+    subscribe(core)
+    assert run(core).withheld == 1
+    core.grant_credits("alice", 10, reason="support")  # the pool refills meanwhile
+    air.no2 = CLEAN
+    clock.set(NOW.replace(minute=0) + timedelta(hours=1, seconds=1))
+    report = run(core)
+    assert (report.recorded, report.withheld) == (0, 0)
+    assert feed_types(core) == ["alerts.pool_exhausted"]
+
+
 def test_a_source_outage_decides_nothing_and_tries_again_soon(
     core: CleanAir, clock: ManualClock, air: Air
 ) -> None:

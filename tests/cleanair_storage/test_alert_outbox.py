@@ -138,6 +138,17 @@ def test_an_event_is_recorded_once_by_its_id(store: Store) -> None:
     assert store.owed_delivery(second.event_id) == owed(second)
 
 
+def test_whether_an_event_is_recorded_whatever_its_owner(store: Store) -> None:
+    alices, bobs, never = new_event("alice"), new_event("bob", url=None), new_event()
+    store.record_alert_events([alices, bobs])
+    assert store.alert_event_recorded(alices.event_id)
+    assert store.alert_event_recorded(bobs.event_id)
+    assert not store.alert_event_recorded(never.event_id)
+    with store.transaction() as unit:
+        unit.record_alert_events([never])
+        assert unit.alert_event_recorded(never.event_id)  # inside its own unit of work
+
+
 def test_recording_nothing_records_nothing(store: Store) -> None:
     assert store.record_alert_events([]) == []
     assert store.alert_feed("alice", 0, 10) == []

@@ -31,7 +31,7 @@ from cleanair_core.alerts.evaluation import (
     fetch_cell_air,
     index_of,
 )
-from cleanair_core.alerts.events import AlertEvent
+from cleanair_core.alerts.events import AlertEvent, EventKind, observed_event_id
 from cleanair_core.alerts.messages import event_message, pool_exhausted_message
 from cleanair_core.alerts.outbox import NewEvent
 from cleanair_core.alerts.rounds import ClaimedSubscription, next_due
@@ -176,11 +176,14 @@ def _record(
     """Charge and record `events` of `subscription` in the transaction `tx`: each that the
     pool pays for, with its body, charged only if it is new (a state restarted from scratch
     may decide an event told before: it is neither told nor charged twice); for each the
-    pool cannot pay, the pool-exhausted notice, recorded once by its stable id. The numbers
-    of events recorded and withheld."""
+    pool cannot pay, the pool-exhausted notice, recorded once by its stable id. An
+    all-clear whose alert was withheld is dropped: its owner never heard of the episode.
+    The numbers of events recorded and withheld."""
     owner, limits = subscription.owner, ctx.policy.credits
     recorded = withheld = 0
     for event in events:
+        if event.kind is EventKind.ALL_CLEAR and not _alert_told(tx, event):
+            continue  # its alert was withheld: nothing to clear
         cost = event_cost(event, subscription.target)
         verdict = charge(owner, tx.usage(owner, now), cost, now, limits)
         if verdict.verdict is Verdict.WITHHOLD:
@@ -199,6 +202,14 @@ def _record(
             debit = Debit(owner, subscription.connection_id, ALERTS_LABEL, verdict.credits, now)
             tx.debit(debit, alert_limits(limits))
     return recorded, withheld
+
+
+def _alert_told(tx: Store, all_clear: AlertEvent) -> bool:
+    """Whether the alert an all-clear ends was recorded (not withheld for want of credits)."""
+    if all_clear.episode is None:
+        return True
+    alert = observed_event_id(all_clear.subscription_id, all_clear.episode, EventKind.ALERT)
+    return tx.alert_event_recorded(alert)
 
 
 def _new_event(
