@@ -100,37 +100,43 @@ class Running:
             )
             payload = event_message(subscription, event)
             store.record_alert_events(
-                [NewEvent(
-                    event_id=event.id,
-                    owner=user,
-                    subscription_id=subscription.id,
-                    payload=payload,
-                    created_at=now,
-                )]
+                [
+                    NewEvent(
+                        event_id=event.id,
+                        owner=user,
+                        subscription_id=subscription.id,
+                        payload=payload,
+                        created_at=now,
+                    )
+                ]
             )
         finally:
             store.close()
         message: str = json.loads(payload)["data"]["message"]
         return message
 
-    def record_hostile_event(self, user: str, subscription_id: str) -> None:
-        """An event whose words are markup: the page must show them as text."""
+    def record_plain_events(self, user: str, subscription_id: str, messages: list[str]) -> None:
+        """Events with these messages (and advice), made up rather than evaluated."""
         store = SqliteStore(self.database)
         try:
             now = datetime.now(UTC)
-            payload = {
-                "type": "air.alert",
-                "timestamp": now.isoformat(),
-                "data": {"message": HOSTILE, "advice": HOSTILE, "category_name": HOSTILE},
-            }
             store.record_alert_events(
-                [NewEvent(
-                    event_id=uuid.uuid4(),
-                    owner=user,
-                    subscription_id=uuid.UUID(subscription_id),
-                    payload=json.dumps(payload),
-                    created_at=now,
-                )]
+                [
+                    NewEvent(
+                        event_id=uuid.uuid4(),
+                        owner=user,
+                        subscription_id=uuid.UUID(subscription_id),
+                        payload=json.dumps(
+                            {
+                                "type": "air.alert",
+                                "timestamp": now.isoformat(),
+                                "data": {"message": m, "advice": m, "category_name": m},
+                            }
+                        ),
+                        created_at=now,
+                    )
+                    for m in messages
+                ]
             )
         finally:
             store.close()
@@ -220,8 +226,11 @@ def test_a_place_alert_is_created_listed_its_secret_shown_once_and_deleted(
     page.fill("#alert-webhook", "https://hooks.example.com/cleanair?token=receiver-token")
     body = sent_body(page, lambda: page.click("#alert-create"))
     assert body == {
-        "target": {"type": "place", "lat": pytest.approx(PLACE[0], abs=1e-4),
-                   "lon": pytest.approx(PLACE[1], abs=1e-4)},
+        "target": {
+            "type": "place",
+            "lat": pytest.approx(PLACE[0], abs=1e-4),
+            "lon": pytest.approx(PLACE[1], abs=1e-4),
+        },
         "index": "eu_eaqi_2024",
         "threshold": 3,
         "direction": "worse",
@@ -252,7 +261,7 @@ def test_a_place_alert_is_created_listed_its_secret_shown_once_and_deleted(
     expect(item.locator(".alert-what")).to_have_text("Place 60.16600, 24.94500")
     expect(item.locator(".alert-rule")).to_have_text(
         "EAQI at or worse than Poor; as it happens, then an all-clear; advice for sensitive "
-        "groups; times in Europe/Helsinki; quiet 22:30–06:45; webhook to hooks.example.com."
+        "groups; times in Europe/Helsinki; quiet 22:30\u201306:45; webhook to hooks.example.com."
     )
     expect(item.locator(".alert-state")).to_have_text("Active.")
     expect(page.locator("#alert-list-status")).to_have_text("1 of at most 20.")
@@ -361,15 +370,15 @@ def test_a_422_is_shown_next_to_the_fields_it_names_without_the_values(
     expect(page.locator("#alert-error-timezone")).to_have_text(
         "The time zone must be an IANA timezone name, e.g. Europe/Paris."
     )
-    expect(page.locator("#alert-error-webhook_url")).to_have_text(
-        "The webhook URL must use https."
-    )
+    expect(page.locator("#alert-error-webhook_url")).to_have_text("The webhook URL must use https.")
     expect(page.locator("#alert-error")).to_have_text(
         "The alert was not created (422). Fix the fields marked."
     )
     # Next to their fields: each error right under its control.
-    for field, error in [("#alert-timezone", "#alert-error-timezone"),
-                         ("#alert-webhook", "#alert-error-webhook_url")]:
+    for field, error in [
+        ("#alert-timezone", "#alert-error-timezone"),
+        ("#alert-webhook", "#alert-error-webhook_url"),
+    ]:
         control = page.locator(field).bounding_box()
         shown = page.locator(error).bounding_box()
         assert control is not None
@@ -494,7 +503,8 @@ def test_the_feed_polls_every_30_s_while_visible_keeps_its_cursor_and_shows_even
             "() => { Object.defineProperty(document, 'hidden', {value: true, configurable: true});"
             " document.dispatchEvent(new Event('visibilitychange')); }"
         )
-        running.record_hostile_event(user, subscription_id)
+        # Words that are markup: the page must show them as text.
+        running.record_plain_events(user, subscription_id, [HOSTILE])
         page.clock.run_for(120_000)
         assert len(asked()) == 2
         page.evaluate(
@@ -512,6 +522,18 @@ def test_the_feed_polls_every_30_s_while_visible_keeps_its_cursor_and_shows_even
         expect(page.locator("#feed img")).to_have_count(0)
         assert page.evaluate("window.pwned") is None
         expect(page.locator("#feed li").nth(1).locator(".feed-message")).to_have_text(message)
+
+        # A backlog past a page: read on at once (as plan polls go), then the usual wait.
+        running.record_plain_events(user, subscription_id, [f"n{n}" for n in range(150)])
+        page.clock.run_for(30_000)
+        expect(page.locator("#feed li")).to_have_count(102)
+        assert asked()[3:] == ["after=2&limit=100"]
+        page.clock.run_for(1_100)
+        expect(page.locator("#feed li")).to_have_count(152)
+        assert asked()[3:] == ["after=2&limit=100", "after=102&limit=100"]
+        expect(page.locator("#feed li").first.locator(".feed-message")).to_have_text("n149")
+        page.clock.run_for(29_000)
+        assert len(asked()) == 5
         shots = Path(SCREENSHOT_DIR) if SCREENSHOT_DIR else tmp_path
         page.locator("#alert-feed-panel").screenshot(path=str(shots / "explore-alert-feed.png"))
     finally:

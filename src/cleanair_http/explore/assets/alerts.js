@@ -402,8 +402,8 @@
     wait: FEED_EVERY_MS, // from the last request to the next
     timer: null,
     stopped: false, // after a 401 or 403: until the token changes
-    polled: false, // a page has been read for this token
     busy: false,
+    catchUp: 0, // pages read in a row without the usual wait
   };
 
   function scheduleFeed() {
@@ -441,9 +441,13 @@
       const page = answer.body;
       feed.events = feed.events.concat(page.events || []).slice(-FEED_KEEP);
       feed.after = page.next_after;
-      feed.polled = true;
-      feed.catchUp = page.more ? (feed.catchUp || 0) + 1 : 0;
-      if (page.more && feed.catchUp <= CATCH_UP_PAGES) feed.wait = CATCH_UP_MS;
+      // After a few pages in a row, the usual wait, then on again.
+      if (page.more && feed.catchUp < CATCH_UP_PAGES) {
+        feed.catchUp += 1;
+        feed.wait = CATCH_UP_MS;
+      } else {
+        feed.catchUp = 0;
+      }
       showFeed();
     }
     scheduleFeed();
@@ -480,8 +484,8 @@
     tokenTimer = setTimeout(() => {
       feed.run += 1;
       Object.assign(feed, {
-        after: 0, events: [], lastPoll: 0, wait: FEED_EVERY_MS, stopped: false, polled: false,
-        busy: false, catchUp: 0,
+        after: 0, events: [], lastPoll: 0, wait: FEED_EVERY_MS, stopped: false, busy: false,
+        catchUp: 0,
       });
       $("feed").replaceChildren();
       showError("feed-error", "");
