@@ -431,7 +431,8 @@ def decide_trip(
     (`fetch_cell_air` of `trip_air_wanted`'s cells; a `TripAir` shares the work between the
     trips of a round) and the country of the trip's start cell, for an index not named.
 
-    None when nothing changed; else the decision, whose blob keeps `route`. A due trip with
+    None when nothing changed; else the decision, whose blob keeps `route` (a first
+    evaluation always decides, to keep it). A due trip with
     no air at the usual departure decides nothing new, nor one whose alert could only be
     delivered (quiet hours) after the last departure compared: both release held-back
     events only. CPU work: a caller on an event loop runs it on its `Offload`."""
@@ -473,7 +474,8 @@ def decide_trip(
                     )
     waiting = {e.id: advice.get(e.id, TripAdvice()) for e in new_forecast.pending}
     new = TripState(route, new_forecast, waiting)
-    if not restarted and not events and new == old:
+    # A first evaluation saves the route even when nothing is told: it is planned once.
+    if state.blob is not None and not restarted and not events and new == old:
         return None
     return TripDecision(
         subscription_id=subscription.id,
