@@ -63,6 +63,7 @@ from cleanair_core.alerts.trips import (
     stored_route,
     trip_advice,
     trip_air_wanted,
+    trip_course,
     trip_dose,
     trip_due,
     trip_times,
@@ -121,6 +122,7 @@ def with_trip(subscription: Subscription, **changes: object) -> Subscription:
 
 
 ROUTE = direct_route(START, END)
+COURSE = trip_course(ROUTE, TRIP)
 
 AirOf = Callable[[Cell, datetime], float]
 FIRST_END = datetime(2026, 11, 21, 0, 0, tzinfo=UTC)
@@ -331,7 +333,11 @@ def plan_dose(route: TripRoute, departure: datetime, pm25: AirOf) -> float | Non
 
 def test_a_constant_airs_dose_is_its_load_times_the_time_times_the_breathing() -> None:
     air = TripAir(route_air(lambda cell, end: 30.0))  # twice the WHO guideline
-    dose = trip_dose(ROUTE, TRIP, air, USUAL, route_cells(ROUTE))
+    assert air.air(cell_of(START), USUAL) == {Pollutant.PM25: 30.0}
+    assert air.air(cell_of(START), FIRST_END + HOURS * HOUR) == {Pollutant.PM25: None}
+    assert air.air(cell_of(START), FIRST_END - HOUR) == {}
+    assert air.air(Cell(0, 0), USUAL) == {}
+    dose = trip_dose(COURSE, air, USUAL)
     hours = ROUTE.length_m / 1.3 / 3600
     # Walking breathes 26 L/min; times are kept to the microsecond, hence the tolerance.
     assert dose == pytest.approx(2 * hours * 26 / 12, rel=1e-9)
@@ -353,21 +359,19 @@ def test_a_departures_dose_is_the_route_plans_dose_in_stepped_air(
 
     departure = USUAL - HOUR + timedelta(minutes=minute)
     air = TripAir(route_air(pm25))
-    assert trip_dose(ROUTE, TRIP, air, departure, route_cells(ROUTE)) == plan_dose(
-        ROUTE, departure, pm25
-    )
+    assert trip_dose(COURSE, air, departure) == plan_dose(ROUTE, departure, pm25)
 
 
 def test_a_point_without_air_leaves_the_dose_unknown() -> None:
     cells = route_air(lambda cell, end: 10.0)
     del cells[cell_of(END)]
-    assert trip_dose(ROUTE, TRIP, TripAir(cells), USUAL, route_cells(ROUTE)) is None
+    assert trip_dose(COURSE, TripAir(cells), USUAL) is None
 
 
 def test_cycling_breathes_more_but_goes_faster() -> None:
     cycling = attrs.evolve(TRIP, activity=PlanActivityType.CYCLING)
     air = TripAir(route_air(lambda cell, end: 15.0))
-    dose = trip_dose(ROUTE, cycling, air, USUAL, route_cells(ROUTE))
+    dose = trip_dose(trip_course(ROUTE, cycling), air, USUAL)
     assert dose == pytest.approx(ROUTE.length_m / 5.0 / 3600 * 50 / 12, rel=1e-9)
 
 
@@ -377,7 +381,7 @@ def test_cycling_breathes_more_but_goes_faster() -> None:
 def doses_of(pm25: AirOf) -> list[DepartureDose]:
     due = trip_due(trip_subscription(), SUNDAY_EVENING)
     assert due is not None
-    return departure_doses(ROUTE, TRIP, TripAir(route_air(pm25)), due, route_cells(ROUTE))
+    return departure_doses(COURSE, TripAir(route_air(pm25)), due)
 
 
 def test_the_best_departure_is_the_least_dose_nearest_the_usual_one() -> None:
@@ -457,10 +461,10 @@ def test_the_category_is_the_worst_the_trip_meets_where_and_when_it_passes() -> 
 
     air = TripAir(cell_airs({*cells, off_route}, pm25))
     # Leaving at 06:00 UTC the trip is off the last cell by 06:20: Moderate at worst.
-    assert route_category(ROUTE, TRIP, air, EAQI, USUAL, cells) == 2
+    assert route_category(COURSE, air, EAQI, USUAL) == 2
     # Leaving at 07:50 it reaches the last cell after 08:00: Very poor.
     later = USUAL + timedelta(minutes=110)
-    assert route_category(ROUTE, TRIP, air, EAQI, later, cells) == 4
+    assert route_category(COURSE, air, EAQI, later) == 4
     categories = CellCategories(air.cells[last])
     reached = trip_times(ROUTE, TRIP, later)[-1]
     assert categories.at(EAQI, air.cells[last].position(hour_end_of(reached))) == 4

@@ -26,15 +26,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import attrs
 
 from cleanair_core.air.activities import speed_m_s, ventilation_ratio
-from cleanair_core.air.dose import inhaled_dose
+from cleanair_core.air.dose import air_load, dose_pollutants
 from cleanair_core.air.indexes import OfficialIndex
-from cleanair_core.air.pollutants import Concentrations
+from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.alerts.alert_states import MalformedState, decode_state, encode_state
 from cleanair_core.alerts.evaluation import (
     HOUR,
@@ -172,43 +172,93 @@ def _first_held(blob: str | None) -> datetime | None:
 # -- The air along the route ------------------------------------------------------------------
 
 
+#: Instants are counted in microseconds since 1970 (`datetime`'s own resolution) and hours
+#: by the number of their end, so that a point's hour is one integer division.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_HOUR_US = 3_600_000_000
+#: A cell's hour is keyed by one int, `cell code x _HOUR_KEYS + hour number`: hour numbers
+#: stay below it until the year 3100, and cell codes (`_cell_code`) are distinct.
+_HOUR_KEYS = 10**7
+#: The dose is per hour of breathing (`air.dose`).
+_SECONDS_PER_HOUR = 3600.0
+
+
+def _micros(at: datetime) -> int:
+    return (at - _EPOCH) // _MICROSECOND
+
+
+def _cell_code(cell: Cell) -> int:
+    # Rows are within +-9000 and columns within +-18000: no two cells share a code.
+    return cell.row * 100_000 + cell.column
+
+
 class TripAir:
     """The hourly air of the cells trips cross (`evaluation.fetch_cell_air`, the forecast's
-    hours), with what is read from it kept for every trip of a round: each cell's categories
-    (`evaluation.CellCategories`) and each cell's hours as concentrations."""
+    hours), with what is read from it kept for every trip of a round: each cell's hours as
+    concentrations, their air loads (`air.dose.air_load`) and their categories
+    (`evaluation.CellCategories`). The value asked in the middle of an hour stands for all
+    of it, as the categories of places take it."""
 
     def __init__(self, cells: Mapping[Cell, CellAir]) -> None:
         self.cells = cells
-        self._categories: dict[Cell, CellCategories] = {}
-        self._airs: dict[tuple[Cell, datetime], Concentrations] = {}
+        self._by_code = {_cell_code(cell): cell for cell in cells}
+        self._airs: dict[int, Concentrations] = {}
+        self._loads: dict[tuple[Pollutant, ...], dict[int, float]] = {}
+        self._categories: dict[str, dict[int, int | None]] = {}
+        self._cell_categories: dict[Cell, CellCategories] = {}
 
     def air(self, cell: Cell, hour_end: datetime) -> Concentrations:
         """The concentrations of `cell` in the hour ending at `hour_end` (empty when
-        unknown): the value asked in the middle of the hour stands for all of it."""
-        key = (cell, hour_end)
-        found = self._airs.get(key)
-        if found is None:
-            found = {}
-            cell_air = self.cells.get(cell)
-            if cell_air is not None:
-                k = cell_air.position(hour_end)
-                if k >= 0:
-                    found = {
-                        p: series[k] if k < len(series) else None
-                        for p, series in cell_air.values.items()
-                    }
-            self._airs[key] = found
-        return found
+        unknown)."""
+        return self._air(_cell_code(cell) * _HOUR_KEYS + _micros(hour_end) // _HOUR_US)
 
     def category(self, cell: Cell, index: OfficialIndex, hour_end: datetime) -> int | None:
         """The category on `index` of `cell`'s hour ending at `hour_end`; None without data."""
-        cell_air = self.cells.get(cell)
+        return self._category(index, _cell_code(cell) * _HOUR_KEYS + _micros(hour_end) // _HOUR_US)
+
+    def _cell_hour(self, key: int) -> tuple[CellAir | None, int]:
+        """The air of the key's cell (None: not asked) and the position of its hour."""
+        code, hour = divmod(key, _HOUR_KEYS)
+        cell = self._by_code.get(code)
+        cell_air = None if cell is None else self.cells[cell]
         if cell_air is None:
-            return None
-        categories = self._categories.get(cell)
-        if categories is None:
-            categories = self._categories[cell] = CellCategories(cell_air)
-        return categories.at(index, cell_air.position(hour_end))
+            return None, -1
+        return cell_air, cell_air.position(_EPOCH + HOUR * hour)
+
+    def _air(self, key: int) -> Concentrations:
+        found = self._airs.get(key)
+        if found is None:
+            found = {}
+            cell_air, k = self._cell_hour(key)
+            if cell_air is not None and k >= 0:
+                found = {
+                    p: series[k] if k < len(series) else None
+                    for p, series in cell_air.values.items()
+                }
+            self._airs[key] = found
+        return found
+
+    def _loads_of(self, keys: Iterable[int], pollutants: tuple[Pollutant, ...]) -> dict[int, float]:
+        table = self._loads.setdefault(pollutants, {})
+        for key in keys:
+            if key not in table:
+                table[key] = air_load(self._air(key), pollutants)
+        return table
+
+    def _category(self, index: OfficialIndex, key: int) -> int | None:
+        table = self._categories.setdefault(index.code, {})
+        if key not in table:
+            cell_air, k = self._cell_hour(key)
+            if cell_air is None:
+                table[key] = None
+            else:
+                cell = self._by_code[key // _HOUR_KEYS]
+                categories = self._cell_categories.get(cell)
+                if categories is None:
+                    categories = self._cell_categories[cell] = CellCategories(cell_air)
+                table[key] = categories.at(index, k)
+        return table[key]
 
 
 def route_cells(route: TripRoute) -> list[Cell]:
@@ -236,38 +286,68 @@ def trip_times(route: TripRoute, trip: Trip, departure: datetime) -> list[dateti
     return [departure + timedelta(seconds=metres / speed) for metres in route.distances]
 
 
-def _hour_of(at: datetime) -> datetime:
-    """The end of the hour `at` lies in."""
-    return last_hour_end(at) + HOUR
+@attrs.frozen
+class TripCourse:
+    """A trip along its route, the same whenever it leaves: each point's cell (`codes`: as
+    `TripAir` keys them), the microseconds from the departure to it (`trip_times`), the
+    seconds of the trip each point stands for (`routes.times.time_weights`), and how much
+    the activity breathes (`air.activities.ventilation_ratio`)."""
+
+    codes: tuple[int, ...]
+    offsets: tuple[int, ...]
+    weights: tuple[float, ...]
+    ventilation_ratio: float
 
 
-def trip_dose(
-    route: TripRoute, trip: Trip, air: TripAir, departure: datetime, cells: Sequence[Cell]
-) -> float | None:
-    """The relative inhaled dose of the trip leaving at `departure`: `air.dose.inhaled_dose`
-    as a route plan's dose is computed (`routes.enrichment.enrich`: the activity's breathing,
-    each waypoint weighted by its time, outdoors), on the air of each point's cell in the
-    hour it is reached. None when some point has no air. `cells` is `route_cells(route)`."""
-    times = trip_times(route, trip, departure)
-    airs = [air.air(cell, _hour_of(at)) for cell, at in zip(cells, times, strict=True)]
-    return inhaled_dose(airs, time_weights(times), ventilation_ratio(trip.activity.activity))
+def trip_course(route: TripRoute, trip: Trip) -> TripCourse:
+    """The course of `trip` along `route`: computed once, it serves every departure."""
+    times = trip_times(route, trip, _EPOCH)
+    return TripCourse(
+        codes=tuple(_cell_code(cell) for cell in route_cells(route)),
+        offsets=tuple(_micros(at) for at in times),
+        weights=tuple(time_weights(times)),
+        ventilation_ratio=ventilation_ratio(trip.activity.activity),
+    )
+
+
+def _hour_keys(course: TripCourse, departure: datetime) -> list[int]:
+    """Per point, the key of its cell's hour when the trip leaves at `departure`: the hour
+    it is reached in (a point reached at 08:00 sharp is in the hour ending 09:00)."""
+    start = _micros(departure)
+    return [
+        code * _HOUR_KEYS + (start + offset) // _HOUR_US + 1
+        for code, offset in zip(course.codes, course.offsets, strict=True)
+    ]
+
+
+def trip_dose(course: TripCourse, air: TripAir, departure: datetime) -> float | None:
+    """The relative inhaled dose of the trip leaving at `departure`, by the rules of a route
+    plan's dose (`routes.enrichment.enrich`, outdoors: `air.dose.inhaled_dose`), on the air of
+    each point's cell in the hour it is reached: the dose pollutants are those known at every
+    point (`dose_pollutants`), each point's air load (`air_load`) weighs the seconds it stands
+    for, times the activity's breathing. None when no pollutant is known at every point.
+    Loads are kept per cell and hour in `air`: the same figures `inhaled_dose` sums."""
+    keys = _hour_keys(course, departure)
+    distinct = set(keys)
+    pollutants = dose_pollutants([air._air(key) for key in distinct])
+    if not pollutants:
+        return None
+    loads = air._loads_of(distinct, pollutants)
+    exposure_s = sum(
+        [loads[key] * weight for key, weight in zip(keys, course.weights, strict=True)]
+    )
+    return exposure_s / _SECONDS_PER_HOUR * course.ventilation_ratio
 
 
 def route_category(
-    route: TripRoute,
-    trip: Trip,
-    air: TripAir,
-    index: OfficialIndex,
-    departure: datetime,
-    cells: Sequence[Cell],
+    course: TripCourse, air: TripAir, index: OfficialIndex, departure: datetime
 ) -> int | None:
-    """The worst category on `index` along `route` for the trip leaving at `departure`: of
-    each point's cell in the hour it is reached. None when no point has one."""
-    times = trip_times(route, trip, departure)
+    """The worst category on `index` along the route for the trip leaving at `departure`:
+    of each point's cell in the hour it is reached. None when no point has one."""
     found = [
         c
-        for cell, at in zip(cells, times, strict=True)
-        if (c := air.category(cell, index, _hour_of(at))) is not None
+        for key in set(_hour_keys(course, departure))
+        if (c := air._category(index, key)) is not None
     ]
     return max(found) if found else None
 
@@ -280,11 +360,9 @@ class DepartureDose:
     dose: float | None
 
 
-def departure_doses(
-    route: TripRoute, trip: Trip, air: TripAir, due: TripDue, cells: Sequence[Cell]
-) -> list[DepartureDose]:
+def departure_doses(course: TripCourse, air: TripAir, due: TripDue) -> list[DepartureDose]:
     """Every departure of `due` (`TripDue.departures`) with its trip's dose, in order."""
-    return [DepartureDose(t, trip_dose(route, trip, air, t, cells)) for t in due.departures]
+    return [DepartureDose(t, trip_dose(course, air, t)) for t in due.departures]
 
 
 def trip_advice(
@@ -448,8 +526,8 @@ def decide_trip(
     new_forecast, events = release(old.forecast_state, now)
     advice: dict[uuid.UUID, TripAdvice] = dict(old.advice)
     if when is not None:
-        cells = route_cells(route)
-        category = route_category(route, trip, air, index, when.departure, cells)
+        course = trip_course(route, trip)
+        category = route_category(course, air, index, when.departure)
         last = when.departures[-1]
         if (
             category is not None
@@ -467,7 +545,7 @@ def decide_trip(
             )
             decided = [e for e in (*events, *new_forecast.pending) if e.id not in advice]
             if decided:
-                doses = departure_doses(route, trip, air, when, cells)
+                doses = departure_doses(course, air, when)
                 for event in decided:
                     advice[event.id] = trip_advice(
                         doses, when.departure, event.due_at, subscription.zone
