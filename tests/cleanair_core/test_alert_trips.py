@@ -5,6 +5,7 @@ departure and what it saves, the category along the route, and deciding once a d
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import uuid
@@ -292,6 +293,24 @@ def test_a_route_is_resampled_every_step_along_its_length() -> None:
     assert distance_m(bend, route.points[3]) == pytest.approx(
         300 - distance_m(START, bend), abs=0.2
     )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.builds(Point, st.floats(60.1, 60.25), st.floats(24.8, 25.1)), min_size=1, max_size=12
+    )
+)
+def test_a_resampled_route_keeps_its_length_and_never_jumps(points: list[Point]) -> None:
+    route = trip_route(points)
+    length = sum(distance_m(a, b) for a, b in itertools.pairwise(points))
+    assert route.length_m == pytest.approx(length, abs=0.06)
+    assert route.distances[:-1] == tuple(k * ROUTE_STEP_M for k in range(len(route.points) - 1))
+    # Kept points are never farther apart than the route between them (rounding aside).
+    for a, b, before, after in zip(
+        route.points, route.points[1:], route.distances, route.distances[1:], strict=False
+    ):
+        assert distance_m(a, b) <= after - before + 0.5
 
 
 def test_a_route_of_one_place_is_one_point() -> None:
