@@ -218,6 +218,11 @@ def _store_outcomes(
     now: datetime,
 ) -> RoundReport:
     report = RoundReport(claimed=len(claims))
+    # Recording an event locks its owner's feed end and credit windows until the commit.
+    # Taken in claim order (cell, id), two workers' transactions, each over several owners,
+    # would take them in different orders and deadlock (PostgreSQL then aborts one, whose
+    # claims wait out their lease); in owner order they take them in one order.
+    claims = sorted(claims, key=lambda claim: claim.subscription.owner)
     for first in range(0, len(claims), WRITE_CHUNK):
         with ctx.store.transaction() as tx:
             for claim in claims[first : first + WRITE_CHUNK]:
