@@ -61,19 +61,22 @@ def workload(
     owners: Sequence[str],
     created_at: datetime,
     *,
+    per_owner: int = MAX_SUBSCRIPTIONS_PER_USER,
+    origin: Point = HELSINKI,
     cells: int = 3,
     webhook_url: str | None = None,
     webhook_every: int = 3,
     seed: int = 32,
     timezone: str = "UTC",
 ) -> list[Subscription]:
-    """`MAX_SUBSCRIPTIONS_PER_USER` subscriptions for each of `owners`, spread over `cells`
-    cells, every `webhook_every`-th with `webhook_url` (when given), shuffled: workers claim
-    by cell and id, so one claim, and one transaction, holds several owners' subscriptions
-    in an order unrelated to the owners'."""
+    """`per_owner` subscriptions for each of `owners` (at most the per-user limit), spread
+    over `cells` cells northwards from `origin`'s, every `webhook_every`-th with
+    `webhook_url` (when given), shuffled: workers claim by cell and id, so one claim, and
+    one transaction, holds several owners' subscriptions in an order unrelated to the
+    owners'."""
     made = []
-    for number in range(len(owners) * MAX_SUBSCRIPTIONS_PER_USER):
-        point = Point(HELSINKI.lat + 0.01 * (number % cells), HELSINKI.lon)
+    for number in range(len(owners) * per_owner):
+        point = Point(origin.lat + 0.01 * (number % cells), origin.lon)
         url = webhook_url if number % webhook_every == 0 else None
         owner = owners[number % len(owners)]
         made.append(
