@@ -9,19 +9,24 @@ Every subscription is decided once: its one event is in its owner's feed once, d
 under the alerts label, owed to its webhook once, and its state saved once (version 1). A
 compare-and-set refused (`RoundReport.lost`) happens only where a claim was taken over after
 its lease ran out: never while leases hold, and exactly for the claims taken over when one
-worker stalls past its lease.
+worker stalls past its lease. Two workers charging an owner's last credit at once withhold
+the second alert rather than fail the round, and an event decided again from a restarted
+state nets no charge.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -30,6 +35,7 @@ from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
 from cleanair_core.alerts.costs import PLACE_ALERT_COST
 from cleanair_core.alerts.subscriptions import Subscription
+from cleanair_core.credits.ledger import CreditLimits, Debit, LedgerEntry, Usage
 from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_core.metrics import NO_METRICS
 from cleanair_core.policy import Policy
@@ -193,3 +199,98 @@ def assert_decided_once(store: Store, subscriptions: Sequence[Subscription]) -> 
         state = store.load_subscription_state(subscription.id)
         assert state is not None
         assert (state.version, state.blob is None) == (1, False)
+
+
+class Hooked:
+    """A store whose `usage` and `debit` calls, in or out of a unit of work, also tell `hear`
+    (the call's name and pool) once they are done: a test pauses a worker there."""
+
+    def __init__(self, store: Store, hear: Callable[[str, str], None]) -> None:
+        self._store, self._hear = store, hear
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Hooked]:
+        with self._store.transaction():
+            yield self
+
+    def usage(self, pool: str, at: datetime) -> Usage:
+        found = self._store.usage(pool, at)
+        self._hear("usage", pool)
+        return found
+
+    def debit(self, debit: Debit, limits: CreditLimits) -> LedgerEntry:
+        entry = self._store.debit(debit, limits)
+        self._hear("debit", debit.pool)
+        return entry
+
+
+def test_two_workers_charging_the_last_credit_at_once_withhold_one_alert_without_failing(
+    postgres_url: str,
+) -> None:
+    """PostgreSQL: a worker reads its owner's usage before it takes the owner's rows, so
+    another worker's charge may commit in between. The second must then withhold its alert
+    (with the pool-exhausted notice), not fail its whole transaction on the refused debit.
+    (SQLite's unit of work holds the write lock from its start: no such interleaving.)"""
+    setup = PostgresStore(postgres_url)
+    spender = OWNERS[0]
+    lifted = CreditLimits(monthly=1000, daily=1000)
+    last_one = Policy().credits.monthly - PLACE_ALERT_COST
+    setup.debit(Debit(spender, "c1", "score", last_one, NOW - timedelta(days=3)), lifted)
+    subscriptions = workload([spender], NOW - timedelta(hours=1), per_owner=2)
+    store_all(setup, subscriptions)
+    clock = ManualClock(NOW)
+    first_read, second_read = threading.Event(), threading.Event()
+
+    def first_hears(call: str, pool: str) -> None:
+        if call == "usage":
+            first_read.set()
+        elif call == "debit":
+            # The last credit debited, not committed: the second worker reads the usage now.
+            assert second_read.wait(WAIT_S)
+
+    def second_hears(call: str, pool: str) -> None:
+        if call == "usage":
+            second_read.set()
+
+    first = worker(cast(Store, Hooked(PostgresStore(postgres_url), first_hears)), clock, Air())
+    second = worker(cast(Store, Hooked(PostgresStore(postgres_url), second_hears)), clock, Air())
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            charged = pool.submit(lambda: asyncio.run(evaluate_due(first.context, "1", batch=1)))
+            assert first_read.wait(WAIT_S)
+            # The first worker holds one claim: the second claims the other.
+            withheld = pool.submit(lambda: asyncio.run(evaluate_due(second.context, "2", batch=1)))
+            reports = [charged.result(timeout=WAIT_S), withheld.result(timeout=WAIT_S)]
+        assert [(r.claimed, r.recorded, r.withheld, r.lost) for r in reports] == [
+            (1, 1, 0, 0),
+            (1, 0, 1, 0),
+        ]
+        types = [json.loads(e.payload)["type"] for e in setup.alert_feed(spender, 0, 10)]
+        assert types == ["air.forecast", "alerts.pool_exhausted"]
+        assert setup.usage(spender, NOW).month == Policy().credits.monthly
+    finally:
+        for store in (setup, first.store, second.store):
+            store.close()
+
+
+def test_an_event_told_before_and_decided_again_from_a_restarted_state_nets_no_charge(
+    opener: Callable[[], Store],
+) -> None:
+    """A state that cannot be read is restarted from scratch, and decides today's forecast
+    alert again, with the same id: it is neither told nor charged again (a round debits
+    before it records, so it must know the event is not new before the debit)."""
+    store = opener()
+    [subscription] = workload(OWNERS[:1], NOW - timedelta(hours=1), per_owner=1)
+    store.add_subscription(subscription)
+    clock = ManualClock(NOW)
+    core = worker(store, clock, Air())
+    assert asyncio.run(evaluate_due(core.context, "worker")).recorded == 1
+    assert store.save_subscription_state(subscription.id, 1, "not a state")
+    clock.advance(hours=1)  # due again at the end of the hour
+    again = asyncio.run(evaluate_due(core.context, "worker"))
+    assert (again.claimed, again.restarted, again.recorded) == (1, 1, 0)
+    assert len(store.alert_feed(subscription.owner, 0, 10)) == 1
+    assert store.usage(subscription.owner, NOW).month == PLACE_ALERT_COST
