@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import attrs
 
 from cleanair_core.air.places import PlaceNamer
-from cleanair_core.alerts.costs import Verdict, alert_limits, charge, event_cost
+from cleanair_core.alerts.costs import Charging, Verdict, alert_limits, charge, event_cost
 from cleanair_core.alerts.evaluation import (
     Cell,
     CellAir,
@@ -44,8 +44,8 @@ from cleanair_core.alerts.trips import (
     stored_route,
     trip_air_wanted,
 )
-from cleanair_core.credits.ledger import Debit, next_month_start
-from cleanair_core.errors import PlanRejected, PlanTooLong, SourceUnavailable
+from cleanair_core.credits.ledger import CreditLimits, Debit, Usage, next_month_start
+from cleanair_core.errors import CreditsExhausted, PlanRejected, PlanTooLong, SourceUnavailable
 from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.planner import plan_routes
 from cleanair_core.routes.plans import PlanRequest
@@ -218,6 +218,11 @@ def _store_outcomes(
     now: datetime,
 ) -> RoundReport:
     report = RoundReport(claimed=len(claims))
+    # Recording an event locks its owner's feed end and credit windows until the commit.
+    # Taken in claim order (cell, id), two workers' transactions, each over several owners,
+    # would take them in different orders and deadlock (PostgreSQL then aborts one, whose
+    # claims wait out their lease); in owner order they take them in one order.
+    claims = sorted(claims, key=lambda claim: claim.subscription.owner)
     for first in range(0, len(claims), WRITE_CHUNK):
         with ctx.store.transaction() as tx:
             for claim in claims[first : first + WRITE_CHUNK]:
@@ -274,8 +279,20 @@ def _record(
     for event in decision.events:
         if event.kind is EventKind.ALL_CLEAR and not _alert_told(tx, event):
             continue  # its alert was withheld: nothing to clear
+        if tx.alert_event_recorded(event.id):
+            continue  # told before (a restarted state decided it again): not charged twice
         cost = event_cost(event, subscription.target)
         verdict = charge(owner, tx.usage(owner, now), cost, now, limits)
+        if verdict.verdict is Verdict.CHARGE and verdict.credits:
+            # The debit, not the usage read above, decides: another worker's alert or the
+            # owner's call may have spent the pool since (PostgreSQL reads committed rows
+            # without waiting). Debited before recording, a refusal records nothing, and
+            # the rest of the transaction stands (the ledger refuses within a savepoint).
+            debit = Debit(owner, subscription.connection_id, ALERTS_LABEL, verdict.credits, now)
+            try:
+                tx.debit(debit, alert_limits(limits))
+            except CreditsExhausted:
+                verdict = _refused(owner, tx.usage(owner, now), cost, now, limits)
         if verdict.verdict is Verdict.WITHHOLD:
             withheld += 1
             if verdict.notice is not None:
@@ -286,12 +303,9 @@ def _record(
             continue
         advice = decision.advice.get(event.id)
         body = event_message(subscription, event, index=decision.index, trip=advice)
-        if not tx.record_alert_events([_new_event(subscription, event.id, body, now)]):
-            continue
-        recorded += 1
-        if verdict.credits:
-            debit = Debit(owner, subscription.connection_id, ALERTS_LABEL, verdict.credits, now)
-            tx.debit(debit, alert_limits(limits))
+        # New (not recorded above, and only the claim's holder decides this subscription).
+        if tx.record_alert_events([_new_event(subscription, event.id, body, now)]):
+            recorded += 1
     return recorded, withheld
 
 
@@ -301,6 +315,14 @@ def _alert_told(tx: Store, all_clear: AlertEvent) -> bool:
         return True
     alert = observed_event_id(all_clear.subscription_id, all_clear.episode, EventKind.ALERT)
     return tx.alert_event_recorded(alert)
+
+
+def _refused(owner: str, usage: Usage, cost: int, now: datetime, limits: CreditLimits) -> Charging:
+    """The verdict on an event whose debit the ledger refused: withheld, with the notice of
+    the pool as `usage` now shows it; with none should it show room again (a refund since):
+    the ledger's word stands for this event."""
+    verdict = charge(owner, usage, cost, now, limits)
+    return verdict if verdict.verdict is Verdict.WITHHOLD else Charging(verdict=Verdict.WITHHOLD)
 
 
 def _new_event(
