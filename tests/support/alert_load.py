@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 
 from cleanair_core.air.indexes import eu_eaqi
 from cleanair_core.alerts.events import Direction
@@ -31,16 +31,28 @@ from cleanair_core.geo import Point
 HELSINKI = Point(60.1699, 24.9384)
 
 
+def away_from_midnight(at: datetime) -> str:
+    """A fixed-offset IANA zone (`Etc/GMT-3` is UTC+3) whose clock reads about noon at
+    `at`: a "today" forecast made then stays about one local day however long a slow test
+    takes, whatever the hour it runs at."""
+    offset = 12 - at.astimezone(UTC).hour  # -11 .. 12
+    if offset == 0:
+        return "Etc/GMT"
+    # The Etc zones' signs are POSIX's, the reverse of ISO 8601's.
+    return f"Etc/GMT{'-' if offset > 0 else '+'}{abs(offset)}"
+
+
 def alerting_at_once(
     owner: str,
     created_at: datetime,
     *,
     point: Point = HELSINKI,
     webhook_url: str | None = None,
-    timezone: str = "UTC",
+    timezone: str | None = None,
 ) -> Subscription:
     """A subscription of `owner` whose first evaluation alerts: today's forecast, from
-    00:00 in `timezone`, at or past the EAQI's lowest category."""
+    00:00 in `timezone` (default: one where `created_at` is about noon), at or past the
+    EAQI's lowest category."""
     return Subscription(
         id=uuid.uuid4(),
         owner=owner,
@@ -52,7 +64,7 @@ def alerting_at_once(
         direction=Direction.WORSE,
         audience=Audience.GENERAL,
         kind=Forecast(TargetDay.TODAY, send_at=time(0)),
-        timezone=timezone,
+        timezone=timezone or away_from_midnight(created_at),
         webhook_url=webhook_url,
     )
 
@@ -67,7 +79,7 @@ def workload(
     webhook_url: str | None = None,
     webhook_every: int = 3,
     seed: int = 32,
-    timezone: str = "UTC",
+    timezone: str | None = None,
 ) -> list[Subscription]:
     """`per_owner` subscriptions for each of `owners` (at most the per-user limit), spread
     over `cells` cells northwards from `origin`'s, every `webhook_every`-th with
