@@ -78,6 +78,20 @@ class AlertWorker:
             try:
                 report = await self._core.evaluate_alerts(self.claimant)
                 claimed = report.claimed
+                if claimed:
+                    # DEBUG: a busy round is not news, but what each worker did, and what
+                    # it lost to another, is what a test or an operator debugging shares
+                    # needs to see.
+                    log.debug(
+                        "alert round",
+                        extra={
+                            "claimant": self.claimant,
+                            "claimed": claimed,
+                            "recorded": report.recorded,
+                            "withheld": report.withheld,
+                            "lost": report.lost,
+                        },
+                    )
                 if report.restarted:
                     log.warning(
                         "alert states unreadable, restarted",

@@ -739,6 +739,10 @@ class MemoryStore:
                 recorded.append(event.event_id)
             return recorded
 
+    def alert_event_recorded(self, event_id: uuid.UUID) -> bool:
+        with self._lock:
+            return event_id in self._recorded
+
     def alert_feed(self, owner: str, after: int, limit: int) -> list[FeedEntry]:
         with self._lock:
             first = max(after, 0) + 1  # no cursor is below 1: a negative `after` reads from it

@@ -25,13 +25,16 @@ from cleanair_core.alerts.subscriptions import (
     Place,
     Subscription,
     TargetDay,
+    Trip,
 )
+from cleanair_core.alerts.trips import stored_route
 from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_core.metrics import NO_METRICS
 from cleanair_core.ports import Sources
+from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.use_cases.alert_rounds import (
     ALERTS_LABEL,
     RoundReport,
@@ -184,6 +187,21 @@ def test_an_empty_pool_withholds_alerts_and_tells_the_owner_once(core: CleanAir)
     assert notice.subscription_id in {first.id, second.id}
 
 
+def test_an_episode_whose_alert_was_withheld_ends_without_an_all_clear(
+    core: CleanAir, clock: ManualClock, air: Air
+) -> None:
+    lifted = CreditLimits(monthly=1000, daily=1000)
+    core.store.debit(Debit("alice", "c1", "score", 1000, NOW - timedelta(days=3)), lifted)
+    subscribe(core)
+    assert run(core).withheld == 1
+    core.grant_credits("alice", 10, reason="support")  # the pool refills meanwhile
+    air.no2 = CLEAN
+    clock.set(NOW.replace(minute=0) + timedelta(hours=1, seconds=1))
+    report = run(core)
+    assert (report.recorded, report.withheld) == (0, 0)
+    assert feed_types(core) == ["alerts.pool_exhausted"]
+
+
 def test_a_source_outage_decides_nothing_and_tries_again_soon(
     core: CleanAir, clock: ManualClock, air: Air
 ) -> None:
@@ -216,3 +234,37 @@ def test_a_worker_whose_claim_was_taken_over_stores_nothing_and_nothing_is_told_
     assert stalled.recorded == 0
     assert feed_types(core) == ["air.alert"]
     assert used(core) == 1
+
+
+def test_a_trip_is_told_the_evening_before_with_its_best_departure_and_charged_5(
+    core: CleanAir, clock: ManualClock
+) -> None:
+    # Tuesday 2026-11-24; the walk is on Wednesdays at 08:00, told at 21:00 the day before.
+    walk = Trip(
+        HELSINKI,
+        Point(HELSINKI.lat + 0.01, HELSINKI.lon + 0.01),
+        PlanActivityType.WALKING,
+        time(8),
+        frozenset({3}),
+    )
+    subscription = subscribe(
+        core,
+        target=walk,
+        kind=Forecast(TargetDay.TOMORROW, send_at=time(21)),
+        index=eu_eaqi.CODE,
+    )
+    assert run(core).recorded == 0  # 11:07 local: not yet
+    clock.set(datetime(2026, 11, 24, 19, 0, 5, tzinfo=UTC))  # 21:00:05 in Helsinki
+    assert run(core).recorded == 1
+    [entry] = core.store.alert_feed("alice", 0, 10)
+    body = json.loads(entry.payload)
+    assert body["type"] == "air.forecast"
+    assert body["data"]["target_day"] == "2026-11-25"
+    assert body["data"]["trip"]["best_departure"] is not None
+    assert used(core) == 5
+    # The route was planned once and kept with the state for the next evaluations.
+    stored = core.store.load_subscription_state(subscription.id)
+    assert stored is not None
+    assert stored_route(stored) is not None
+    clock.advance(hours=1)
+    assert run(core).recorded == 0  # the same forecast: told once

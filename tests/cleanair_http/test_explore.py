@@ -71,6 +71,8 @@ def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client)
         "/explore/assets/conditions.css",
         "/explore/assets/departures.js",
         "/explore/assets/departures.css",
+        "/explore/assets/alerts.js",
+        "/explore/assets/alerts.css",
         "/explore/assets/icon.svg",
     }
 
@@ -84,6 +86,8 @@ def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client)
         ("conditions.css", "text/css; charset=utf-8"),
         ("departures.js", "text/javascript; charset=utf-8"),
         ("departures.css", "text/css; charset=utf-8"),
+        ("alerts.js", "text/javascript; charset=utf-8"),
+        ("alerts.css", "text/css; charset=utf-8"),
         ("icon.svg", "image/svg+xml"),
     ],
 )

@@ -13,7 +13,7 @@ import tempfile
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -35,6 +35,7 @@ from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.migrations import migrate
 from cleanair_storage.postgres.schema import MIGRATIONS
 from cleanair_storage.sqlite import SqliteStore
+from support.concurrency import run_together
 from support.postgres import shared_server
 from support.subscriptions import T0, make_subscription
 
@@ -136,6 +137,17 @@ def test_an_event_is_recorded_once_by_its_id(store: Store) -> None:
         entry(third, 3),
     ]
     assert store.owed_delivery(second.event_id) == owed(second)
+
+
+def test_whether_an_event_is_recorded_whatever_its_owner(store: Store) -> None:
+    alices, bobs, never = new_event("alice"), new_event("bob", url=None), new_event()
+    store.record_alert_events([alices, bobs])
+    assert store.alert_event_recorded(alices.event_id)
+    assert store.alert_event_recorded(bobs.event_id)
+    assert not store.alert_event_recorded(never.event_id)
+    with store.transaction() as unit:
+        unit.record_alert_events([never])
+        assert unit.alert_event_recorded(never.event_id)  # inside its own unit of work
 
 
 def test_recording_nothing_records_nothing(store: Store) -> None:
@@ -380,49 +392,6 @@ def test_abandoning_fails_a_subscriptions_pending_deliveries(store: Store) -> No
 
 
 # -- concurrency: threads, and on the shared stores their own connections -----------------------
-
-
-@pytest.fixture(params=("memory", "sqlite", "postgres"))
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
-    """Opens stores on one database, each with its own connections as a process has (the
-    memory store is one, shared by the threads)."""
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
-    memory = MemoryStore()
-    opened: list[Store] = []
-
-    def another() -> Store:
-        if request.param == "memory":
-            return memory
-        store: Store = SqliteStore(tmp_path / "shared.db") if url is None else PostgresStore(url)
-        opened.append(store)
-        return store
-
-    yield another
-    for store in opened:
-        store.close()
-
-
-def run_together(work: Sequence[Callable[[], None]]) -> None:
-    """Run each of `work` on a thread of its own, all released at once; re-raise the first
-    failure."""
-    barrier = threading.Barrier(len(work))
-    failures: list[BaseException] = []
-
-    def run(job: Callable[[], None]) -> None:
-        try:
-            barrier.wait(timeout=60)
-            job()
-        except BaseException as exc:  # handed to the test's thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=run, args=(job,)) for job in work]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert not any(thread.is_alive() for thread in threads)
-    if failures:
-        raise failures[0]
 
 
 def test_the_feed_pages_without_gaps_under_concurrent_recorders(

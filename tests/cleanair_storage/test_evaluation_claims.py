@@ -10,10 +10,9 @@ import functools
 import shutil
 import sqlite3
 import tempfile
-import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from cleanair_storage.subscription_rows import (
     SUBSCRIPTION_COLUMNS,
     subscription_row,
 )
+from support.concurrency import run_together
 from support.postgres import shared_server
 from support.subscriptions import T0, make_subscription
 
@@ -289,49 +289,6 @@ def test_a_finish_commits_with_the_rest_of_its_unit_of_work(store: Store) -> Non
 
 
 # -- concurrency: threads, and on the shared stores their own connections -----------------------
-
-
-@pytest.fixture(params=("memory", "sqlite", "postgres"))
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
-    """Opens stores on one database, each with its own connections as a process has (the
-    memory store is one, shared by the threads)."""
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
-    memory = MemoryStore()
-    opened: list[Store] = []
-
-    def another() -> Store:
-        if request.param == "memory":
-            return memory
-        store: Store = SqliteStore(tmp_path / "shared.db") if url is None else PostgresStore(url)
-        opened.append(store)
-        return store
-
-    yield another
-    for store in opened:
-        store.close()
-
-
-def run_together(work: Sequence[Callable[[], None]]) -> None:
-    """Run each of `work` on a thread of its own, all released at once; re-raise the first
-    failure."""
-    barrier = threading.Barrier(len(work))
-    failures: list[BaseException] = []
-
-    def run(job: Callable[[], None]) -> None:
-        try:
-            barrier.wait(timeout=60)
-            job()
-        except BaseException as exc:  # handed to the test's thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=run, args=(job,)) for job in work]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert not any(thread.is_alive() for thread in threads)
-    if failures:
-        raise failures[0]
 
 
 def test_concurrent_claimants_never_share_a_subscription(stores: Callable[[], Store]) -> None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from support.alert_load import away_from_midnight
 from support.servers import pair, running_server, server_env, spawn, stop
 from support.webhook_receiver import Receiver, running_receiver
 
@@ -45,13 +47,14 @@ def alerting_env(tmp_path: Path, receiver: Receiver, **settings: str) -> dict[st
 
 def subscribe(base: str, headers: Mapping[str, str], url: str) -> dict[str, Any]:
     """A forecast subscription that alerts at once: today's worst hour at or past category
-    0 (always), sent from 00:00 UTC (already past)."""
+    0 (always), sent from 00:00 in a zone where it is about noon now (already past, and the
+    day does not end while the test runs)."""
     body = {
         "target": {"type": "place", "lat": 60.1699, "lon": 24.9384},
         "index": "eu_eaqi_2024",
         "threshold": 0,
         "kind": {"type": "forecast", "target_day": "today", "send_at": "00:00"},
-        "timezone": "UTC",
+        "timezone": away_from_midnight(datetime.now(UTC)),
         "webhook_url": url,
     }
     created = httpx.post(

@@ -86,6 +86,10 @@ class AlertOutbox(Protocol):
         sees every cursor below it too, whichever process recorded them."""
         ...
 
+    def alert_event_recorded(self, event_id: uuid.UUID) -> bool:
+        """Whether an event with that id is recorded (in any owner's feed)."""
+        ...
+
     def alert_feed(self, owner: str, after: int, limit: int) -> list[FeedEntry]:
         """`owner`'s events with a cursor above `after`, in cursor order, at most `limit`."""
         ...

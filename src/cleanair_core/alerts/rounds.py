@@ -23,8 +23,8 @@ from cleanair_core.alerts.alert_states import MalformedState, decode_state
 from cleanair_core.alerts.evaluation import HOUR, cell_of, last_hour_end, send_instant
 from cleanair_core.alerts.subscriptions import Observed, Place, StoredState, Subscription
 
-#: Trip subscriptions are not evaluated yet (their alerts need the departures computation):
-#: they are looked at once a day, so that they cost the claims next to nothing.
+#: The longest a trip subscription waits when no telling of it is ahead (`trips.next_trip_due`
+#: says when a trip is due; `next_due` gives a trip this, and the round asks trips' own).
 TRIP_PAUSE = timedelta(days=1)
 #: The soonest a subscription is due again: a state whose held-back events are already due
 #: (which `evaluation.decide` would have released) must not make a worker spin on it.

@@ -21,24 +21,34 @@ from datetime import datetime, timedelta
 import attrs
 
 from cleanair_core.air.places import PlaceNamer
-from cleanair_core.alerts.costs import Verdict, alert_limits, charge, event_cost
+from cleanair_core.alerts.costs import Charging, Verdict, alert_limits, charge, event_cost
 from cleanair_core.alerts.evaluation import (
     Cell,
-    Decision,
+    CellAir,
     air_wanted,
     cell_of,
     decide,
     fetch_cell_air,
     index_of,
 )
-from cleanair_core.alerts.events import AlertEvent
-from cleanair_core.alerts.messages import event_message, pool_exhausted_message
+from cleanair_core.alerts.events import AlertEvent, EventKind, observed_event_id
+from cleanair_core.alerts.messages import TripAdvice, event_message, pool_exhausted_message
 from cleanair_core.alerts.outbox import NewEvent
 from cleanair_core.alerts.rounds import ClaimedSubscription, next_due
-from cleanair_core.alerts.subscriptions import Place, Subscription
-from cleanair_core.credits.ledger import Debit, next_month_start
-from cleanair_core.errors import SourceUnavailable
-from cleanair_core.ports import Store
+from cleanair_core.alerts.subscriptions import Place, Subscription, Trip
+from cleanair_core.alerts.trip_routes import TripRoute, direct_route, route_of_plan
+from cleanair_core.alerts.trips import (
+    TripAir,
+    decide_trip,
+    next_trip_due,
+    stored_route,
+    trip_air_wanted,
+)
+from cleanair_core.credits.ledger import CreditLimits, Debit, Usage, next_month_start
+from cleanair_core.errors import CreditsExhausted, PlanRejected, PlanTooLong, SourceUnavailable
+from cleanair_core.ports import Sources, Store
+from cleanair_core.routes.planner import plan_routes
+from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.use_cases.context import Context
 
 #: Subscriptions one claim takes: a few thousand share few cells' air, and `decide` runs
@@ -78,21 +88,28 @@ async def evaluate_due(ctx: Context, claimant: str, *, batch: int = CLAIM_BATCH)
     if not claims:
         return RoundReport()
     sources = ctx.require_sources()
-    wanted = air_wanted((claim.subscription for claim in claims), now)
-    places = sources.places
-    countries = await ctx.offload(lambda: _countries(places, wanted))
     try:
+        routes = await _trip_routes(ctx, sources, claims, now)
+        wanted = air_wanted((claim.subscription for claim in claims), now)
+        for cell, forecast in trip_air_wanted(
+            (
+                (c.subscription, routes[c.subscription.id])
+                for c in claims
+                if c.subscription.id in routes
+            ),
+            now,
+        ).items():
+            wanted[cell] = wanted.get(cell, False) or forecast
+        places = sources.places
+        countries = await ctx.offload(lambda: _countries(places, wanted))
         air = await fetch_cell_air(sources.air_quality, wanted, now, offload=ctx.offload)
     except SourceUnavailable:
         # No hour is decided on air the source could not give: the claims are due again soon.
         retry = now + SOURCE_RETRY
         lost = await ctx.offload(lambda: _postpone(store, claimant, claims, retry))
         return RoundReport(claimed=len(claims), lost=lost)
-    pairs = [(claim.subscription, claim.state) for claim in claims]
-    decisions = await ctx.offload(lambda: decide(pairs, air, countries, now))
-    report = await ctx.offload(
-        lambda: _store_outcomes(ctx, claimant, claims, decisions, countries, now)
-    )
+    decisions = await ctx.offload(lambda: _decide(claims, routes, air, countries, now))
+    report = await ctx.offload(lambda: _store_outcomes(ctx, claimant, claims, decisions, now))
     if report.recorded:
         ctx.metrics.alert_events("recorded", report.recorded)
     if report.withheld:
@@ -104,6 +121,80 @@ def _countries(places: PlaceNamer | None, cells: Iterable[Cell]) -> dict[Cell, s
     if places is None:
         return {}
     return {cell: places.country_of(cell.centre) for cell in cells}
+
+
+@attrs.frozen
+class _Outcome:
+    """One subscription's decision, whatever its target: the new state, the events, the
+    index their category is on, and a trip event's advice by event id."""
+
+    blob: str
+    events: Sequence[AlertEvent]
+    index: str
+    advice: Mapping[uuid.UUID, TripAdvice]
+    restarted: bool
+
+
+async def _trip_routes(
+    ctx: Context, sources: Sources, claims: Sequence[ClaimedSubscription], now: datetime
+) -> dict[uuid.UUID, TripRoute]:
+    """The usual route of each claimed trip: the one its state keeps, or, at its first
+    evaluation, planned once as a route plan would be (the straight line where no street
+    network covers it); SourceUnavailable when the air for planning cannot be had."""
+    routes: dict[uuid.UUID, TripRoute] = {}
+    for claim in claims:
+        target = claim.subscription.target
+        if not isinstance(target, Trip):
+            continue
+        route = stored_route(claim.state)
+        if route is None:
+            route = await _plan_route(ctx, sources, target, now)
+        routes[claim.subscription.id] = route
+    return routes
+
+
+async def _plan_route(ctx: Context, sources: Sources, trip: Trip, now: datetime) -> TripRoute:
+    if sources.networks is None:
+        return direct_route(trip.start, trip.end)
+    request = PlanRequest(trip.start, trip.end, trip.activity, now)
+    try:
+        result = await plan_routes(
+            request, sources.networks, sources.air_quality, ctx.offload, ctx.network_air
+        )
+    except (PlanRejected, PlanTooLong):
+        return direct_route(trip.start, trip.end)
+    return route_of_plan(result)
+
+
+def _decide(
+    claims: Sequence[ClaimedSubscription],
+    routes: Mapping[uuid.UUID, TripRoute],
+    air: Mapping[Cell, CellAir],
+    countries: Mapping[Cell, str | None],
+    now: datetime,
+) -> dict[uuid.UUID, _Outcome]:
+    """Every claimed subscription's decision (CPU work, for the offload): places by
+    `evaluation.decide`, trips by `trips.decide_trip` on one `TripAir` shared by all."""
+    outcomes: dict[uuid.UUID, _Outcome] = {}
+    places = [(c.subscription, c.state) for c in claims if c.subscription.id not in routes]
+    by_id = {claim.subscription.id: claim.subscription for claim in claims}
+    for decision in decide(places, air, countries, now):
+        subscription = by_id[decision.subscription_id]
+        index = _index_code(subscription, countries)
+        outcomes[decision.subscription_id] = _Outcome(
+            decision.blob, decision.events, index, {}, decision.restarted
+        )
+    trip_air = TripAir(air)
+    for claim in claims:
+        route = routes.get(claim.subscription.id)
+        if route is None:
+            continue
+        trip = decide_trip(claim.subscription, claim.state, route, trip_air, countries, now)
+        if trip is not None:
+            outcomes[trip.subscription_id] = _Outcome(
+                trip.blob, trip.events, trip.index, trip.advice, trip.restarted
+            )
+    return outcomes
 
 
 def _postpone(
@@ -123,19 +214,25 @@ def _store_outcomes(
     ctx: Context,
     claimant: str,
     claims: Sequence[ClaimedSubscription],
-    decisions: Sequence[Decision],
-    countries: Mapping[Cell, str | None],
+    decided: Mapping[uuid.UUID, _Outcome],
     now: datetime,
 ) -> RoundReport:
-    decided = {decision.subscription_id: decision for decision in decisions}
     report = RoundReport(claimed=len(claims))
+    # Recording an event locks its owner's feed end and credit windows until the commit.
+    # Taken in claim order (cell, id), two workers' transactions, each over several owners,
+    # would take them in different orders and deadlock (PostgreSQL then aborts one, whose
+    # claims wait out their lease); in owner order they take them in one order.
+    claims = sorted(claims, key=lambda claim: claim.subscription.owner)
     for first in range(0, len(claims), WRITE_CHUNK):
         with ctx.store.transaction() as tx:
             for claim in claims[first : first + WRITE_CHUNK]:
                 subscription = claim.subscription
                 decision = decided.get(subscription.id)
                 blob = claim.state.blob if decision is None else decision.blob
-                due = next_due(subscription, blob, now)
+                if isinstance(subscription.target, Trip):
+                    due = next_trip_due(subscription, blob, now)
+                else:
+                    due = next_due(subscription, blob, now)
                 stored = tx.finish_evaluation(
                     subscription.id,
                     claimant,
@@ -148,8 +245,7 @@ def _store_outcomes(
                     continue
                 if decision is None:
                     continue
-                index = _index_code(subscription, countries)
-                recorded, withheld = _record(ctx, tx, subscription, decision.events, index, now)
+                recorded, withheld = _record(ctx, tx, subscription, decision, now)
                 report = attrs.evolve(
                     report,
                     recorded=report.recorded + recorded,
@@ -169,20 +265,34 @@ def _record(
     ctx: Context,
     tx: Store,
     subscription: Subscription,
-    events: Sequence[AlertEvent],
-    index: str,
+    decision: _Outcome,
     now: datetime,
 ) -> tuple[int, int]:
     """Charge and record `events` of `subscription` in the transaction `tx`: each that the
     pool pays for, with its body, charged only if it is new (a state restarted from scratch
     may decide an event told before: it is neither told nor charged twice); for each the
-    pool cannot pay, the pool-exhausted notice, recorded once by its stable id. The numbers
-    of events recorded and withheld."""
+    pool cannot pay, the pool-exhausted notice, recorded once by its stable id. An
+    all-clear whose alert was withheld is dropped: its owner never heard of the episode.
+    The numbers of events recorded and withheld."""
     owner, limits = subscription.owner, ctx.policy.credits
     recorded = withheld = 0
-    for event in events:
+    for event in decision.events:
+        if event.kind is EventKind.ALL_CLEAR and not _alert_told(tx, event):
+            continue  # its alert was withheld: nothing to clear
+        if tx.alert_event_recorded(event.id):
+            continue  # told before (a restarted state decided it again): not charged twice
         cost = event_cost(event, subscription.target)
         verdict = charge(owner, tx.usage(owner, now), cost, now, limits)
+        if verdict.verdict is Verdict.CHARGE and verdict.credits:
+            # The debit, not the usage read above, decides: another worker's alert or the
+            # owner's call may have spent the pool since (PostgreSQL reads committed rows
+            # without waiting). Debited before recording, a refusal records nothing, and
+            # the rest of the transaction stands (the ledger refuses within a savepoint).
+            debit = Debit(owner, subscription.connection_id, ALERTS_LABEL, verdict.credits, now)
+            try:
+                tx.debit(debit, alert_limits(limits))
+            except CreditsExhausted:
+                verdict = _refused(owner, tx.usage(owner, now), cost, now, limits)
         if verdict.verdict is Verdict.WITHHOLD:
             withheld += 1
             if verdict.notice is not None:
@@ -191,14 +301,28 @@ def _record(
                 )
                 tx.record_alert_events([_new_event(subscription, verdict.notice.id, notice, now)])
             continue
-        body = event_message(subscription, event, index=index)
-        if not tx.record_alert_events([_new_event(subscription, event.id, body, now)]):
-            continue
-        recorded += 1
-        if verdict.credits:
-            debit = Debit(owner, subscription.connection_id, ALERTS_LABEL, verdict.credits, now)
-            tx.debit(debit, alert_limits(limits))
+        advice = decision.advice.get(event.id)
+        body = event_message(subscription, event, index=decision.index, trip=advice)
+        # New (not recorded above, and only the claim's holder decides this subscription).
+        if tx.record_alert_events([_new_event(subscription, event.id, body, now)]):
+            recorded += 1
     return recorded, withheld
+
+
+def _alert_told(tx: Store, all_clear: AlertEvent) -> bool:
+    """Whether the alert an all-clear ends was recorded (not withheld for want of credits)."""
+    if all_clear.episode is None:
+        return True
+    alert = observed_event_id(all_clear.subscription_id, all_clear.episode, EventKind.ALERT)
+    return tx.alert_event_recorded(alert)
+
+
+def _refused(owner: str, usage: Usage, cost: int, now: datetime, limits: CreditLimits) -> Charging:
+    """The verdict on an event whose debit the ledger refused: withheld, with the notice of
+    the pool as `usage` now shows it; with none should it show room again (a refund since):
+    the ledger's word stands for this event."""
+    verdict = charge(owner, usage, cost, now, limits)
+    return verdict if verdict.verdict is Verdict.WITHHOLD else Charging(verdict=Verdict.WITHHOLD)
 
 
 def _new_event(

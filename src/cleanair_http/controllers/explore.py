@@ -68,6 +68,8 @@ _MEDIA_TYPES = {
     "conditions.css": "text/css",
     "departures.js": "text/javascript",
     "departures.css": "text/css",
+    "alerts.js": "text/javascript",
+    "alerts.css": "text/css",
     "home.css": "text/css",
     "icon.svg": "image/svg+xml",
 }

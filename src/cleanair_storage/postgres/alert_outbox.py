@@ -173,6 +173,13 @@ class PostgresAlertOutbox(PostgresDatabase):
             )
             return cur.rowcount == 1
 
+    def alert_event_recorded(self, event_id: uuid.UUID) -> bool:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM alert_feed WHERE event_id = %s", (str(event_id),)
+            ).fetchone()
+        return row is not None
+
     def owed_delivery(self, event_id: uuid.UUID) -> OwedDelivery | None:
         with self._conn() as conn:
             row = conn.execute(

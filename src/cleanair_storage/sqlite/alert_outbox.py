@@ -124,6 +124,14 @@ class SqliteAlertOutbox(SqliteDatabase):
             )
             return cur.rowcount == 1
 
+    def alert_event_recorded(self, event_id: uuid.UUID) -> bool:
+        row = (
+            self._read()
+            .execute("SELECT 1 FROM alert_feed WHERE event_id = ?", (str(event_id),))
+            .fetchone()
+        )
+        return row is not None
+
     def owed_delivery(self, event_id: uuid.UUID) -> OwedDelivery | None:
         row = (
             self._read()

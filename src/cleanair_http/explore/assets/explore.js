@@ -245,6 +245,8 @@
     $("token").value = value;
     if (value) sessionStorage.setItem(TOKEN_KEY, value);
     else sessionStorage.removeItem(TOKEN_KEY);
+    // The alerts panel (alerts.js) lists the new token's subscriptions and feed.
+    document.dispatchEvent(new CustomEvent("cleanair:token"));
   }
 
   // A refused redemption in words: the answer's own `detail`, and what to do next.
@@ -1129,7 +1131,7 @@
     loadNetworks();
   }
 
-  // For the page's other scripts (conditions.js and departures.js: one way to call the API
+  // For the page's other scripts (conditions.js, departures.js and alerts.js: one way to call the API
   // and to word an answer or a wait, so the page reads alike everywhere), automation and the browser tests (where on screen
   // a point of the map is drawn).
   window.cleanairExplore = {
@@ -1144,6 +1146,11 @@
     token,
     // The trip the map's clicks set: the departure chart (departures.js) plans it.
     trip: () => ({ start: state.start, end: state.end, activity: $("activity").value }),
+    // The place the forecast panel asks about (the forecast point, else the start) and the
+    // Leaving field's value ("" or YYYY-MM-DDTHH:MM, local): the alerts panel subscribes
+    // to them.
+    place: () => state.forecastPoint || state.start,
+    leaving: () => $("start-time").value,
     screenPoint(lat, lon) {
       const [x, y] = project(lat, lon);
       const point = map.createSVGPoint();
