@@ -30,6 +30,9 @@
    bytecode, and CLI commands from a fresh install, first and second run (`bench/startup.py`).
 17. Score latency while 64 clients fetch the explorer's street tiles of the million-node
    network, and a tile's bytes and time (`bench/tiles.py`).
+18.-20. Alerts: an hourly round of 100,000 place and 10,000 trip subscriptions on SQLite and
+   PostgreSQL with where its time goes, score latency while `cleanair serve` runs it, and
+   the delivery lag of 1,000 webhooks to a local receiver (`bench/alerts.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -56,6 +59,7 @@ import attrs
 from litestar import Litestar, get
 
 from bench import (
+    alerts,
     cli,
     floors,
     fusion,
@@ -538,6 +542,7 @@ async def main() -> None:
     await fusion.main()
     startup.main()
     await tiles.main()
+    await alerts.main()
 
 
 if __name__ == "__main__":
