@@ -268,14 +268,3 @@ def test_a_trip_is_told_the_evening_before_with_its_best_departure_and_charged_5
     assert stored_route(stored) is not None
     clock.advance(hours=1)
     assert run(core).recorded == 0  # the same forecast: told once
-
-
-def test_the_claims_of_a_round_share_a_cells_air_within_the_hour(core: CleanAir, air: Air) -> None:
-    for k in range(5):
-        subscribe(core, target=Place(Point(HELSINKI.lat + 0.001 * k / 5, HELSINKI.lon)))
-    claims = 0
-    while asyncio.run(evaluate_due(core.context, "worker-1", batch=2)).claimed:
-        claims += 1
-    assert claims == 3
-    assert air.calls == 1
-    assert len(core.store.alert_feed("alice", 0, 100)) == 5

@@ -2,14 +2,14 @@
 due, and store what each evaluation decided with its charge, in one unit of work.
 
 A worker calls `evaluate_due` until it claims nothing, then waits. Each call claims a batch
-of due subscriptions under a lease (`EvaluationClaims`), asks the air of their cells (once
-an hour for the round's claims: `air_cache.CellAirCache`), decides on the offload
-(`evaluation.decide`), and stores, a chunk of subscriptions per transaction: the new state
-by compare-and-set with when the subscription is next due (`rounds.next_due`), each
-event's charge (`costs.charge`), and the events with their bodies in the feed and outbox
-(`AlertOutbox.record_alert_events`). An event is stored with its charge and the state that
-decided it, or not at all: a crash between the decision and the commit leaves the
-subscription due again, and its events, whose ids are stable, are decided again.
+of due subscriptions under a lease (`EvaluationClaims`), asks the air of their cells once
+(`evaluation.fetch_cell_air`), decides on the offload (`evaluation.decide`), and stores, a
+chunk of subscriptions per transaction: the new state by compare-and-set with when the
+subscription is next due (`rounds.next_due`), each event's charge (`costs.charge`), and the
+events with their bodies in the feed and outbox (`AlertOutbox.record_alert_events`). An
+event is stored with its charge and the state that decided it, or not at all: a crash
+between the decision and the commit leaves the subscription due again, and its events,
+whose ids are stable, are decided again.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from cleanair_core.alerts.evaluation import (
     air_wanted,
     cell_of,
     decide,
+    fetch_cell_air,
     index_of,
 )
 from cleanair_core.alerts.events import AlertEvent, EventKind, observed_event_id
@@ -103,7 +104,7 @@ async def evaluate_due(ctx: Context, claimant: str, *, batch: int = CLAIM_BATCH)
             wanted[cell] = wanted.get(cell, False) or forecast
         places = sources.places
         countries = await ctx.offload(lambda: _countries(places, wanted))
-        air = await ctx.alert_air.air(sources.air_quality, wanted, now, offload=ctx.offload)
+        air = await fetch_cell_air(sources.air_quality, wanted, now, offload=ctx.offload)
     except SourceUnavailable:
         # No hour is decided on air the source could not give: the claims are due again soon.
         retry = now + SOURCE_RETRY

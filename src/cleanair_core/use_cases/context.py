@@ -9,7 +9,6 @@ from datetime import datetime
 import attrs
 
 from cleanair_core.air.quality_source import Sample, answers_at_once
-from cleanair_core.alerts.air_cache import CellAirCache
 from cleanair_core.clock import Clock
 from cleanair_core.credits.charging import HeldCharges
 from cleanair_core.credits.final_charges import GroupCommit
@@ -42,8 +41,6 @@ class Context:
     held_charges: HeldCharges = attrs.field(factory=HeldCharges)
     #: The air at street-network nodes, kept for every plan of the same hour.
     network_air: NetworkAir = attrs.field(factory=NetworkAir)
-    #: The air of alert cells fetched this hour, kept for the round's later claims.
-    alert_air: CellAirCache = attrs.field(factory=CellAirCache)
     #: Hears of credits charged and refunded and of plans finished.
     metrics: Metrics = NO_METRICS
     #: Where final charges queue to be committed together (on `store_calls`).
