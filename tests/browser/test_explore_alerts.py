@@ -542,6 +542,35 @@ def test_the_feed_polls_every_30_s_while_visible_keeps_its_cursor_and_shows_even
     assert visit.errors == []
 
 
+def test_a_secret_made_while_the_token_settles_stays_and_another_token_hides_it(
+    browser: Browser, running: Running
+) -> None:
+    visit = open_explorer(browser, running)
+    page = visit.page
+    try:
+        page.clock.install()
+        load(visit, running)
+        # The page's timers move only as the test says: the creation's answer comes before
+        # the token field's rest (300 ms), as on a quick machine.
+        page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=5))
+        page.fill("#token", running.token("settling"))
+        pick_place(page)
+        page.fill("#alert-webhook", "https://hooks.example.com/cleanair")
+        page.click("#alert-create")
+        expect(page.locator("#alert-secret-box")).to_be_visible()
+        page.clock.run_for(1_000)  # the token's change settles after the creation
+        expect(page.locator("#alert-secret-box")).to_be_visible()
+        expect(page.locator("#alert-secret")).to_contain_text("whsec_")
+        page.fill("#token", running.token("someone-else"))
+        page.clock.run_for(1_000)
+        expect(page.locator("#alert-secret-box")).to_be_hidden()
+        expect(page.locator("#alert-secret")).to_have_text("")
+    finally:
+        page.context.close()
+    assert visit.foreign == []
+    assert visit.errors == []
+
+
 def test_the_panel_fits_a_phone(browser: Browser, running: Running, tmp_path: Path) -> None:
     visit = open_explorer(browser, running, 390, 844)
     page = visit.page

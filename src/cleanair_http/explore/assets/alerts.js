@@ -236,11 +236,12 @@
     const chosen = target();
     if (chosen.error) return showError(`alert-error-${chosen.key || "target"}`, chosen.error);
     $("alert-create").disabled = true;
+    const madeWith = token();
     try {
       const answer = await api("POST", SUBSCRIPTIONS, request(chosen.value));
       if (answer.status === 201 && answer.body && answer.body.subscription) {
         $("alert-status").textContent = "Alert created: it is listed below.";
-        if (answer.body.webhook_secret) showSecret(answer.body.webhook_secret);
+        if (answer.body.webhook_secret) showSecret(answer.body.webhook_secret, madeWith);
         loadList();
         return;
       }
@@ -259,15 +260,20 @@
   // -- the secret, shown once -----------------------------------------------------------------
 
   // Only in this element, until the next creation or a token change: never stored.
-  function showSecret(secret) {
+  // The token the shown secret was made with: a token change settling after the creation
+  // (its handler waits for typing to rest) must not hide the secret of the same token.
+  let secretFor = null;
+  function showSecret(secret, madeWith) {
     $("alert-secret").textContent = secret;
     $("alert-copy-status").textContent = "";
     $("alert-secret-box").hidden = false;
+    secretFor = madeWith;
   }
 
   function hideSecret() {
     $("alert-secret").textContent = "";
     $("alert-secret-box").hidden = true;
+    secretFor = null;
   }
 
   async function copySecret() {
@@ -490,9 +496,11 @@
       $("feed").replaceChildren();
       showError("feed-error", "");
       showError("alert-error", "");
-      $("alert-status").textContent = "";
       $("feed-status").textContent = token() ? "" : "Pair or paste a token to see your alerts' events.";
-      hideSecret();
+      if (token() !== secretFor) {
+        $("alert-status").textContent = "";
+        hideSecret();
+      }
       loadList();
       scheduleFeed();
     }, 300);
