@@ -75,7 +75,7 @@ class SqliteStreetNetworks(SqliteDatabase):
         for _ in range(SHRINK_ATTEMPTS):
             with (
                 contextlib.suppress(sqlite3.OperationalError, StoreUnavailable, WouldBlock),
-                self._autocommit() as conn,
+                self._outside_transaction() as conn,
             ):
                 busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
                 if not busy:
