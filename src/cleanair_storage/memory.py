@@ -36,7 +36,7 @@ from cleanair_core.air.observations import (
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.wifi import KnownAccessPoint, is_bssid_hash
 from cleanair_core.alerts.outbox import DeliveryState, FeedEntry, NewEvent, OwedDelivery
-from cleanair_core.alerts.rounds import ClaimedSubscription, subscription_cell
+from cleanair_core.alerts.rounds import ClaimedSubscription, EvaluationFinish, subscription_cell
 from cleanair_core.alerts.subscriptions import (
     MAX_SUBSCRIPTIONS_PER_USER,
     Disabled,
@@ -838,23 +838,28 @@ class MemoryStore:
                 for subscription in due
             ]
 
-    def finish_evaluation(
-        self,
-        subscription_id: uuid.UUID,
-        claimant: str,
-        expected_version: int,
-        blob: str | None,
-        next_evaluation_at: datetime,
-    ) -> bool:
+    def finish_evaluations(
+        self, claimant: str, finishes: Sequence[EvaluationFinish]
+    ) -> frozenset[uuid.UUID]:
         with self._lock:
-            lease = self._evaluation_leases.get(subscription_id)
-            stored = self._subscription_states.get(subscription_id)
-            if lease is None or lease[0] != claimant or stored is None:
-                return False
-            if stored.version != expected_version:
-                return False
-            del self._evaluation_leases[subscription_id]
-            if blob is not None:
-                self._subscription_states[subscription_id] = StoredState(expected_version + 1, blob)
-            self._next_evaluations[subscription_id] = next_evaluation_at
-            return True
+            return frozenset(
+                finish.subscription_id
+                for finish in finishes
+                if self._finish_evaluation(claimant, finish)
+            )
+
+    def _finish_evaluation(self, claimant: str, finish: EvaluationFinish) -> bool:
+        subscription_id = finish.subscription_id
+        lease = self._evaluation_leases.get(subscription_id)
+        stored = self._subscription_states.get(subscription_id)
+        if lease is None or lease[0] != claimant or stored is None:
+            return False
+        if stored.version != finish.expected_version:
+            return False
+        del self._evaluation_leases[subscription_id]
+        if finish.blob is not None:
+            self._subscription_states[subscription_id] = StoredState(
+                finish.expected_version + 1, finish.blob
+            )
+        self._next_evaluations[subscription_id] = finish.next_evaluation_at
+        return True

@@ -5,10 +5,13 @@ claims, air per cell, decisions, charges and the feed and outbox in one unit of 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, time, timedelta
+from time import monotonic
 
 import pytest
 
@@ -33,8 +36,9 @@ from cleanair_core.errors import SourceUnavailable
 from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys, generate_key
 from cleanair_core.metrics import NO_METRICS
-from cleanair_core.ports import Sources
+from cleanair_core.ports import Sources, Store
 from cleanair_core.routes.network import PlanActivityType
+from cleanair_core.use_cases import alert_rounds
 from cleanair_core.use_cases.alert_rounds import (
     ALERTS_LABEL,
     RoundReport,
@@ -268,3 +272,28 @@ def test_a_trip_is_told_the_evening_before_with_its_best_departure_and_charged_5
     assert stored_route(stored) is not None
     clock.advance(hours=1)
     assert run(core).recorded == 0  # the same forecast: told once
+
+
+def test_a_round_leaves_the_database_free_for_a_moment_after_each_transaction(
+    core: CleanAir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite has one write lock and no queue: transactions back to back would leave a
+    charged call waiting for it no moment to get in (`make bench`, section 19)."""
+    monkeypatch.setattr(alert_rounds, "WRITE_CHUNK", 2)
+    for _ in range(5):
+        subscribe(core)
+    spans: list[tuple[float, float]] = []
+    transaction = core.store.transaction
+
+    @contextlib.contextmanager
+    def timed() -> Iterator[Store]:
+        with transaction() as work:
+            began = monotonic()
+            yield work
+        spans.append((began, monotonic()))
+
+    monkeypatch.setattr(core.store, "transaction", timed)
+    assert run(core).claimed == 5
+    assert len(spans) == 3  # chunks of 2, 2 and 1
+    for (_, ended), (began, _) in itertools.pairwise(spans):
+        assert began - ended >= alert_rounds.WRITE_PAUSE

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sqlite_utils import Database
 
-from cleanair_core.alerts.rounds import ClaimedSubscription, subscription_cell
+from cleanair_core.alerts.rounds import ClaimedSubscription, EvaluationFinish, subscription_cell
 from cleanair_core.alerts.subscriptions import Place, StoredState, Subscription, Trip
 from cleanair_core.errors import DuplicateEntry
 from cleanair_core.geo import Point
@@ -73,6 +73,21 @@ def claim(store: Store, claimant: str, now: datetime, limit: int = 100) -> list[
     return ids(store.claim_due_subscriptions(claimant, now, now + LEASE, limit))
 
 
+def finish_one(
+    store: Store,
+    subscription_id: uuid.UUID,
+    claimant: str,
+    version: int,
+    blob: str | None,
+    next_at: datetime,
+) -> bool:
+    """One outcome through the batch call: whether it was stored."""
+    finish = EvaluationFinish(subscription_id, version, blob, next_at)
+    stored = store.finish_evaluations(claimant, [finish])
+    assert stored <= {subscription_id}
+    return bool(stored)
+
+
 # -- what is due --------------------------------------------------------------------------------
 
 
@@ -87,7 +102,7 @@ def test_a_finished_subscription_is_due_again_at_its_next_evaluation(store: Stor
     subscription = make_subscription()
     store.add_subscription(subscription)
     assert claim(store, "w1", T0) == [subscription.id]
-    assert store.finish_evaluation(subscription.id, "w1", 0, '{"n": 1}', T0 + HOUR)
+    assert finish_one(store, subscription.id, "w1", 0, '{"n": 1}', T0 + HOUR)
     assert claim(store, "w2", T0 + HOUR - TICK) == []
     again = store.claim_due_subscriptions("w2", T0 + HOUR, T0 + HOUR + LEASE, 10)
     assert again == [claimed(subscription, StoredState(1, '{"n": 1}'))]
@@ -99,7 +114,7 @@ def test_a_disabled_subscription_is_never_claimed(store: Store) -> None:
     store.add_subscription(disabled)
     assert store.disable_subscription(disabled.id, "disabled by an operator", T0)
     assert claim(store, "w1", T0 + 24 * HOUR) == [active.id]
-    assert store.finish_evaluation(active.id, "w1", 0, None, T0)
+    assert finish_one(store, active.id, "w1", 0, None, T0)
     assert claim(store, "w1", T0 + 48 * HOUR) == [active.id]
 
 
@@ -165,12 +180,12 @@ def test_a_lease_that_ended_is_taken_over_and_the_old_claimant_is_refused(store:
     # Ended at T0 + LEASE exactly: another claimant takes it over.
     assert claim(store, "w2", T0 + LEASE) == [subscription.id]
     # The first claimant, slow, comes back with its outcome: refused, nothing written.
-    assert not store.finish_evaluation(subscription.id, "w1", 0, '{"w1": 1}', T0 + HOUR)
+    assert not finish_one(store, subscription.id, "w1", 0, '{"w1": 1}', T0 + HOUR)
     assert store.load_subscription_state(subscription.id) == FRESH
-    assert store.finish_evaluation(subscription.id, "w2", 0, '{"w2": 1}', T0 + HOUR)
+    assert finish_one(store, subscription.id, "w2", 0, '{"w2": 1}', T0 + HOUR)
     assert store.load_subscription_state(subscription.id) == StoredState(1, '{"w2": 1}')
     # Finished: the lease is gone, for the one who took it over too.
-    assert not store.finish_evaluation(subscription.id, "w2", 1, '{"w2": 2}', T0 + HOUR)
+    assert not finish_one(store, subscription.id, "w2", 1, '{"w2": 2}', T0 + HOUR)
 
 
 def test_the_claimant_may_finish_after_its_lease_ended_if_nobody_took_over(
@@ -179,7 +194,7 @@ def test_the_claimant_may_finish_after_its_lease_ended_if_nobody_took_over(
     subscription = make_subscription()
     store.add_subscription(subscription)
     assert claim(store, "w1", T0) == [subscription.id]
-    assert store.finish_evaluation(subscription.id, "w1", 0, "{}", T0 + HOUR)
+    assert finish_one(store, subscription.id, "w1", 0, "{}", T0 + HOUR)
     assert claim(store, "w2", T0 + HOUR) == [subscription.id]
 
 
@@ -189,7 +204,7 @@ def test_a_finish_from_a_stale_version_is_refused_and_writes_nothing(store: Stor
     assert claim(store, "w1", T0) == [subscription.id]
     # Someone saved a state since the claim read version 0.
     assert store.save_subscription_state(subscription.id, 0, '{"other": 1}')
-    assert not store.finish_evaluation(subscription.id, "w1", 0, '{"w1": 1}', T0 + HOUR)
+    assert not finish_one(store, subscription.id, "w1", 0, '{"w1": 1}', T0 + HOUR)
     assert store.load_subscription_state(subscription.id) == StoredState(1, '{"other": 1}')
     # Nor was the lease released or the due time moved: still w1's until it ends, then due.
     assert claim(store, "w2", T0 + LEASE - TICK) == []
@@ -201,8 +216,8 @@ def test_a_finish_from_a_stale_version_is_refused_and_writes_nothing(store: Stor
 def test_a_finish_needs_a_claim(store: Store) -> None:
     subscription = make_subscription()
     store.add_subscription(subscription)
-    assert not store.finish_evaluation(subscription.id, "w1", 0, "{}", T0 + HOUR)
-    assert not store.finish_evaluation(uuid.uuid4(), "w1", 0, "{}", T0 + HOUR)
+    assert not finish_one(store, subscription.id, "w1", 0, "{}", T0 + HOUR)
+    assert not finish_one(store, uuid.uuid4(), "w1", 0, "{}", T0 + HOUR)
     assert store.load_subscription_state(subscription.id) == FRESH
     assert claim(store, "w1", T0) == [subscription.id]  # still due: nothing was written
 
@@ -211,14 +226,62 @@ def test_no_new_state_keeps_the_state_and_its_version(store: Store) -> None:
     subscription = make_subscription()
     store.add_subscription(subscription)
     assert claim(store, "w1", T0) == [subscription.id]
-    assert store.finish_evaluation(subscription.id, "w1", 0, None, T0 + HOUR)
+    assert finish_one(store, subscription.id, "w1", 0, None, T0 + HOUR)
     assert store.load_subscription_state(subscription.id) == FRESH
     assert claim(store, "w1", T0 + HOUR) == [subscription.id]
-    assert store.finish_evaluation(subscription.id, "w1", 0, '{"n": 1}', T0 + 2 * HOUR)
+    assert finish_one(store, subscription.id, "w1", 0, '{"n": 1}', T0 + 2 * HOUR)
     assert claim(store, "w1", T0 + 2 * HOUR) == [subscription.id]
-    assert store.finish_evaluation(subscription.id, "w1", 1, None, T0 + 3 * HOUR)
+    assert finish_one(store, subscription.id, "w1", 1, None, T0 + 3 * HOUR)
     assert store.load_subscription_state(subscription.id) == StoredState(1, '{"n": 1}')
     assert claim(store, "w1", T0 + 3 * HOUR - TICK) == []  # the due time did move
+
+
+def test_a_batch_stores_the_outcomes_whose_claim_and_version_hold_and_only_those(
+    store: Store,
+) -> None:
+    theirs = make_subscription("user0", created_at=T0 - HOUR)  # due first: w2 claims it
+    mine, stale, gone, unclaimed = (make_subscription(f"user{i}") for i in range(1, 5))
+    for subscription in (theirs, mine, stale, gone):
+        store.add_subscription(subscription)
+    assert claim(store, "w2", T0, limit=1) == [theirs.id]
+    assert sorted(claim(store, "w1", T0)) == sorted([mine.id, stale.id, gone.id])
+    assert store.delete_subscription(gone.id, gone.owner)
+    finishes = [
+        EvaluationFinish(mine.id, 0, '{"n": 1}', T0 + HOUR),
+        EvaluationFinish(stale.id, 1, '{"n": 1}', T0 + HOUR),  # its version is 0
+        EvaluationFinish(theirs.id, 0, '{"n": 1}', T0 + HOUR),
+        EvaluationFinish(gone.id, 0, "{}", T0 + HOUR),
+        EvaluationFinish(unclaimed.id, 0, "{}", T0 + HOUR),
+    ]
+    assert store.finish_evaluations("w1", finishes) == {mine.id}
+    assert store.load_subscription_state(mine.id) == StoredState(1, '{"n": 1}')
+    assert store.load_subscription_state(stale.id) == FRESH
+    assert store.load_subscription_state(theirs.id) == FRESH
+    # The refused ones keep their leases: w2 still finishes its own.
+    assert finish_one(store, theirs.id, "w2", 0, None, T0 + HOUR)
+    assert claim(store, "w3", T0 + LEASE) == [stale.id]  # only w1's unfinished one is due
+
+
+def test_a_batch_larger_than_one_statement_stores_every_outcome(store: Store) -> None:
+    count = 1_100  # over FINISH_ROWS, SQLite's outcomes per statement, twice
+    every = [make_subscription(f"user{i}") for i in range(count)]
+    with store.transaction() as work:
+        for subscription in every:
+            work.add_subscription(subscription)
+    claimed = store.claim_due_subscriptions("w1", T0, T0 + LEASE, count)
+    assert len(claimed) == count
+    finishes = [
+        EvaluationFinish(item.subscription.id, 0, f'{{"i": {i}}}', T0 + HOUR + i * TICK)
+        for i, item in enumerate(claimed)
+    ]
+    assert store.finish_evaluations("w1", finishes) == {s.id for s in every}
+    for i, item in enumerate(claimed[::97]):
+        assert store.load_subscription_state(item.subscription.id) == StoredState(
+            1, f'{{"i": {i * 97}}}'
+        )
+    assert store.finish_evaluations("w1", []) == frozenset()
+    assert claim(store, "w2", T0 + HOUR - TICK) == []
+    assert claim(store, "w2", T0 + HOUR + 2 * TICK) == ids(claimed[:3])
 
 
 def test_deleting_a_subscription_removes_its_claim(store: Store) -> None:
@@ -226,7 +289,7 @@ def test_deleting_a_subscription_removes_its_claim(store: Store) -> None:
     store.add_subscription(subscription)
     assert claim(store, "w1", T0) == [subscription.id]
     assert store.delete_subscription(subscription.id, "alice")
-    assert not store.finish_evaluation(subscription.id, "w1", 0, "{}", T0 + HOUR)
+    assert not finish_one(store, subscription.id, "w1", 0, "{}", T0 + HOUR)
     assert claim(store, "w2", T0 + 24 * HOUR) == []
     # Its id, stored again, is a new subscription: due at once, nobody's lease on it.
     store.add_subscription(subscription)
@@ -247,7 +310,7 @@ def test_a_rolled_back_unit_of_work_undoes_a_finish(store: Store) -> None:
 
     def finish_then_fail() -> None:
         with store.transaction() as work:
-            assert work.finish_evaluation(subscription.id, "w1", 0, '{"n": 1}', T0 + HOUR)
+            assert finish_one(work, subscription.id, "w1", 0, '{"n": 1}', T0 + HOUR)
             assert work.load_subscription_state(subscription.id) == StoredState(1, '{"n": 1}')
             raise _Undo
 
@@ -255,7 +318,7 @@ def test_a_rolled_back_unit_of_work_undoes_a_finish(store: Store) -> None:
         finish_then_fail()
     assert store.load_subscription_state(subscription.id) == FRESH
     assert claim(store, "w2", T0 + LEASE - TICK) == []  # the lease is w1's again
-    assert store.finish_evaluation(subscription.id, "w1", 0, '{"n": 1}', T0 + HOUR)
+    assert finish_one(store, subscription.id, "w1", 0, '{"n": 1}', T0 + HOUR)
     assert store.load_subscription_state(subscription.id) == StoredState(1, '{"n": 1}')
 
 
@@ -272,7 +335,7 @@ def test_a_rolled_back_unit_of_work_undoes_a_claim(store: Store) -> None:
     with pytest.raises(_Undo):
         claim_then_fail()
     assert claim(store, "w2", T0) == [subscription.id]
-    assert not store.finish_evaluation(subscription.id, "w1", 0, "{}", T0 + HOUR)
+    assert not finish_one(store, subscription.id, "w1", 0, "{}", T0 + HOUR)
 
 
 def test_a_finish_commits_with_the_rest_of_its_unit_of_work(store: Store) -> None:
@@ -281,8 +344,8 @@ def test_a_finish_commits_with_the_rest_of_its_unit_of_work(store: Store) -> Non
     store.add_subscription(other)
     assert len(claim(store, "w1", T0)) == 2
     with store.transaction() as work:
-        assert work.finish_evaluation(subscription.id, "w1", 0, '{"n": 1}', T0 + HOUR)
-        assert work.finish_evaluation(other.id, "w1", 0, None, T0 + 2 * HOUR)
+        assert finish_one(work, subscription.id, "w1", 0, '{"n": 1}', T0 + HOUR)
+        assert finish_one(work, other.id, "w1", 0, None, T0 + 2 * HOUR)
         assert work.disable_subscription(other.id, "disabled by an operator", T0)
     assert store.load_subscription_state(subscription.id) == StoredState(1, '{"n": 1}')
     assert claim(store, "w2", T0 + 5 * HOUR) == [subscription.id]
@@ -312,7 +375,7 @@ def test_concurrent_claimants_never_share_a_subscription(stores: Callable[[], St
             mine.extend(ids(batch))
             for item in batch:
                 assert item.state == FRESH
-                assert store.finish_evaluation(item.subscription.id, name, 0, name, now + HOUR)
+                assert finish_one(store, item.subscription.id, name, 0, name, now + HOUR)
 
     run_together([functools.partial(work, i) for i in range(claimants)])
     taken = [subscription_id for mine in claimed_by.values() for subscription_id in mine]
@@ -337,16 +400,12 @@ def test_a_takeover_racing_the_old_claimants_finish_lets_one_of_them_win(
 
     def late_finish() -> None:
         for subscription in subscriptions:
-            outcomes["w1"].append(
-                first.finish_evaluation(subscription.id, "w1", 0, "w1", T0 + HOUR)
-            )
+            outcomes["w1"].append(finish_one(first, subscription.id, "w1", 0, "w1", T0 + HOUR))
 
     def take_over() -> None:
         for _ in subscriptions:
             got = second.claim_due_subscriptions("w2", T0 + LEASE, T0 + 2 * LEASE, 1)
-            won = bool(got) and second.finish_evaluation(
-                got[0].subscription.id, "w2", 0, "w2", T0 + HOUR
-            )
+            won = bool(got) and finish_one(second, got[0].subscription.id, "w2", 0, "w2", T0 + HOUR)
             outcomes["w2"].append(won)
 
     run_together([late_finish, take_over])
@@ -380,7 +439,7 @@ def _check_upgraded(store: Store, older: list[Subscription]) -> None:
     assert ids(in_paris) == sorted([paris.id, other_paris.id], key=str)
     assert claim(store, "w1", T0 + HOUR - TICK) == []
     assert claim(store, "w1", T0 + HOUR) == [halfway.id]
-    assert store.finish_evaluation(halfway.id, "w1", 0, None, T0 + HOUR)
+    assert finish_one(store, halfway.id, "w1", 0, None, T0 + HOUR)
     # Its back-filled cell is the one add_subscription writes: beside a new subscription at
     # the same place, and before the next cell ("12:900"), where SQL's "13:235" would not be.
     newer = at_place(HALFWAY, created_at=T0 + HOUR)
@@ -536,9 +595,36 @@ class EvaluationClaimsMachine(RuleBasedStateMachine):
         blob = f'{{"n": {self.versions}}}' if new_state else None
         next_at = self.now + timedelta(seconds=next_s)
         done = [
-            store.finish_evaluation(subscription_id, claimant, version, blob, next_at)
+            finish_one(store, subscription_id, claimant, version, blob, next_at)
             for store in self.both()
         ]
+        assert done[0] == done[1]
+
+    @rule(
+        indexes=st.lists(
+            st.integers(min_value=0, max_value=len(SUBSCRIPTION_IDS) - 1),
+            min_size=1,
+            max_size=len(SUBSCRIPTION_IDS),
+            unique=True,
+        ),
+        claimant=st.sampled_from(CLAIMANTS),
+        version_offsets=st.lists(st.sampled_from([0, 0, 0, -1, 1]), min_size=8, max_size=8),
+        new_state=st.booleans(),
+    )
+    def finish_many(
+        self, indexes: list[int], claimant: str, version_offsets: list[int], new_state: bool
+    ) -> None:
+        finishes = []
+        for n, index in enumerate(indexes):
+            subscription_id = SUBSCRIPTION_IDS[index]
+            stored = self.memory.load_subscription_state(subscription_id)
+            version = (0 if stored is None else stored.version) + version_offsets[n % 8]
+            self.versions += 1
+            blob = f'{{"n": {self.versions}}}' if new_state else None
+            finishes.append(
+                EvaluationFinish(subscription_id, version, blob, self.now + n * HOUR / 8)
+            )
+        done = [store.finish_evaluations(claimant, finishes) for store in self.both()]
         assert done[0] == done[1]
 
     @rule(index=st.integers(min_value=0, max_value=len(SUBSCRIPTION_IDS) - 1))

@@ -14,6 +14,7 @@ compare-and-set refused. A killed worker's claims are taken over once their leas
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, time, timedelta
 from typing import Protocol
 
@@ -82,6 +83,18 @@ def subscription_cell(subscription: Subscription) -> str:
 
 
 @attrs.frozen
+class EvaluationFinish:
+    """An evaluation's outcome to store (`EvaluationClaims.finish_evaluations`): the new
+    state `blob` (None: unchanged), by compare-and-set on `expected_version`, and when the
+    subscription is next due."""
+
+    subscription_id: uuid.UUID
+    expected_version: int
+    blob: str | None
+    next_evaluation_at: datetime
+
+
+@attrs.frozen
 class ClaimedSubscription:
     """A subscription claimed for evaluation, with its state as read at the claim."""
 
@@ -102,17 +115,14 @@ class EvaluationClaims(Protocol):
         process, never lease one subscription to two claimants at once."""
         ...
 
-    def finish_evaluation(
-        self,
-        subscription_id: uuid.UUID,
-        claimant: str,
-        expected_version: int,
-        blob: str | None,
-        next_evaluation_at: datetime,
-    ) -> bool:
-        """Store an evaluation's outcome and release the lease: the new state `blob` (None
-        keeps the state as it is, and its version) and when the next evaluation is due. Only
-        if `claimant` still holds the lease and the state's version is `expected_version`;
-        False (nothing written) otherwise. Called in the caller's unit of work, with the
-        events the evaluation recorded and their charge."""
+    def finish_evaluations(
+        self, claimant: str, finishes: Sequence[EvaluationFinish]
+    ) -> frozenset[uuid.UUID]:
+        """Store evaluations' outcomes and release their leases: each one's new state (a
+        `blob` of None keeps the state as it is, and its version) and when its next
+        evaluation is due. Each only if `claimant` still holds its lease and its state's
+        version is the one expected; nothing is written for the others. The ids of the
+        subscriptions stored. Called in the caller's unit of work, with the events the
+        evaluations recorded and their charge; a batch is one statement where the store
+        can, so a round's transactions hold the database briefly."""
         ...

@@ -14,6 +14,7 @@ whose ids are stable, are decided again.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -34,7 +35,7 @@ from cleanair_core.alerts.evaluation import (
 from cleanair_core.alerts.events import AlertEvent, EventKind, observed_event_id
 from cleanair_core.alerts.messages import TripAdvice, event_message, pool_exhausted_message
 from cleanair_core.alerts.outbox import NewEvent
-from cleanair_core.alerts.rounds import ClaimedSubscription, next_due
+from cleanair_core.alerts.rounds import ClaimedSubscription, EvaluationFinish, next_due
 from cleanair_core.alerts.subscriptions import Place, Subscription, Trip
 from cleanair_core.alerts.trip_routes import TripRoute, direct_route, route_of_plan
 from cleanair_core.alerts.trips import (
@@ -59,6 +60,10 @@ CLAIM_BATCH = 500
 #: Subscriptions stored per transaction: one commit serves many, and a transaction never
 #: holds the database for long.
 WRITE_CHUNK = 250
+#: The pause after each of a round's transactions. SQLite has one write lock and no queue:
+#: a charged call waiting for it tries again every millisecond (`cleanair_storage.sqlite`'s
+#: BUSY_POLL), and transactions back to back would leave it no moment to get in.
+WRITE_PAUSE = 0.002
 #: When the air source cannot answer, the claimed subscriptions are due again this soon.
 SOURCE_RETRY = timedelta(minutes=5)
 #: The ledger label alerts are charged under (`credits usage` shows it per label).
@@ -202,14 +207,13 @@ def _decide(
 def _postpone(
     store: Store, claimant: str, claims: Sequence[ClaimedSubscription], until: datetime
 ) -> int:
-    lost = 0
+    finishes = [
+        EvaluationFinish(claim.subscription.id, claim.state.version, None, until)
+        for claim in claims
+    ]
     with store.transaction() as tx:
-        for claim in claims:
-            if not tx.finish_evaluation(
-                claim.subscription.id, claimant, claim.state.version, None, until
-            ):
-                lost += 1
-    return lost
+        stored = tx.finish_evaluations(claimant, finishes)
+    return len(claims) - len(stored)
 
 
 def _store_outcomes(
@@ -225,27 +229,17 @@ def _store_outcomes(
     # would take them in different orders and deadlock (PostgreSQL then aborts one, whose
     # claims wait out their lease); in owner order they take them in one order.
     claims = sorted(claims, key=lambda claim: claim.subscription.owner)
+    # Worked out before any transaction: on SQLite every charged call waits while one runs.
+    finishes = [_finish(claim, decided.get(claim.subscription.id), now) for claim in claims]
     for first in range(0, len(claims), WRITE_CHUNK):
+        chunk = claims[first : first + WRITE_CHUNK]
         with ctx.store.transaction() as tx:
-            for claim in claims[first : first + WRITE_CHUNK]:
+            stored = tx.finish_evaluations(claimant, finishes[first : first + WRITE_CHUNK])
+            report = attrs.evolve(report, lost=report.lost + len(chunk) - len(stored))
+            for claim in chunk:
                 subscription = claim.subscription
                 decision = decided.get(subscription.id)
-                blob = claim.state.blob if decision is None else decision.blob
-                if isinstance(subscription.target, Trip):
-                    due = next_trip_due(subscription, blob, now)
-                else:
-                    due = next_due(subscription, blob, now)
-                stored = tx.finish_evaluation(
-                    subscription.id,
-                    claimant,
-                    claim.state.version,
-                    None if decision is None else decision.blob,
-                    due,
-                )
-                if not stored:
-                    report = attrs.evolve(report, lost=report.lost + 1)
-                    continue
-                if decision is None:
+                if decision is None or subscription.id not in stored:
                     continue
                 recorded, withheld = _record(ctx, tx, subscription, decision, now)
                 report = attrs.evolve(
@@ -254,7 +248,24 @@ def _store_outcomes(
                     withheld=report.withheld + withheld,
                     restarted=report.restarted + decision.restarted,
                 )
+        time.sleep(WRITE_PAUSE)  # on the offload's thread, never the event loop's
     return report
+
+
+def _finish(
+    claim: ClaimedSubscription, decision: _Outcome | None, now: datetime
+) -> EvaluationFinish:
+    """What storing `claim`'s evaluation writes: the decided state (none decided: kept as it
+    is) and when the subscription is due again by it."""
+    subscription = claim.subscription
+    blob = claim.state.blob if decision is None else decision.blob
+    if isinstance(subscription.target, Trip):
+        due = next_trip_due(subscription, blob, now)
+    else:
+        due = next_due(subscription, blob, now)
+    return EvaluationFinish(
+        subscription.id, claim.state.version, None if decision is None else decision.blob, due
+    )
 
 
 def _index_code(subscription: Subscription, countries: Mapping[Cell, str | None]) -> str:

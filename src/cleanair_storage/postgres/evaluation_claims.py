@@ -8,9 +8,10 @@ none waits for another's claim.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
-from cleanair_core.alerts.rounds import ClaimedSubscription
+from cleanair_core.alerts.rounds import ClaimedSubscription, EvaluationFinish
 from cleanair_storage.claim_rows import CLAIMED_COLUMNS, claim_order, claimed_from_row
 from cleanair_storage.postgres.database import PostgresDatabase
 
@@ -25,6 +26,19 @@ _CLAIM = (
     "UPDATE subscriptions SET lease_claimant = %s, lease_until = %s FROM picked "
     "WHERE subscriptions.id = picked.id "
     f"RETURNING {', '.join(f'subscriptions.{c}' for c in CLAIMED_COLUMNS.split(', '))}"
+)
+
+# The outcomes as arrays, unnested into rows: one statement for any number. COLLATE "C" is
+# the id column's own, so the join walks its primary key.
+_FINISH = (
+    "UPDATE subscriptions SET state = coalesce(finished.state, subscriptions.state), "
+    "state_version = subscriptions.state_version "
+    "+ CASE WHEN finished.state IS NULL THEN 0 ELSE 1 END, "
+    "next_evaluation_at = finished.due, lease_claimant = NULL, lease_until = NULL "
+    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::timestamptz[]) "
+    "AS finished(id, version, state, due) "
+    'WHERE subscriptions.id = finished.id COLLATE "C" AND subscriptions.lease_claimant = %s '
+    "AND subscriptions.state_version = finished.version RETURNING subscriptions.id"
 )
 
 
@@ -45,31 +59,24 @@ class PostgresEvaluationClaims(PostgresDatabase):
         # RETURNING gives rows in no promised order.
         return [claimed_from_row(row, _as_is) for row in sorted(rows, key=claim_order)]
 
-    def finish_evaluation(
-        self,
-        subscription_id: uuid.UUID,
-        claimant: str,
-        expected_version: int,
-        blob: str | None,
-        next_evaluation_at: datetime,
-    ) -> bool:
-        # A claimant that took the subscription over holds its row lock while it claims:
+    def finish_evaluations(
+        self, claimant: str, finishes: Sequence[EvaluationFinish]
+    ) -> frozenset[uuid.UUID]:
+        if not finishes:
+            return frozenset()
+        # A claimant that took a subscription over holds its row lock while it claims:
         # this waits for that claim, then re-reads the row (READ COMMITTED) and finds
-        # another claimant; a state saved since shows as another version. Either way no row
-        # changes.
+        # another claimant; a state saved since shows as another version. Either way that
+        # row does not change. One statement, one round trip, for the whole batch.
         with self._statement() as conn:
-            cur = conn.execute(
-                "UPDATE subscriptions SET state = coalesce(%s, state), "
-                "state_version = state_version + %s, next_evaluation_at = %s, "
-                "lease_claimant = NULL, lease_until = NULL "
-                "WHERE id = %s AND lease_claimant = %s AND state_version = %s",
+            rows = conn.execute(
+                _FINISH,
                 (
-                    blob,
-                    0 if blob is None else 1,
-                    next_evaluation_at,
-                    str(subscription_id),
+                    [str(finish.subscription_id) for finish in finishes],
+                    [finish.expected_version for finish in finishes],
+                    [finish.blob for finish in finishes],
+                    [finish.next_evaluation_at for finish in finishes],
                     claimant,
-                    expected_version,
                 ),
-            )
-            return cur.rowcount == 1
+            ).fetchall()
+        return frozenset(uuid.UUID(row[0]) for row in rows)

@@ -7,13 +7,18 @@ subscriptions, and none reads a lease another is taking.
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
-from cleanair_core.alerts.rounds import ClaimedSubscription
+from cleanair_core.alerts.rounds import ClaimedSubscription, EvaluationFinish
 from cleanair_storage.claim_rows import CLAIMED_COLUMNS, claim_order, claimed_from_row
 from cleanair_storage.sqlite.database import SqliteDatabase, instant, timestamp
 
+#: Outcomes one finishing statement stores: four host parameters each, far below SQLite's
+#: limit (32,766 since 3.32; RETURNING needs 3.35).
+FINISH_ROWS = 500
 # `disabled_reason IS NULL` literally: the partial index subscriptions_due serves it.
 _CLAIM = (
     "UPDATE subscriptions SET lease_claimant = ?, lease_until = ? WHERE id IN ("  # noqa: S608
@@ -37,29 +42,38 @@ class SqliteEvaluationClaims(SqliteDatabase):
             ).fetchall()
         return [claimed_from_row(row, instant) for row in sorted(rows, key=claim_order)]
 
-    def finish_evaluation(
-        self,
-        subscription_id: uuid.UUID,
-        claimant: str,
-        expected_version: int,
-        blob: str | None,
-        next_evaluation_at: datetime,
-    ) -> bool:
-        # One statement compares the claimant and the version and writes: a claimant whose
-        # lease was taken over, or a state saved since, finds no row to change.
+    def finish_evaluations(
+        self, claimant: str, finishes: Sequence[EvaluationFinish]
+    ) -> frozenset[uuid.UUID]:
+        stored: set[uuid.UUID] = set()
         with self._autocommit() as conn:
-            cur = conn.execute(
-                "UPDATE subscriptions SET state = coalesce(?, state), "
-                "state_version = state_version + ?, next_evaluation_at = ?, "
-                "lease_claimant = NULL, lease_until = NULL "
-                "WHERE id = ? AND lease_claimant = ? AND state_version = ?",
-                (
-                    blob,
-                    0 if blob is None else 1,
-                    timestamp(next_evaluation_at),
-                    str(subscription_id),
-                    claimant,
-                    expected_version,
-                ),
-            )
-            return cur.rowcount == 1
+            for first in range(0, len(finishes), FINISH_ROWS):
+                part = finishes[first : first + FINISH_ROWS]
+                values: list[object] = []
+                for finish in part:
+                    values += (
+                        str(finish.subscription_id),
+                        finish.expected_version,
+                        finish.blob,
+                        timestamp(finish.next_evaluation_at),
+                    )
+                rows = conn.execute(_finish_statement(len(part)), (*values, claimant))
+                stored.update(uuid.UUID(row[0]) for row in rows)
+        return frozenset(stored)
+
+
+@functools.cache
+def _finish_statement(rows: int) -> str:
+    """One UPDATE for `rows` outcomes: it compares each one's claimant and version and
+    writes, so a claimant whose lease was taken over, or a state saved since, finds no row
+    to change; RETURNING names the rows changed."""
+    values = ", ".join(["(?, ?, ?, ?)"] * rows)
+    return (
+        f"WITH finished(id, version, state, due) AS (VALUES {values}) "  # noqa: S608
+        "UPDATE subscriptions SET state = coalesce(finished.state, subscriptions.state), "
+        "state_version = subscriptions.state_version + (finished.state IS NOT NULL), "
+        "next_evaluation_at = finished.due, lease_claimant = NULL, lease_until = NULL "
+        "FROM finished WHERE subscriptions.id = finished.id "
+        "AND subscriptions.lease_claimant = ? AND subscriptions.state_version = finished.version "
+        "RETURNING id"
+    )
