@@ -54,6 +54,12 @@ class Policy:
     #: deliveries it sends before another may take them: far longer than a round or a pass
     #: takes, so this is how long a dead worker's alert work waits.
     alert_lease_seconds: int = attrs.field(default=300, validator=attrs.validators.ge(1))
+    #: The alert feed's entries and the webhook deliveries no longer owed are kept this long,
+    #: then pruned by the workers (a delivery still owed is kept whatever its age). At least
+    #: a day: a client polling the feed daily misses nothing.
+    alert_retention_seconds: int = attrs.field(
+        default=30 * 24 * 3600, validator=attrs.validators.ge(24 * 3600)
+    )
 
     @property
     def requests(self) -> RateLimit:

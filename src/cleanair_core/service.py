@@ -576,6 +576,11 @@ class CleanAir:
         """Delete plans finished longer ago than the retention period."""
         return routes.prune_plans(self.context)
 
+    def prune_alert_history(self) -> int:
+        """Delete alert feed entries and finished webhook deliveries past the alert
+        retention: see `cleanair_core.use_cases.alert_feed.prune_alert_history`."""
+        return alert_feed.prune_alert_history(self.context)
+
     def seconds_until_air_preparation(self) -> float:
         """Seconds until `prepare_network_air` should run: shortly before the source's next
         hour (0 when that time has come)."""

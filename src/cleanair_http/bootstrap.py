@@ -132,6 +132,7 @@ def policy_from(settings: Settings) -> Policy:
         max_plan_attempts=settings.max_plan_attempts,
         plan_retention_seconds=settings.plan_retention_days * SECONDS_PER_DAY,
         observation_retention_seconds=settings.observation_retention_days * SECONDS_PER_DAY,
+        alert_retention_seconds=settings.alert_retention_days * SECONDS_PER_DAY,
         charge_hold_seconds=settings.charge_hold_seconds,
         # With the shipped network off, none may be loaded on purpose (a deployment that
         # serves scores alone): the process is then ready without one.

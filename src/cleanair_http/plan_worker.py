@@ -242,4 +242,10 @@ class PlanWorker:
                     log.info("pruned finished plans", extra={"count": pruned})
             except Exception:
                 log.exception("could not prune plans")
+            try:
+                pruned = await in_thread(self._core.prune_alert_history)
+                if pruned:
+                    log.info("pruned alert feed entries and deliveries", extra={"count": pruned})
+            except Exception:
+                log.exception("could not prune the alert feed and deliveries")
             await self._sleep(PRUNE_SECONDS)

@@ -598,6 +598,15 @@ class Settings:
         bounds=Bounds(1),
         help="finished plans are pruned this long after they finish",
     )
+    alert_retention_days: int = _setting(
+        "CLEANAIR_ALERT_RETENTION_DAYS",
+        _whole,
+        _CORE.alert_retention_seconds // SECONDS_PER_DAY,
+        # A century at most: the cutoff is a date the calendar can hold.
+        bounds=Bounds(1, 36_500, "days"),
+        help="alert feed entries and webhook deliveries no longer owed are pruned this long "
+        "({bounds}) after their event, by the plan processes and `cleanair worker`",
+    )
     observation_retention_days: int = _setting(
         "CLEANAIR_OBSERVATION_RETENTION_DAYS",
         _whole,

@@ -725,7 +725,9 @@ class MemoryStore:
                     payload=event.payload,
                     created_at=event.created_at,
                 )
-                if event.url is not None:
+                # As the SQL stores: an event told again once its feed entry was pruned
+                # keeps the delivery it had.
+                if event.url is not None and event.event_id not in self._deliveries:
                     self._deliveries[event.event_id] = OwedDelivery(
                         event_id=event.event_id,
                         subscription_id=event.subscription_id,
@@ -745,9 +747,10 @@ class MemoryStore:
 
     def alert_feed(self, owner: str, after: int, limit: int) -> list[FeedEntry]:
         with self._lock:
-            first = max(after, 0) + 1  # no cursor is below 1: a negative `after` reads from it
-            end = min(self._feed_ends.get(owner, 0), first + limit - 1)
-            return [self._feed[(owner, cursor)] for cursor in range(first, end + 1)]
+            # Pruning leaves gaps below an owner's first entry kept: the page is the entries
+            # after `after` that remain, as an index range would give them.
+            cursors = sorted(c for (o, c) in self._feed if o == owner and c > after)
+            return [self._feed[(owner, cursor)] for cursor in cursors[: max(limit, 0)]]
 
     def claim_deliveries(
         self, claimant: str, now: datetime, lease_until: datetime, limit: int
@@ -811,6 +814,24 @@ class MemoryStore:
                     self._leases.pop(event_id, None)
                     abandoned += 1
             return abandoned
+
+    def prune_alert_events(self, before: datetime, limit: int) -> int:
+        with self._lock:
+            old = sorted(
+                (entry.created_at, key)
+                for key, entry in self._feed.items()
+                if entry.created_at < before
+            )[: max(limit, 0)]
+            for _, key in old:
+                self._recorded.discard(self._feed.pop(key).event_id)
+            done = sorted(
+                (owed.created_at, str(owed.event_id), owed.event_id)
+                for owed in self._deliveries.values()
+                if owed.state is not DeliveryState.PENDING and owed.created_at < before
+            )[: max(limit, 0)]
+            for _, _, event_id in done:
+                del self._deliveries[event_id]
+            return len(old) + len(done)
 
     # evaluation claims
     def claim_due_subscriptions(

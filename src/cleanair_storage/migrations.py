@@ -503,5 +503,18 @@ def m015_evaluation_claims(db: Database) -> None:
     )
 
 
+@_migration
+def m016_alert_retention(db: Database) -> None:
+    # Retention (`use_cases.alert_feed.prune_alert_history`) deletes the oldest feed entries
+    # and finished deliveries a batch at a time: these walk them by age without reading the
+    # rest (deliveries still owed are never pruned; queries say `state <> 'pending'`
+    # literally for SQLite to use the partial index).
+    db.execute("CREATE INDEX alert_feed_recorded ON alert_feed (created_at, owner, cursor)")
+    db.execute(
+        "CREATE INDEX alert_deliveries_finished ON alert_deliveries (created_at, event_id) "
+        "WHERE state <> 'pending'"
+    )
+
+
 def _instant(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)  # as sqlite.database.instant, which imports this

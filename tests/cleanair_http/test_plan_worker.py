@@ -25,6 +25,7 @@ from cleanair_core.access.connections import Caller
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample
+from cleanair_core.alerts.outbox import NewEvent
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.geo import Point
@@ -590,6 +591,36 @@ def test_a_database_outage_is_two_log_lines_not_a_traceback_a_second(
         ("INFO", "the database is available again; planning resumes"),
     ]
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_the_worker_prunes_the_alert_feed_past_its_retention(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "cleanair.db")
+    clock = ManualClock(NOW)
+    core = CleanAir(store, TokenKeys(generate_key()), Policy(), clock)
+    cutoff = NOW - timedelta(seconds=core.policy.alert_retention_seconds)
+    old, kept = (
+        NewEvent(
+            event_id=uuid.uuid4(),
+            owner="alice",
+            subscription_id=uuid.uuid4(),
+            payload="{}",
+            created_at=at,
+            url=None,
+        )
+        for at in (cutoff - timedelta(seconds=1), cutoff)
+    )
+    store.record_alert_events([old, kept])
+    sleep = ClockSleep(clock)
+
+    async def main() -> None:
+        async with PlanWorker(core, runners=1, idle_seconds=IDLE, sleep=sleep).running():
+            await sleep.until(lambda: sleep.napping(PRUNE_SECONDS) == 1)
+
+    try:
+        anyio.run(main)
+        assert [e.event_id for e in store.alert_feed("alice", 0, 10)] == [kept.event_id]
+    finally:
+        store.close()
 
 
 class PreparingCore(CleanAir):

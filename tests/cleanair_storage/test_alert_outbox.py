@@ -35,6 +35,7 @@ from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.migrations import migrate
 from cleanair_storage.postgres.schema import MIGRATIONS
 from cleanair_storage.sqlite import SqliteStore
+from cleanair_storage.sqlite.alert_outbox import _PRUNE_DELIVERIES, _PRUNE_FEED
 from support.concurrency import run_together
 from support.postgres import shared_server
 from support.subscriptions import T0, make_subscription
@@ -43,6 +44,7 @@ SUBSCRIPTION = uuid.UUID("5b7cd0a4-0000-4000-8000-000000000001")
 OTHER_SUBSCRIPTION = uuid.UUID("5b7cd0a4-0000-4000-8000-000000000002")
 URL = "https://hooks.example.com/alerts?token=s3cr3t"
 LEASE = timedelta(minutes=1)
+TICK = timedelta(seconds=1)
 T = TypeVar("T")
 
 
@@ -391,6 +393,61 @@ def test_abandoning_fails_a_subscriptions_pending_deliveries(store: Store) -> No
     assert store.abandon_deliveries(SUBSCRIPTION, at, "again") == 0
 
 
+# -- retention -----------------------------------------------------------------------------------
+
+
+DAY = timedelta(days=1)
+
+
+def test_pruning_deletes_old_entries_and_finished_deliveries_but_never_an_owed_one(
+    store: Store,
+) -> None:
+    delivered, failed, owed_old, unsent = (new_event(at=T0 + i * TICK) for i in range(4))
+    recent = new_event(at=T0 + 2 * DAY)
+    store.record_alert_events([delivered, failed, owed_old, unsent, recent])
+    assert len(store.claim_deliveries("w1", T0 + DAY, T0 + DAY + LEASE, 2)) == 2
+    assert store.finish_delivery(delivered.event_id, "w1", DeliveryState.DELIVERED, T0 + DAY)
+    assert store.finish_delivery(failed.event_id, "w1", DeliveryState.FAILED, T0 + DAY)
+    old_unsent = new_event(at=T0 + 5 * TICK, url=None)  # feed only
+    store.record_alert_events([old_unsent])
+    # The feed entries before the cutoff (five of them) and the two deliveries no longer owed.
+    assert store.prune_alert_events(T0 + DAY, 100) == 5 + 2
+    assert [e.event_id for e in store.alert_feed("alice", 0, 10)] == [recent.event_id]
+    assert store.owed_delivery(delivered.event_id) is None
+    assert store.owed_delivery(failed.event_id) is None
+    assert store.owed_delivery(owed_old.event_id) == owed(owed_old)  # still owed: kept
+    assert store.owed_delivery(unsent.event_id) == owed(unsent)
+    assert store.owed_delivery(recent.event_id) == owed(recent)
+    assert not store.alert_event_recorded(delivered.event_id)  # gone with its entry
+    assert store.alert_event_recorded(recent.event_id)
+    assert store.prune_alert_events(T0 + DAY, 100) == 0
+
+
+def test_pruning_takes_the_oldest_first_a_batch_at_a_time(store: Store) -> None:
+    events = [new_event(at=T0 + i * TICK, url=None) for i in range(5)]
+    store.record_alert_events(events[::-1])  # recorded newest first: cursors do not say age
+    assert store.prune_alert_events(T0 + DAY, 2) == 2
+    kept = {e.event_id for e in store.alert_feed("alice", 0, 10)}
+    assert kept == {e.event_id for e in events[2:]}
+    assert store.prune_alert_events(T0 + DAY, 0) == 0
+    assert store.prune_alert_events(T0 + DAY, 10) == 3
+    assert store.alert_feed("alice", 0, 10) == []
+
+
+def test_a_pruned_feed_pages_on_from_the_oldest_kept_and_never_gives_a_cursor_again(
+    store: Store,
+) -> None:
+    old = [new_event(at=T0, url=None) for _ in range(3)]
+    new = [new_event(at=T0 + 2 * DAY, url=None) for _ in range(3)]
+    store.record_alert_events(old + new)
+    assert store.prune_alert_events(T0 + DAY, 100) == 3
+    assert store.alert_feed("alice", 0, 2) == [entry(new[0], 4), entry(new[1], 5)]
+    assert store.alert_feed("alice", 5, 2) == [entry(new[2], 6)]
+    later = new_event(at=T0 + 3 * DAY, url=None)
+    store.record_alert_events([later])
+    assert store.alert_feed("alice", 6, 10) == [entry(later, 7)]
+
+
 # -- concurrency: threads, and on the shared stores their own connections -----------------------
 
 
@@ -533,8 +590,8 @@ def test_a_sqlite_database_from_before_the_outbox_gets_it_empty(tmp_path: Path) 
 def test_a_postgres_database_from_before_the_outbox_gets_it_empty(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before_outbox = [m for m in MIGRATIONS if m[1] != "alert feed and outbox"]
-    assert len(before_outbox) == len(MIGRATIONS) - 1
+    version = next(m[0] for m in MIGRATIONS if m[1] == "alert feed and outbox")
+    before_outbox = [m for m in MIGRATIONS if m[0] < version]
     with monkeypatch.context() as before:
         before.setattr("cleanair_storage.postgres.migrations.MIGRATIONS", tuple(before_outbox))
         with psycopg.connect(postgres_url) as conn:
@@ -549,6 +606,55 @@ def test_a_postgres_database_from_before_the_outbox_gets_it_empty(
         assert store.claim_deliveries("w1", T0, T0 + LEASE, 10) == [owed(event)]
     finally:
         store.close()
+
+
+def test_a_sqlite_database_from_before_the_retention_gets_its_indexes(tmp_path: Path) -> None:
+    path = tmp_path / "before.db"
+    with sqlite3.connect(path) as conn:
+        sqlite_utils_migrations().apply(Database(conn), stop_before="m016_alert_retention")
+    store = SqliteStore(path)
+    try:
+        old = new_event(at=T0, url=None)
+        store.record_alert_events([old])
+        assert store.prune_alert_events(T0 + DAY, 10) == 1
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        # Each batch walks its index by age: it reads only what it deletes.
+        for statement, index in (
+            (_PRUNE_FEED, "alert_feed_recorded"),
+            (_PRUNE_DELIVERIES, "alert_deliveries_finished"),
+        ):
+            plan = conn.execute(f"EXPLAIN QUERY PLAN {statement}", (0.0, 10)).fetchall()
+            assert any(index in str(row[-1]) for row in plan), plan
+
+
+def test_a_postgres_database_from_before_the_retention_gets_its_indexes(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    version = next(m[0] for m in MIGRATIONS if m[1] == "alert retention")
+    with monkeypatch.context() as before:
+        before.setattr(
+            "cleanair_storage.postgres.migrations.MIGRATIONS",
+            tuple(m for m in MIGRATIONS if m[0] < version),
+        )
+        with psycopg.connect(postgres_url) as conn:
+            migrate(conn)
+    store = PostgresStore(postgres_url)
+    try:
+        assert store.schema_is_current()
+        store.record_alert_events([new_event(at=T0, url=None)])
+        assert store.prune_alert_events(T0 + DAY, 10) == 1
+    finally:
+        store.close()
+    with psycopg.connect(postgres_url) as conn:
+        indexes = {
+            row[0]
+            for row in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename LIKE 'alert_%%'"
+            )
+        }
+    assert {"alert_feed_recorded", "alert_deliveries_finished"} <= indexes
 
 
 # -- never waiting on the event loop ------------------------------------------------------------
@@ -628,6 +734,7 @@ class AlertOutboxMachine(RuleBasedStateMachine):
         self.directory = Path(tempfile.mkdtemp(prefix="cleanair-outbox-"))
         self.durable = self.open_durable(self.directory)
         self.feeds: dict[str, list[FeedEntry]] = {owner: [] for owner in OWNERS}
+        self.ends = dict.fromkeys(OWNERS, 0)  # the last cursor given: pruning keeps it
         self.deliveries: dict[uuid.UUID, ModelDelivery] = {}
 
     def teardown(self) -> None:
@@ -662,17 +769,18 @@ class AlertOutboxMachine(RuleBasedStateMachine):
             if event.event_id in recorded_before or event.event_id in expected:
                 continue
             expected.append(event.event_id)
-            feed = self.feeds[event.owner]
-            feed.append(
+            self.ends[event.owner] += 1
+            self.feeds[event.owner].append(
                 FeedEntry(
-                    cursor=len(feed) + 1,
+                    cursor=self.ends[event.owner],
                     event_id=event.event_id,
                     subscription_id=event.subscription_id,
                     payload=event.payload,
                     created_at=event.created_at,
                 )
             )
-            if event.url is not None:
+            # Told again once its entry was pruned: the delivery it had stays.
+            if event.url is not None and event.event_id not in self.deliveries:
                 self.deliveries[event.event_id] = ModelDelivery(
                     OwedDelivery(
                         event_id=event.event_id,
@@ -769,6 +877,30 @@ class AlertOutboxMachine(RuleBasedStateMachine):
             delivery.claimant = delivery.lease_until = None
         for store in self.both():
             assert store.abandon_deliveries(subscription_id, self.now, "disabled") == len(pending)
+
+    @rule(
+        back_s=st.integers(min_value=0, max_value=600),
+        limit=st.integers(min_value=0, max_value=4),
+    )
+    def prune(self, back_s: int, limit: int) -> None:
+        before = self.now - timedelta(seconds=back_s)
+        old = sorted(
+            (e.created_at, owner, e.cursor)
+            for owner, feed in self.feeds.items()
+            for e in feed
+            if e.created_at < before
+        )[:limit]
+        for _, owner, cursor in old:
+            self.feeds[owner] = [e for e in self.feeds[owner] if e.cursor != cursor]
+        done = sorted(
+            (d.owed.created_at, str(d.owed.event_id))
+            for d in self.deliveries.values()
+            if d.owed.state is not DeliveryState.PENDING and d.owed.created_at < before
+        )[:limit]
+        for _, event_id in done:
+            del self.deliveries[uuid.UUID(event_id)]
+        for store in self.both():
+            assert store.prune_alert_events(before, limit) == len(old) + len(done)
 
     @invariant()
     def every_delivery_agrees(self) -> None:

@@ -128,3 +128,11 @@ class AlertOutbox(Protocol):
         """Give up every pending delivery of a subscription (disabled, or deleted), each
         FAILED with `error`; how many were."""
         ...
+
+    def prune_alert_events(self, before: datetime, limit: int) -> int:
+        """Delete up to `limit` of the oldest feed entries recorded before `before`, and up
+        to `limit` of the oldest deliveries created before it that are no longer owed
+        (delivered or failed); how many rows went. A delivery still owed is kept whatever
+        its age; an owner's cursors are never given again (the feed's end is kept). Once
+        its entry is gone, an event counts as never recorded (`alert_event_recorded`)."""
+        ...

@@ -10,6 +10,9 @@ nothing and reads nothing twice.
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import attrs
 
 from cleanair_core.access.connections import Authorized
@@ -18,6 +21,11 @@ from cleanair_core.alerts.outbox import FeedEntry
 from cleanair_core.errors import Unprocessable, Violation
 from cleanair_core.use_cases.context import Context
 
+#: Rows one prune deletes in one transaction (feed entries, and as many deliveries): on
+#: SQLite every charged call waits while it runs.
+PRUNE_BATCH = 1_000
+#: The pause after each batch, as `alert_rounds.WRITE_PAUSE` (which says why).
+PRUNE_PAUSE = 0.002
 #: The most events one page holds, and how many a page holds when not asked.
 MAX_FEED_PAGE = 100
 DEFAULT_FEED_PAGE = 50
@@ -61,3 +69,17 @@ def read_alert_feed(
         next_after=events[-1].cursor if events else after,
         more=len(rows) > limit,
     )
+
+
+def prune_alert_history(ctx: Context) -> int:
+    """Delete the feed entries and the deliveries no longer owed that are older than the
+    alert retention (`Policy.alert_retention_seconds`), oldest first, a batch a transaction;
+    how many rows went. A client whose cursor is older reads on from the oldest kept."""
+    before = ctx.now() - timedelta(seconds=ctx.policy.alert_retention_seconds)
+    pruned = 0
+    while True:
+        count = ctx.store.prune_alert_events(before, PRUNE_BATCH)
+        pruned += count
+        if count < PRUNE_BATCH:  # neither kind filled its batch: nothing older is left
+            return pruned
+        time.sleep(PRUNE_PAUSE)  # on a worker's thread, never the event loop's

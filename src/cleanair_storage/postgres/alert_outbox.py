@@ -50,7 +50,20 @@ _INSERT_FEED = (
 )
 _INSERT_DELIVERY = (
     "INSERT INTO alert_deliveries (event_id, subscription_id, owner, url, payload, "
-    "created_at, next_attempt_at) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    "created_at, next_attempt_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+    # An event told again once its feed entry was pruned (`prune_alert_events`) keeps the
+    # delivery it had, delivered or not, rather than failing the recording.
+    "ON CONFLICT (event_id) DO NOTHING"
+)
+# The oldest first (ties in a fixed order, as every adapter takes them), by the indexes
+# alert_feed_recorded and alert_deliveries_finished.
+_PRUNE_FEED = (
+    "DELETE FROM alert_feed WHERE (owner, cursor) IN (SELECT owner, cursor FROM alert_feed "
+    'WHERE created_at < %s ORDER BY created_at, owner COLLATE "C", cursor LIMIT %s)'
+)
+_PRUNE_DELIVERIES = (
+    "DELETE FROM alert_deliveries WHERE event_id IN (SELECT event_id FROM alert_deliveries "
+    "WHERE state <> 'pending' AND created_at < %s ORDER BY created_at, event_id LIMIT %s)"
 )
 # A MATERIALIZED pick: run once, so the LIMIT bounds what is leased (a subquery under IN may
 # be run again by the planner, and SKIP LOCKED then picks other rows each time).
@@ -198,3 +211,11 @@ class PostgresAlertOutbox(PostgresDatabase):
                 (error, str(subscription_id)),
             )
             return cur.rowcount
+
+    def prune_alert_events(self, before: datetime, limit: int) -> int:
+        if limit <= 0:
+            return 0
+        with self._conn() as conn:
+            feed = conn.execute(_PRUNE_FEED, (before, limit)).rowcount
+            deliveries = conn.execute(_PRUNE_DELIVERIES, (before, limit)).rowcount
+        return feed + deliveries

@@ -354,4 +354,16 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
             "WHERE disabled_reason IS NULL",
         ),
     ),
+    (
+        11,
+        "alert retention",
+        (
+            # As SQLite's m016_alert_retention (which says why).
+            # Owners by their bytes, as the other adapters order them.
+            "CREATE INDEX alert_feed_recorded ON alert_feed "
+            '(created_at, owner COLLATE "C", cursor)',
+            "CREATE INDEX alert_deliveries_finished ON alert_deliveries (created_at, event_id) "
+            "WHERE state <> 'pending'",
+        ),
+    ),
 )

@@ -34,7 +34,21 @@ _INSERT_FEED = (
 )
 _INSERT_DELIVERY = (
     "INSERT INTO alert_deliveries (event_id, subscription_id, owner, url, payload, "
-    "created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    # An event told again once its feed entry was pruned (`prune_alert_events`) keeps the
+    # delivery it had, delivered or not, rather than failing the recording.
+    "ON CONFLICT (event_id) DO NOTHING"
+)
+# The oldest first (ties in a fixed order, as every adapter takes them), by the indexes
+# alert_feed_recorded and alert_deliveries_finished (whose literal `state <> 'pending'` the
+# query repeats for SQLite to use it): a batch reads only what it deletes.
+_PRUNE_FEED = (
+    "DELETE FROM alert_feed WHERE (owner, cursor) IN (SELECT owner, cursor FROM alert_feed "
+    "WHERE created_at < ? ORDER BY created_at, owner, cursor LIMIT ?)"
+)
+_PRUNE_DELIVERIES = (
+    "DELETE FROM alert_deliveries WHERE event_id IN (SELECT event_id FROM alert_deliveries "
+    "WHERE state <> 'pending' AND created_at < ? ORDER BY created_at, event_id LIMIT ?)"
 )
 # The literal 'pending' lets the pick walk the partial index alert_deliveries_due in order.
 _CLAIM = (
@@ -153,3 +167,12 @@ class SqliteAlertOutbox(SqliteDatabase):
                 (error, str(subscription_id)),
             )
             return cur.rowcount
+
+    def prune_alert_events(self, before: datetime, limit: int) -> int:
+        if limit <= 0:
+            return 0
+        at = timestamp(before)
+        with self._write() as conn:
+            feed = conn.execute(_PRUNE_FEED, (at, limit)).rowcount
+            deliveries = conn.execute(_PRUNE_DELIVERIES, (at, limit)).rowcount
+        return feed + deliveries
