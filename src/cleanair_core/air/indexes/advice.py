@@ -167,11 +167,11 @@ _SO2_STATEMENTS: tuple[tuple[str | None, frozenset[Group]], ...] = (
 
 #: Per pollutant: its cautionary statements and the part of the TAD they come from.
 EPA_STATEMENTS: dict[Pollutant, tuple[tuple[tuple[str | None, frozenset[Group]], ...], str]] = {
-    Pollutant.PM25: (_PM_STATEMENTS, "cautionary statements for particle pollution (PM2.5)"),
-    Pollutant.PM10: (_PM_STATEMENTS, "cautionary statements for particle pollution (PM10)"),
-    Pollutant.O3: (_O3_STATEMENTS, "cautionary statements for ozone"),
-    Pollutant.NO2: (_NO2_STATEMENTS, "cautionary statements for nitrogen dioxide"),
-    Pollutant.SO2: (_SO2_STATEMENTS, "cautionary statements for sulfur dioxide"),
+    Pollutant.PM25: (_PM_STATEMENTS, "Table 4, cautionary statements: particle pollution (PM2.5)"),
+    Pollutant.PM10: (_PM_STATEMENTS, "Table 4, cautionary statements: particle pollution (PM10)"),
+    Pollutant.O3: (_O3_STATEMENTS, "Table 4, cautionary statements: ozone"),
+    Pollutant.NO2: (_NO2_STATEMENTS, "Table 4, cautionary statements: nitrogen dioxide"),
+    Pollutant.SO2: (_SO2_STATEMENTS, "Table 4, cautionary statements: sulfur dioxide"),
 }
 
 
