@@ -26,6 +26,18 @@ EXTENSION_VERSION = "1.0.0"
 
 IndexCode = Literal["us_epa_2024", "eu_eaqi_2024", "uk_daqi"]
 
+#: The groups an index's advice may be for (`cleanair_core.air.indexes.advice.Group`).
+GroupId = Literal[
+    "general",
+    "heart_or_lung_disease",
+    "older_adults",
+    "children_and_teens",
+    "outdoor_workers",
+    "active_people",
+    "sensitive",
+    "at_risk",
+]
+
 #: The rules a field of an /ext/v1 request can break (docs/api-choices.md says what each
 #: means); a client may switch on them.
 Rule = Literal[
@@ -120,6 +132,18 @@ class ConditionsRequest(msgspec.Struct):
         ]
         | None
     ) = None
+    group: (
+        Annotated[
+            GroupId,
+            msgspec.Meta(
+                description="Only this group's advice in each index's `advice`; an index "
+                "that does not name the group gives its `general` advice instead "
+                "(docs/indexes.md). Default: the general population's and every group's the "
+                "index names"
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Concentration(msgspec.Struct):
@@ -169,6 +193,29 @@ class HealthAdvice(msgspec.Struct):
     ]
 
 
+class AdviceSource(msgspec.Struct):
+    document: Annotated[str, msgspec.Meta(description="The document the text comes from")]
+    section: Annotated[str, msgspec.Meta(description="Where in it")]
+    url: Annotated[str, msgspec.Meta(description="Its address")]
+    summary: Annotated[
+        bool,
+        msgspec.Meta(description="True where the text is the service's summary, not a quote"),
+    ]
+
+
+class GroupAdvice(msgspec.Struct):
+    group: Annotated[
+        GroupId,
+        msgspec.Meta(
+            description="Whom it is for: `general`, or a group the index names (the US EPA: "
+            "`heart_or_lung_disease`, `older_adults`, `children_and_teens`, "
+            "`outdoor_workers`, `active_people`; the EEA: `sensitive`; the UK DAQI: `at_risk`)"
+        ),
+    ]
+    advice: Annotated[str, msgspec.Meta(description="The index's own text for the group")]
+    source: Annotated[AdviceSource, msgspec.Meta(description="Where the text comes from")]
+
+
 class OfficialIndex(msgspec.Struct):
     code: Annotated[IndexCode, msgspec.Meta(description="The index (docs/indexes.md)")]
     name: Annotated[str, msgspec.Meta(description="The index's name")]
@@ -186,6 +233,14 @@ class OfficialIndex(msgspec.Struct):
         msgspec.Meta(description="Per pollutant (`pm25`, `pm10`, `no2`, `o3`, `so2`)"),
     ]
     health: Annotated[HealthAdvice, msgspec.Meta(description="The index's own advice")]
+    advice: Annotated[
+        list[GroupAdvice],
+        msgspec.Meta(
+            description="The index's advice per group at this value: `general` first, then "
+            "each group the index names (the US EPA's texts are those for `dominant_pollutant`)"
+            "; with the request's `group`, that group's only"
+        ),
+    ]
 
 
 class IndexHealth(msgspec.Struct):

@@ -14,6 +14,7 @@ from cleanair_core.access.scopes import format_scopes
 from cleanair_core.air.conditions import Conditions
 from cleanair_core.air.forecast import Forecast
 from cleanair_core.air.fused_air import FusedValue
+from cleanair_core.air.indexes.advice import Group, GroupAdvice, advice_of, pick
 from cleanair_core.air.point_score import PointScore
 from cleanair_core.air.score import BandedScore
 from cleanair_core.credits.ledger import Quota
@@ -53,7 +54,10 @@ def score(result: PointScore) -> schemas.ScoreResponse:
     return schemas.ScoreResponse(score=result.score, ttl=result.ttl)
 
 
-def conditions(result: Conditions) -> ext.ConditionsResponse:
+def conditions(result: Conditions, group: str | None = None) -> ext.ConditionsResponse:
+    """The conditions answer; `group` (a `Group` id, validated by the schema) keeps each
+    index's advice to that group's (or the general population's where it names no such
+    group)."""
     indexes = [
         ext.OfficialIndex(
             code=index.code,  # type: ignore[arg-type]  # one of the registry's codes
@@ -70,6 +74,7 @@ def conditions(result: Conditions) -> ext.ConditionsResponse:
                 for pollutant, used in index.concentrations.items()
             },
             health=ext.HealthAdvice(index.health.general, index.health.sensitive),
+            advice=_advice(advice_of(index), group),
         )
         for index in result.indexes
     ]
@@ -99,6 +104,18 @@ def conditions(result: Conditions) -> ext.ConditionsResponse:
         ),
         clean_air_score_interval90=list(result.score_interval90),
     )
+
+
+def _advice(advice: tuple[GroupAdvice, ...], group: str | None) -> list[ext.GroupAdvice]:
+    chosen = advice if group is None else (pick(advice, Group(group)),)
+    return [
+        ext.GroupAdvice(
+            a.group.value,
+            a.text,
+            ext.AdviceSource(a.source.document, a.source.section, a.source.url, a.source.summary),
+        )
+        for a in chosen
+    ]
 
 
 def _concentration(value: float, known: FusedValue) -> ext.Concentration:

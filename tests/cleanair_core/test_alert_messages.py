@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cleanair_core.air.indexes import IndexValue, eu_eaqi, uk_daqi, us_epa
+from cleanair_core.air.indexes.advice import GROUPS
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.alerts.events import (
     AlertEvent,
@@ -88,6 +89,12 @@ def body(text: str) -> dict[str, Any]:
     return parsed
 
 
+POOR_GENERAL = (
+    "Consider reducing intense activities outdoors, if you experience symptoms such as sore "
+    "eyes, a cough or sore throat."
+)
+
+
 def test_an_observed_alert_tells_the_place_category_and_advice() -> None:
     subscription = make_subscription()  # EAQI, worse than band 3 ("Poor"), general advice
     event = observed(subscription, EventKind.ALERT, 4)
@@ -113,7 +120,15 @@ def test_an_observed_alert_tells_the_place_category_and_advice() -> None:
         "message": (
             "The air at 48.8566, 2.3522 is Very poor, at or worse than your threshold of Poor."
         ),
-        "advice": "Consider reducing physical activities outdoors.",
+        # The EEA's own text for "Very poor" (its health messages: the same as "Poor"'s).
+        "advice": POOR_GENERAL,
+        "group_advice": {
+            "general": POOR_GENERAL,
+            "sensitive": (
+                "Reduce physical activities, particularly outdoors, especially if you "
+                "experience symptoms."
+            ),
+        },
     }
 
 
@@ -293,6 +308,51 @@ def test_every_category_of_every_index_has_a_name_and_both_advices(code: str) ->
         advice = index_category(code, n).advice
         assert advice.general
         assert advice.sensitive
+
+
+@given(
+    st.sampled_from(sorted(INDEXES)),
+    st.floats(min_value=0, max_value=400, allow_nan=False),
+    st.sampled_from(Audience),
+)
+def test_a_body_carries_every_group_the_index_names_beside_the_audiences_advice(
+    code: str, pm25: float, audience: Audience
+) -> None:
+    value = INDEXES[code]({Pollutant.PM25: [pm25] * 24})
+    assert value is not None
+    subscription = attrs.evolve(make_subscription(), index=code, threshold=1, audience=audience)
+    event = observed(subscription, EventKind.ALERT, category_of(value))
+    data = body(event_message(subscription, event))["data"]
+    groups = data["group_advice"]
+    assert list(groups) == sorted(["general", *GROUPS[code]])  # the body's keys are sorted
+    assert groups["general"] == value.health.general
+    # The audience's advice is kept as it was, and agrees with its group's.
+    sensitive = "at_risk" if code == uk_daqi.CODE else "sensitive"
+    if code != us_epa.CODE:
+        assert groups[sensitive] == value.health.sensitive
+    expected = value.health.sensitive if audience is Audience.SENSITIVE else value.health.general
+    assert data["advice"] == expected
+
+
+def test_an_epa_alert_gives_each_of_its_five_groups_the_sensitive_groups_advice() -> None:
+    # An alert does not know the pollutant that set the AQI, whose statement would name them.
+    subscription = attrs.evolve(make_subscription(), index=us_epa.CODE, threshold=2)
+    data = body(event_message(subscription, observed(subscription, EventKind.ALERT, 3)))["data"]
+    assert data["group_advice"] == {
+        "general": "Everyone should reduce prolonged or heavy exertion outdoors.",
+        "heart_or_lung_disease": "Sensitive groups should avoid prolonged or heavy exertion.",
+        "older_adults": "Sensitive groups should avoid prolonged or heavy exertion.",
+        "children_and_teens": "Sensitive groups should avoid prolonged or heavy exertion.",
+        "outdoor_workers": "Sensitive groups should avoid prolonged or heavy exertion.",
+        "active_people": "Sensitive groups should avoid prolonged or heavy exertion.",
+    }
+
+
+def test_a_daqi_alert_gives_defras_at_risk_advice() -> None:
+    subscription = attrs.evolve(make_subscription(), index=uk_daqi.CODE, threshold=1)
+    data = body(event_message(subscription, observed(subscription, EventKind.ALERT, 2)))["data"]
+    assert data["group_advice"]["general"].startswith("Anyone experiencing discomfort")
+    assert "Older people should also reduce physical exertion." in (data["group_advice"]["at_risk"])
 
 
 # -- determinism and no secrets ----------------------------------------------------------------

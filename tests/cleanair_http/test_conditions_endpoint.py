@@ -113,8 +113,17 @@ def test_the_default_follows_the_country(
         ({"lat": 60.17}, "lon", "required"),
         ({}, "lat", "required"),
         ({**HELSINKI, "client": "not a label!"}, "client", "pattern"),
+        ({**HELSINKI, "group": "zq_index"}, "group", "enum"),
     ],
-    ids=["unknown-index", "no-index", "repeated-index", "lat-alone", "nowhere", "bad-client"],
+    ids=[
+        "unknown-index",
+        "no-index",
+        "repeated-index",
+        "lat-alone",
+        "nowhere",
+        "bad-client",
+        "unknown-group",
+    ],
 )
 def test_bad_requests_are_422_naming_the_field_and_free(
     core: CleanAir, client: Client, body: dict[str, Any], field: str, rule: str
@@ -205,6 +214,97 @@ def test_every_concentration_has_a_standard_error_and_a_90_percent_interval(
     worst, best = body["clean_air_score_interval90"]
     assert worst <= body["clean_air_score"] <= best
     assert worst < best
+
+
+ALL_INDEXES = ["us_epa_2024", "eu_eaqi_2024", "uk_daqi"]
+EPA_GROUPS = [
+    "heart_or_lung_disease",
+    "older_adults",
+    "children_and_teens",
+    "outdoor_workers",
+    "active_people",
+]
+
+
+def test_each_index_carries_general_advice_and_each_group_it_names(
+    core: CleanAir, client: Client
+) -> None:
+    headers = bearer(pair(core, client))
+    body = ask(client, headers, **HELSINKI, indexes=ALL_INDEXES).json()
+    us, eu, uk = body["indexes"]
+    groups = [[a["group"] for a in index["advice"]] for index in (us, eu, uk)]
+    assert groups == [["general", *EPA_GROUPS], ["general", "sensitive"], ["general", "at_risk"]]
+    for index in (us, eu, uk):
+        general, *_ = index["advice"]
+        assert general["advice"] == index["health"]["general"]  # the existing field, as it was
+        for entry in index["advice"]:
+            assert entry["advice"]
+            assert entry["source"]["url"].startswith("https://")
+    assert eu["advice"][1]["advice"] == eu["health"]["sensitive"]
+    assert uk["advice"][1]["advice"] == uk["health"]["sensitive"]
+    assert "European Environment Agency" in eu["advice"][1]["source"]["document"]
+    assert "Defra" in uk["advice"][1]["source"]["document"]
+    # The EPA's statements are those of the pollutant that set the AQI.
+    pollutant = {
+        "pm25": "PM2.5",
+        "pm10": "PM10",
+        "o3": "ozone",
+        "no2": "nitrogen dioxide",
+        "so2": "sulfur",
+    }
+    assert (
+        pollutant[us["dominant_pollutant"]] in us["advice"][1]["source"]["section"]
+        or (
+            us["advice"][1]["source"]["summary"]  # a category whose statement names no group
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("group", "answered"),
+    [
+        ("older_adults", ["older_adults", "general", "general"]),
+        ("sensitive", ["general", "sensitive", "general"]),
+        ("at_risk", ["general", "general", "at_risk"]),
+        ("general", ["general", "general", "general"]),
+    ],
+)
+def test_asking_for_one_group_gives_its_advice_or_the_general_where_an_index_names_none(
+    core: CleanAir, client: Client, group: str, answered: list[str]
+) -> None:
+    headers = bearer(pair(core, client))
+    everyone = ask(client, headers, **HELSINKI, indexes=ALL_INDEXES).json()["indexes"]
+    body = ask(client, headers, **HELSINKI, indexes=ALL_INDEXES, group=group).json()
+    assert [[a["group"] for a in index["advice"]] for index in body["indexes"]] == [
+        [g] for g in answered
+    ]
+    for one, every in zip(body["indexes"], everyone, strict=True):
+        assert one["advice"][0] in every["advice"]
+        assert one["health"] == every["health"]
+
+
+def test_the_schemas_group_ids_are_the_cores(client: Client) -> None:
+    from cleanair_core.air.indexes.advice import Group
+
+    document = client.get("/schema/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    ids = enums_in(schemas["ConditionsRequest"]["properties"]["group"])
+    assert sorted(ids) == sorted(g.value for g in Group)
+    assert sorted(enums_in(schemas["GroupAdvice"]["properties"]["group"])) == sorted(ids)
+
+
+def enums_in(schema: Any) -> list[str]:
+    """The values of the first `enum` anywhere in a (nested) JSON schema."""
+    if isinstance(schema, dict):
+        if "enum" in schema:
+            return [value for value in schema["enum"] if value is not None]  # null: optional
+        schema = list(schema.values())
+    if isinstance(schema, list):
+        for part in schema:
+            found = enums_in(part)
+            if found:
+                return found
+    return []
 
 
 def test_the_openapi_document_names_the_extension_apart(client: Client) -> None:

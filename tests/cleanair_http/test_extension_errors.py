@@ -49,6 +49,7 @@ VALID: dict[str, tuple[type[msgspec.Struct], dict[str, Any]]] = {
             "lon": 24.94,
             "client": "kitchen-display",
             "indexes": ["uk_daqi"],
+            "group": "at_risk",
         },
     ),
 }

@@ -9,7 +9,8 @@ A body is a function of its inputs only: the same event gives the same bytes (ke
 no spaces, ASCII only), so the outbox stores it once and every retry re-sends exactly what
 was signed the first time. A body carries what the subscriber asked about and the index's own
 advice for the category (`air.indexes`: the texts each index publishes, for the general
-public or for sensitive groups as the subscription's audience says), never the webhook URL
+public or for sensitive groups as the subscription's audience says, and `group_advice`: the
+general population's and each group's the index names), never the webhook URL
 (its query often holds a token), the connection, the owner or any secret.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 import attrs
 
 from cleanair_core.air.indexes import HealthAdvice, eu_eaqi, uk_daqi, us_epa
+from cleanair_core.air.indexes.advice import group_advice
 from cleanair_core.alerts.events import AlertEvent, Direction, EventKind
 from cleanair_core.alerts.subscriptions import Audience, Place, Subscription, Trip
 
@@ -116,6 +118,10 @@ def event_message(
         "audience": str(subscription.audience),
         "message": _sentence(subscription, event, told.name, threshold.name, trip),
         "advice": advice,
+        # Every group the index names, beside the audience's `advice` (kept as it was:
+        # receivers read it). An alert does not know the pollutant that set the category,
+        # so the EPA's groups get its summary for sensitive groups (advice.py).
+        "group_advice": {a.group.value: a.text for a in group_advice(code, event.category)},
     }
     if isinstance(subscription.target, Trip):
         trip = trip or TripAdvice()

@@ -38,7 +38,7 @@ TAG = f"extension v{ext.EXTENSION_VERSION}"
         429,
         503,
         s422="Request validation failed (an unknown index code, or one named twice, "
-        "included), or no location could be resolved (not charged)",
+        "included; an unknown group), or no location could be resolved (not charged)",
     ),
 )
 async def point_conditions(
@@ -48,7 +48,9 @@ async def point_conditions(
     Score, this hour's concentrations (µg/m³), the official indexes asked for (default: the
     place's own, where the service has it, else all: `us_epa_2024`, `eu_eaqi_2024`,
     `uk_daqi`) with the averaged values each was computed from and its health advice, and
-    where the numbers come from. 1 credit, scope `aq:read`, as a score."""
+    where the numbers come from. Each index carries its advice for the general population
+    and each group it names (`group` asks for one group's only). 1 credit, scope `aq:read`,
+    as a score."""
     point = point_of(data.lat, data.lon)
     client = client_label_of(data.client)
     scan = [WifiAccessPoint(ap.mac, ap.rssi) for ap in data.wifi or ()] if point is None else []
@@ -60,7 +62,7 @@ async def point_conditions(
         indexes=list(data.indexes) if data.indexes is not None else None,
         pending=pending_hit_of(request),
     )
-    return responses.conditions(result)
+    return responses.conditions(result, data.group)
 
 
 @post(

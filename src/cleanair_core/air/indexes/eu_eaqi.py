@@ -45,7 +45,8 @@ BANDS: tuple[tuple[str, str, str, str], ...] = (
      "Consider reducing physical activities, particularly outdoors, especially if you "
      "experience symptoms."),
     ("Very poor", "#960032",
-     "Consider reducing physical activities outdoors.",
+     "Consider reducing intense activities outdoors, if you experience symptoms such as sore "
+     "eyes, a cough or sore throat.",
      "Reduce physical activities, particularly outdoors, especially if you experience "
      "symptoms."),
     ("Extremely poor", "#7D2181",
