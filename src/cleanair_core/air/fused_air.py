@@ -286,17 +286,46 @@ class FusedAir:
         """Each pollutant's value at `point` and `at` with its standard error, 90 % interval,
         whether the stations changed it, and the stations whose weight there is at least
         `REPORTED_WEIGHT` (with their weight, distance and hour)."""
+        [explained] = await self.explain_hours(point, [at])
+        return explained
+
+    async def explain_hours(
+        self, point: Point, ats: Sequence[datetime]
+    ) -> list[dict[Pollutant, FusedValue]]:
+        """`explain` at `point` for each instant of `ats`, from one correction of them all
+        (a history's hours: one ask of the unfused source, each hour's fields computed once
+        even where more hours are asked than the fields kept)."""
+        samples = [Sample(point, at) for at in ats]
+        if not samples:
+            return []
+        raws = await self.unfused.concentrations(samples)
+        fused, corrected_with = await self._fused(samples, raws)
+        with self._lock:
+            stations = dict(corrected_with.state.stations or {})
+
+        def explain_all() -> list[dict[Pollutant, FusedValue]]:
+            return [
+                self._explained(point, at, raw, air, corrected_with, stations)
+                for at, raw, air in zip(ats, raws, fused, strict=True)
+            ]
+
+        # One hour's few array operations stay here; a history's hours go off the loop.
+        return explain_all() if len(samples) == 1 else await self._cpu_calls(explain_all)
+
+    def _explained(
+        self,
+        point: Point,
+        at: datetime,
+        raw: Concentrations,
+        air: Concentrations,
+        corrected_with: _Used,
+        stations: dict[str, Station],
+    ) -> dict[Pollutant, FusedValue]:
+        """One instant's `explain`, from the values and fields its correction used."""
         import numpy as np
 
-        sample = Sample(point, at)
-        raws = await self.unfused.concentrations([sample])
-        [raw] = raws
-        fused, corrected_with = await self._fused([sample], raws)
-        [air] = fused
         state, fields = corrected_with.state, corrected_with.fields
         latest = corrected_with.latest.get(observation_hour(at), {})
-        with self._lock:
-            stations = dict(state.stations or {})
         explained: dict[Pollutant, FusedValue] = {}
         for pollutant, value in air.items():
             unfused = raw.get(pollutant)
