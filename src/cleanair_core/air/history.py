@@ -123,8 +123,11 @@ def history_span(
     Raises Unprocessable when `end` is not after `start`, and OutsideHistoryWindow when
     `start` is over 30 days before `now` or `end` after `now` (the past window; the future
     is the forecast's)."""
-    begin = as_utc(start)
-    finish = now if end is None else as_utc(end)
+    try:
+        begin = as_utc(start)
+        finish = now if end is None else as_utc(end)
+    except OutsideDataWindow:  # a time UTC cannot hold: far outside the window
+        raise OutsideHistoryWindow() from None
     if finish <= begin:
         raise Unprocessable(violations=[Violation("end", "minimum", "must be after start")])
     if begin < now - PAST_WINDOW or finish > now:
