@@ -281,3 +281,18 @@ def test_provenance_with_a_station_near_and_far() -> None:
     far_kinds = _kinds(_fused(far_store, clock), CENTRE, hours)
     assert HourKind.MEASURED not in far_kinds
     assert far_kinds[2:] == [HourKind.FUSED] * 7
+
+
+def test_hours_older_than_the_observations_kept_can_only_be_modelled() -> None:
+    """The retention prunes observations by the end of their hour: an hour before the cutoff
+    has none of its own, nor any earlier one to fade from."""
+    store, clock = MemoryStore(), ManualClock(NOW)
+    near = Station("t:near", "Kallio", Point(60.171, 24.941))
+    store.put_stations([near])
+    hours = [HOUR - timedelta(hours=k) for k in range(9, -1, -1)]  # 03:00 .. 12:00
+    store.put_observations([Observation(near.id, Pollutant.NO2, h, 60.0) for h in hours])
+    store.delete_observations_before(HOUR - timedelta(hours=4))  # a retention of 4 h 20 min
+    assert _kinds(_fused(store, clock), CENTRE, hours) == [
+        *[HourKind.MODELLED] * 5,
+        *[HourKind.MEASURED] * 5,
+    ]

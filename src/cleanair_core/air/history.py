@@ -29,6 +29,7 @@ from cleanair_core.air.quality_source import AirQualitySource, Sample
 from cleanair_core.air.score import clean_air_score
 from cleanair_core.errors import OutsideDataWindow, SourceUnavailable, Unprocessable, Violation
 from cleanair_core.geo import Point
+from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.times import PAST_WINDOW, as_utc
 
 #: Hours per page when the request names none, and the most a page may hold (a week).
@@ -144,10 +145,12 @@ async def history_hours(
     hours: Sequence[datetime],
     indexes: Sequence[OfficialIndex],
     background: str,
+    offload: Offload = inline,
 ) -> list[HistoryHour]:
     """The history of `hours` (consecutive, oldest first) at `point` from `source`, asked
     in one call with the `HISTORY_HOURS - 1` hours before the first (each hour's indexes
-    average over the day before it, as the conditions' do). Raises SourceUnavailable when no
+    average over the day before it, as the conditions' do). The hours are built on
+    `offload` (a week's indexes take tens of milliseconds). Raises SourceUnavailable when no
     hour has data."""
     if not hours:
         return []
@@ -160,7 +163,9 @@ async def history_hours(
     else:
         airs = await source.concentrations([Sample(point, at) for at in window])
         explained = [background_values(air) for air in airs]
-    built = build_hours(window, airs, explained, indexes, background, len(lead))
+    built = await offload(
+        lambda: build_hours(window, airs, explained, indexes, background, len(lead))
+    )
     if all(hour.clean_air_score is None for hour in built):
         raise SourceUnavailable("No air-quality data is available for this location")
     return built

@@ -90,7 +90,9 @@ async def history(
         places = sources.places
         country = None if places is None else await ctx.offload(lambda: places.country_of(point))
         chosen = indexes_for(country, indexes)
-        built = await history_hours(sources.air_quality, point, hours, chosen, sources.background)
+        built = await history_hours(
+            sources.air_quality, point, hours, chosen, sources.background, ctx.offload
+        )
         return HistoryPage(built, next_token)
 
     if page_token is not None:
