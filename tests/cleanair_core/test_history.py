@@ -271,7 +271,8 @@ def test_provenance_with_a_station_near_and_far() -> None:
     built = run(history_hours(_fused(store, clock), CENTRE, hours, [], "embedded-model"))
     assert isinstance(built, list)
     [station] = built[2].provenance.stations
-    assert station.id == near.id and station.weight >= MEASURED_WEIGHT
+    assert station.id == near.id
+    assert station.weight >= MEASURED_WEIGHT
     assert built[2].provenance.source == "embedded-model+stations"
 
     far_store = MemoryStore()

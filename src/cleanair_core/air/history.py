@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 import attrs
@@ -30,7 +30,10 @@ from cleanair_core.air.score import clean_air_score
 from cleanair_core.errors import OutsideDataWindow, SourceUnavailable, Unprocessable, Violation
 from cleanair_core.geo import Point
 from cleanair_core.offload import Offload, inline
-from cleanair_core.routes.times import PAST_WINDOW, as_utc
+
+#: The contract's past data window (section 8), as the routes' (`routes.times`, which the
+#: air rules do not import: routes are built over them).
+PAST_WINDOW = timedelta(days=30)
 
 #: Hours per page when the request names none, and the most a page may hold (a week).
 DEFAULT_PAGE_SIZE = 24
@@ -125,9 +128,9 @@ def history_span(
     `start` is over 30 days before `now` or `end` after `now` (the past window; the future
     is the forecast's)."""
     try:
-        begin = as_utc(start)
-        finish = now if end is None else as_utc(end)
-    except OutsideDataWindow:  # a time UTC cannot hold: far outside the window
+        begin = _utc(start)
+        finish = now if end is None else _utc(end)
+    except OverflowError:  # a time UTC cannot hold (year 9999 with an offset): far outside
         raise OutsideHistoryWindow() from None
     if finish <= begin:
         raise Unprocessable(violations=[Violation("end", "minimum", "must be after start")])
@@ -137,6 +140,11 @@ def history_span(
     first = current_hour(begin, step)
     count = math.ceil((finish - first).total_seconds() / step)
     return HistorySpan(first, count, step)
+
+
+def _utc(at: datetime) -> datetime:
+    """`at` in UTC; a naive datetime is UTC already."""
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 async def history_hours(
