@@ -15,6 +15,7 @@ from cleanair_core.air.fusion import FUSION_PARAMETERS, latest_hours, latest_hou
 from cleanair_core.air.observations import OBSERVED, Observation, Station
 from cleanair_core.air.pollutants import SCORED, Concentrations
 from cleanair_core.air.quality_source import Sample
+from cleanair_core.air.screening import RecentValues, in_line, in_line_of
 from cleanair_core.clock import ManualClock
 from cleanair_core.geo import Point
 from cleanair_storage.memory import MemoryStore
@@ -66,3 +67,29 @@ def test_the_latest_hours_of_many_hours_are_each_hours_own(
     each = latest_hours_each(rows, hours)
     for hour in hours:
         assert each[hour] == latest_hours(rows, hour)
+
+
+@given(
+    values=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=5),  # station
+            st.integers(min_value=0, max_value=40),  # hour
+            st.sampled_from([1.0, 5.0, 20.0, 400.0]),
+        ),
+        max_size=80,
+        unique_by=lambda v: (v[0], v[1]),
+    ),
+    at=st.integers(min_value=0, max_value=40),
+)
+def test_screening_with_indexed_recent_values_is_the_scans(
+    values: list[tuple[int, int, float]], at: int
+) -> None:
+    stations = {
+        f"t:{k}": Station(f"t:{k}", f"s{k}", Point(60.17 + 0.01 * k, 24.94)) for k in range(6)
+    }
+    rows = sorted(
+        (Observation(f"t:{k}", OBSERVED[2], HOUR + timedelta(hours=h), v) for k, h, v in values),
+        key=lambda o: (o.hour_end, o.station_id),
+    )
+    hour = [o for o in rows if o.hour_end == HOUR + timedelta(hours=at)]
+    assert in_line_of(hour, RecentValues(rows), stations) == in_line(hour, rows, stations)

@@ -50,7 +50,7 @@ from cleanair_core.air.quality_source import (
     Sample,
     answers_at_once,
 )
-from cleanair_core.air.screening import OWN_HOURS, in_line, in_line_hours
+from cleanair_core.air.screening import OWN_HOURS, RecentValues, in_line_hours, in_line_of
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.geo import Point
 from cleanair_core.metrics import NO_METRICS, Metrics
@@ -472,11 +472,12 @@ class FusedAir:
         neighbours and their own last day (`screening.in_line`): counted and logged once per
         pollutant-hour and version, never fused."""
         screened: dict[tuple[Pollutant, datetime], HourObservations] = {}
+        recent = RecentValues(rows)
         for by_pollutant in found.values():
             for pollutant, hour in list(by_pollutant.items()):
                 key = (pollutant, hour.hour_end)
                 if key not in screened:
-                    kept = in_line(hour.observations, rows, stations)
+                    kept = in_line_of(hour.observations, recent, stations)
                     screened[key] = attrs.evolve(hour, observations=kept)
                     aside = len(hour.observations) - len(kept)
                     with self._lock:
