@@ -90,8 +90,17 @@ def test_naive_times_are_utc() -> None:
         (NOW - timedelta(days=31), NOW - timedelta(days=29)),
         (NOW - timedelta(hours=2), NOW + timedelta(seconds=1)),
         (NOW + timedelta(hours=1), NOW + timedelta(hours=3)),
+        (NOW + timedelta(hours=1), None),
+        (NOW, None),
     ],
-    ids=["just-over-30-days", "reaching-back-further", "into-the-future", "all-future"],
+    ids=[
+        "just-over-30-days",
+        "reaching-back-further",
+        "into-the-future",
+        "all-future",
+        "starting-later-till-now",
+        "starting-now",
+    ],
 )
 def test_outside_the_past_window_is_refused(start: datetime, end: datetime | None) -> None:
     with pytest.raises(OutsideHistoryWindow) as refused:

@@ -142,8 +142,9 @@ def test_a_client_label_is_booked_and_the_day_price_follows_the_span(
         {"start": iso(NOW - timedelta(days=30, seconds=1))},
         {"start": iso(NOW - timedelta(hours=1)), "end": iso(NOW + timedelta(minutes=1))},
         {"start": "9999-12-31T23:00:00-05:00"},
+        {"start": iso(NOW + timedelta(hours=1))},
     ],
-    ids=["over-30-days-back", "into-the-future", "beyond-utc"],
+    ids=["over-30-days-back", "into-the-future", "beyond-utc", "starting-later"],
 )
 def test_outside_the_past_window_is_400_and_free(
     core: CleanAir, client: Client, body: dict[str, Any]

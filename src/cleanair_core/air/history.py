@@ -124,17 +124,18 @@ def history_span(
     start: datetime, end: datetime | None, now: datetime, step_seconds: int = 3600
 ) -> HistorySpan:
     """The span from `start` to `end` (default: `now`), both read as UTC without an offset.
-    Raises Unprocessable when `end` is not after `start`, and OutsideHistoryWindow when
-    `start` is over 30 days before `now` or `end` after `now` (the past window; the future
-    is the forecast's)."""
+    Raises Unprocessable when `end` is given and not after `start`, and OutsideHistoryWindow
+    when `start` is over 30 days before `now`, or not before it, or `end` after `now` (the
+    past window; the future is the forecast's)."""
     try:
         begin = _utc(start)
         finish = now if end is None else _utc(end)
     except OverflowError:  # a time UTC cannot hold (year 9999 with an offset): far outside
         raise OutsideHistoryWindow() from None
-    if finish <= begin:
+    if end is not None and finish <= begin:  # the request's own shape, whatever the clock
         raise Unprocessable(violations=[Violation("end", "minimum", "must be after start")])
-    if begin < now - PAST_WINDOW or finish > now:
+    # Without `end`, a `start` from now on asks for no past hour: the window's refusal.
+    if begin < now - PAST_WINDOW or finish > now or begin >= now:
         raise OutsideHistoryWindow()
     step = max(1, step_seconds)
     first = current_hour(begin, step)

@@ -66,9 +66,11 @@ async def history(
     caller = proof.caller_for(Scope.AQ_READ)
     if indexes is not None:
         check_index_codes(indexes)
-    if not 1 <= page_size <= MAX_PAGE_SIZE:
+    if page_size < 1:
+        raise Unprocessable(violations=[Violation("page_size", "minimum", "must be at least 1")])
+    if page_size > MAX_PAGE_SIZE:
         raise Unprocessable(
-            violations=[Violation("page_size", "maximum", f"must be 1 to {MAX_PAGE_SIZE}")]
+            violations=[Violation("page_size", "maximum", f"must be at most {MAX_PAGE_SIZE}")]
         )
     sources = ctx.require_sources()
     now = ctx.now()
