@@ -133,6 +133,22 @@ def test_a_client_label_is_booked_and_the_day_price_follows_the_span(
     assert core.usage_by_label("alice") == {"client:ios-app": 2, "history": 62}
 
 
+def test_an_hour_without_data_has_no_score_and_the_others_are_answered(
+    core: CleanAir, client: Client, source: FakeSource
+) -> None:
+    gap = HOUR - timedelta(hours=2)
+    source.by_sample = lambda _, sample: {} if sample.at == gap else dict(source.air)
+    headers = bearer(pair(core, client))
+    answer = ask(client, headers, start=iso(HOUR - timedelta(hours=4)), indexes=["uk_daqi"])
+    assert answer.status_code == 200, answer.text
+    by_time = {datetime.fromisoformat(h["time"]): h for h in answer.json()["hours"]}
+    assert len(by_time) == 5
+    missing = by_time[gap]
+    assert (missing["clean_air_score"], missing["pollutants"], missing["indexes"]) == (None, {}, [])
+    assert all(h["clean_air_score"] is not None for t, h in by_time.items() if t != gap)
+    assert used(client, headers) == 2
+
+
 # -- 400 ----------------------------------------------------------------------------------------
 
 

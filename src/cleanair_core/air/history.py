@@ -193,19 +193,17 @@ def build_hours(
     built: list[HistoryHour] = []
     for i in range(lead, len(window)):
         air = airs[i]
+        score = clean_air_score(air)
         since = max(0, i - HISTORY_HOURS + 1)
         history = {p: [a.get(p) for a in airs[since : i + 1]] for p in SCORED}
-        values = tuple(
-            value
-            for index in indexes
-            if clean_air_score(air) is not None
-            if (value := index.compute(history)) is not None
-        )
+        # An hour without data has no index, whatever the hours before it had.
+        computed = () if score is None else (index.compute(history) for index in indexes)
+        values = tuple(value for value in computed if value is not None)
         known = explained[i]
         built.append(
             HistoryHour(
                 time=window[i],
-                clean_air_score=clean_air_score(air),
+                clean_air_score=score,
                 pollutants={p: v for p, v in air.items() if v is not None},
                 uncertainty=known,
                 indexes=values,
