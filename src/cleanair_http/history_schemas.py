@@ -10,6 +10,7 @@ import msgspec
 from cleanair_core.air.history import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from cleanair_http.extension_schemas import (
     Concentration,
+    GroupId,
     IndexCode,
     OfficialIndex,
     StationUsed,
@@ -49,6 +50,17 @@ class HistoryRequest(msgspec.Struct):
                 max_length=3,
                 description="Official indexes to compute for each hour; default: the "
                 "official index of the point's country where the service has it, else all",
+            ),
+        ]
+        | None
+    ) = None
+    group: (
+        Annotated[
+            GroupId,
+            msgspec.Meta(
+                description="Only this group's advice in each index's `advice`, as the "
+                "conditions' `group` (it may change from page to page); default: the general "
+                "population's and every group's the index names"
             ),
         ]
         | None

@@ -118,6 +118,24 @@ def test_an_hours_shape_is_the_conditions_with_its_provenance(
     assert "next_page_token" not in answer.json()
 
 
+def test_each_hours_indexes_carry_the_advice_per_group_and_a_group_narrows_it(
+    core: CleanAir, client: Client
+) -> None:
+    """As the conditions' (one shape): the general population's and each group's the index
+    names, or with `group` that group's only, which may change from page to page."""
+    headers = bearer(pair(core, client))
+    body = {"start": iso(HOUR - timedelta(hours=3)), "indexes": ["eu_eaqi_2024"], "page_size": 2}
+    first = ask(client, headers, **body).json()
+    [index] = first["hours"][0]["indexes"]
+    assert [a["group"] for a in index["advice"]] == ["general", "sensitive"]
+    assert all(a["advice"] and a["source"]["url"] for a in index["advice"])
+    following = ask(client, headers, **body, group="sensitive", page_token=first["next_page_token"])
+    assert following.status_code == 200, following.text
+    for hour in following.json()["hours"]:
+        [narrowed] = hour["indexes"]
+        assert [a["group"] for a in narrowed["advice"]] == ["sensitive"]
+
+
 def test_a_client_label_is_booked_and_the_day_price_follows_the_span(
     core: CleanAir, client: Client
 ) -> None:
@@ -215,6 +233,7 @@ def test_the_scope_and_a_premium_owner_are_needed(core: CleanAir, client: Client
         ({"start": iso(NOW - timedelta(hours=2)), "page_token": 918273645}, "page_token", "type"),
         ({"start": iso(NOW - timedelta(hours=2)), "client": "not a label!"}, "client", "pattern"),
         ({"start": iso(NOW - timedelta(hours=2)), "lat": 91}, "lat", "maximum"),
+        ({"start": iso(NOW - timedelta(hours=2)), "group": "zq_index"}, "group", "enum"),
         ({}, "start", "required"),
         ({"start": "yesterday"}, "start", "format"),
     ],
@@ -228,6 +247,7 @@ def test_the_scope_and_a_premium_owner_are_needed(core: CleanAir, client: Client
         "number-token",
         "bad-client",
         "lat-91",
+        "unknown-group",
         "no-start",
         "bad-start",
     ],

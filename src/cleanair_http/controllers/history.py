@@ -35,7 +35,8 @@ from cleanair_http.responses import concentration, official_index
         503,
         s400="`start` is over 30 days ago, or `end` is after now (the forecast covers the "
         "future) (not charged)",
-        s422="Request validation failed: an unknown index code or one named twice, "
+        s422="Request validation failed: an unknown index code or one named twice, an "
+        "unknown group, "
         "`page_size` outside 1-168, `end` not after `start`, or a `page_token` not made for "
         "this connection and request, or expired (not charged)",
     ),
@@ -60,16 +61,18 @@ async def point_history(
         client=client_label_of(data.client),
         pending=pending_hit_of(request),
     )
-    return history_response(page)
+    return history_response(page, data.group)
 
 
-def history_response(page: HistoryPage) -> hist.HistoryResponse:
+def history_response(page: HistoryPage, group: str | None = None) -> hist.HistoryResponse:
+    """The page's answer; `group` keeps each index's advice to that group's
+    (`responses.official_index`)."""
     return hist.HistoryResponse(
-        hours=[_hour(hour) for hour in page.hours], next_page_token=page.next_page_token
+        hours=[_hour(hour, group) for hour in page.hours], next_page_token=page.next_page_token
     )
 
 
-def _hour(hour: HistoryHour) -> hist.HistoryHour:
+def _hour(hour: HistoryHour, group: str | None) -> hist.HistoryHour:
     provenance = hour.provenance
     return hist.HistoryHour(
         time=hour.time,
@@ -79,7 +82,7 @@ def _hour(hour: HistoryHour) -> hist.HistoryHour:
             pollutant.value: concentration(value, hour.uncertainty[pollutant])
             for pollutant, value in hour.pollutants.items()
         },
-        indexes=[official_index(index) for index in hour.indexes],
+        indexes=[official_index(index, group) for index in hour.indexes],
         provenance=hist.HourProvenance(
             kind=provenance.kind.value,
             source=provenance.source,
