@@ -70,6 +70,8 @@ from cleanair_core.use_cases.alerts import CreatedSubscription, NewSubscription,
 from cleanair_core.use_cases.context import Context
 from cleanair_core.use_cases.credits import PendingHit, PoolReport
 from cleanair_core.use_cases.health import Readiness
+from cleanair_core.use_cases.history import HistoryPage
+from cleanair_core.use_cases.history import history as history_page
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -411,6 +413,34 @@ class CleanAir:
             wifi=wifi,
             client=client,
             indexes=indexes,
+            pending=pending,
+        )
+
+    async def history(
+        self,
+        proof: Authorized,
+        *,
+        point: Point,
+        start: datetime,
+        end: datetime | None = None,
+        indexes: Sequence[str] | None = None,
+        page_size: int = 24,
+        page_token: str | None = None,
+        client: str | None = None,
+        pending: PendingHit | None = None,
+    ) -> HistoryPage:
+        """A page of a point's past hours (2 credits per started day of the span, on its
+        first page; proof for `Scope.AQ_READ`). See `cleanair_core.use_cases.history`."""
+        return await history_page(
+            self.context,
+            proof,
+            point=point,
+            start=start,
+            end=end,
+            indexes=indexes,
+            page_size=page_size,
+            page_token=page_token,
+            client=client,
             pending=pending,
         )
 

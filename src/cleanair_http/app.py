@@ -27,6 +27,7 @@ from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
 from cleanair_http.controllers.explore import SKIP_COMPRESSION
 from cleanair_http.controllers.extension import ROUTE_HANDLERS as EXTENSION
 from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
+from cleanair_http.controllers.history import ROUTE_HANDLERS as HISTORY
 from cleanair_http.controllers.home import home_page
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
@@ -125,6 +126,7 @@ def create_app(
             submit_plan,
             poll_plan,
             *EXTENSION,
+            *HISTORY,
             *ALERTS,
             *ALERT_FEED,
             live,

@@ -217,6 +217,17 @@ REQUEST_EXAMPLES: dict[str, dict[str, Example]] = {
             value={"lat": 51.5072, "lon": -0.1276, "indexes": ["uk_daqi", "eu_eaqi_2024"]},
         ),
     },
+    "HistoryRequest": {
+        "day": Example(
+            summary="Yesterday's 24 hours at a point, in one page",
+            value={
+                "lat": 60.1699,
+                "lon": 24.9384,
+                "start": "2026-11-24T00:00:00Z",
+                "end": "2026-11-25T00:00:00Z",
+            },
+        ),
+    },
     "ForecastRequest": {
         "day": Example(
             summary="A day's hourly forecast for a run",

@@ -14,6 +14,7 @@ from cleanair_core.access.scopes import format_scopes
 from cleanair_core.air.conditions import Conditions
 from cleanair_core.air.forecast import Forecast
 from cleanair_core.air.fused_air import FusedValue
+from cleanair_core.air.indexes import IndexValue
 from cleanair_core.air.indexes.advice import Group, GroupAdvice, advice_of, pick
 from cleanair_core.air.point_score import PointScore
 from cleanair_core.air.score import BandedScore
@@ -54,36 +55,39 @@ def score(result: PointScore) -> schemas.ScoreResponse:
     return schemas.ScoreResponse(score=result.score, ttl=result.ttl)
 
 
+def official_index(index: IndexValue, group: str | None = None) -> ext.OfficialIndex:
+    """An index value as the extension's answers give it (conditions, history); `group` (a
+    `Group` id, validated by the schema) keeps its advice to that group's (or the general
+    population's where it names no such group)."""
+    return ext.OfficialIndex(
+        code=index.code,  # type: ignore[arg-type]  # one of the registry's codes
+        name=index.name,
+        value=index.value,
+        category=index.category,
+        colour=index.colour,
+        dominant_pollutant=index.dominant_pollutant.value,
+        concentrations={
+            pollutant.value: ext.IndexConcentration(
+                round(used.concentration, 2),
+                used.averaging.value,
+            )
+            for pollutant, used in index.concentrations.items()
+        },
+        health=ext.HealthAdvice(index.health.general, index.health.sensitive),
+        advice=_advice(advice_of(index), group),
+    )
+
+
 def conditions(result: Conditions, group: str | None = None) -> ext.ConditionsResponse:
-    """The conditions answer; `group` (a `Group` id, validated by the schema) keeps each
-    index's advice to that group's (or the general population's where it names no such
-    group)."""
-    indexes = [
-        ext.OfficialIndex(
-            code=index.code,  # type: ignore[arg-type]  # one of the registry's codes
-            name=index.name,
-            value=index.value,
-            category=index.category,
-            colour=index.colour,
-            dominant_pollutant=index.dominant_pollutant.value,
-            concentrations={
-                pollutant.value: ext.IndexConcentration(
-                    round(used.concentration, 2),
-                    used.averaging.value,
-                )
-                for pollutant, used in index.concentrations.items()
-            },
-            health=ext.HealthAdvice(index.health.general, index.health.sensitive),
-            advice=_advice(advice_of(index), group),
-        )
-        for index in result.indexes
-    ]
+    """The conditions answer; `group` keeps each index's advice to that group's
+    (`official_index`)."""
+    indexes = [official_index(index, group) for index in result.indexes]
     first = indexes[0] if indexes else None
     provenance = result.provenance
     return ext.ConditionsResponse(
         clean_air_score=result.clean_air_score,
         pollutants={
-            pollutant.value: _concentration(value, result.uncertainty[pollutant])
+            pollutant.value: concentration(value, result.uncertainty[pollutant])
             for pollutant, value in result.pollutants.items()
             if value is not None
         },
@@ -118,7 +122,7 @@ def _advice(advice: tuple[GroupAdvice, ...], group: str | None) -> list[ext.Grou
     ]
 
 
-def _concentration(value: float, known: FusedValue) -> ext.Concentration:
+def concentration(value: float, known: FusedValue) -> ext.Concentration:
     return ext.Concentration(
         round(value, 2),
         "ug/m3",

@@ -222,6 +222,7 @@ def test_endpoint_labels() -> None:
         "route_plan",
         "conditions",
         "route_departures",
+        "history",
     ]
 
 

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from cleanair_core import CleanAir
-from cleanair_http import alert_schemas, extension_schemas, schemas
+from cleanair_http import alert_schemas, extension_schemas, history_schemas, schemas
 from cleanair_http.errors import VALIDATION_FAILED
 from support.http import Client, bearer, pair
 
@@ -66,8 +66,8 @@ def test_ids_and_the_request_id_parameter_are_uuids(document: Document) -> None:
 
 def test_every_429_declares_retry_after(document: Document) -> None:
     operations = _operations(document)
-    # The contract's seven and the extension's (`/ext/v1`) nine, six of them alerts'.
-    assert len(operations) == 16
+    # The contract's seven and the extension's (`/ext/v1`) ten, six of them alerts'.
+    assert len(operations) == 17
     for path, method, operation in operations:
         # The contract: any endpoint may be rate limited, and any 429 carries Retry-After.
         too_many = operation["responses"]["429"]
@@ -124,6 +124,7 @@ def test_every_request_body_has_examples_the_api_accepts(
         struct = (
             getattr(schemas, name, None)
             or getattr(extension_schemas, name, None)
+            or getattr(history_schemas, name, None)
             or getattr(alert_schemas, name)
         )
         assert media["examples"], path
@@ -137,7 +138,7 @@ def test_every_request_body_has_examples_the_api_accepts(
                 method.upper(), path, json=example["value"], headers=bearer(token)
             )
             assert response.json().get("detail") != VALIDATION_FAILED, (path, name)
-    assert bodies == 8
+    assert bodies == 9
 
 
 #: Every response field the contract marks required (sections 2.1-2.14): the others may be
@@ -178,10 +179,10 @@ def test_an_extension_422_is_described_with_its_list_of_failing_fields(
 ) -> None:
     operations = _operations(document)
     extension = [(path, op) for path, _, op in operations if path.startswith("/ext/v1/")]
-    assert len(extension) == 9
+    assert len(extension) == 10
     # Every one but the list of alert subscriptions, which takes neither body nor parameter.
     validated = [(path, op) for path, op in extension if "422" in op["responses"]]
-    assert len(validated) == 8
+    assert len(validated) == 9
     for path, operation in validated:
         schema = operation["responses"]["422"]["content"]["application/json"]["schema"]
         assert schema["$ref"].endswith("/ValidationErrorResponse"), path

@@ -35,7 +35,7 @@ from cleanair_core.air.fusion import (
     ResidualField,
     background_error,
     interval90,
-    latest_hours,
+    latest_hours_each,
     observation_hour,
     persistence,
     residual_field,
@@ -50,7 +50,7 @@ from cleanair_core.air.quality_source import (
     Sample,
     answers_at_once,
 )
-from cleanair_core.air.screening import OWN_HOURS, in_line, in_line_hours
+from cleanair_core.air.screening import OWN_HOURS, RecentValues, in_line_hours, in_line_of
 from cleanair_core.clock import Clock, SystemClock
 from cleanair_core.geo import Point
 from cleanair_core.metrics import NO_METRICS, Metrics
@@ -227,6 +227,10 @@ class FusedAir:
             else await self._cpu_calls(lambda: self._latest_for(state, hours))
         )
         wanted = self._wanted(state, latest.values())
+        # The fields kept already, before this request's new ones may push them out of the
+        # state (a history needs more hours' fields than the state keeps).
+        with self._lock:
+            fields = dict(state.fields)
         computed: dict[tuple[Pollutant, datetime], ResidualField | None] = {}
         if wanted:
             await self._fit_for(state, wanted)
@@ -239,8 +243,6 @@ class FusedAir:
             computed = await self._cpu_calls(
                 lambda: self._store_fields(state, wanted, _columns(airs))
             )
-        with self._lock:
-            fields = dict(state.fields)
         # This request's own fields, even where more were computed than the state keeps.
         fields.update(computed)
         wanted_pattern = self._pattern_samples(fields, samples, latest)
@@ -286,17 +288,46 @@ class FusedAir:
         """Each pollutant's value at `point` and `at` with its standard error, 90 % interval,
         whether the stations changed it, and the stations whose weight there is at least
         `REPORTED_WEIGHT` (with their weight, distance and hour)."""
+        [explained] = await self.explain_hours(point, [at])
+        return explained
+
+    async def explain_hours(
+        self, point: Point, ats: Sequence[datetime]
+    ) -> list[dict[Pollutant, FusedValue]]:
+        """`explain` at `point` for each instant of `ats`, from one correction of them all
+        (a history's hours: one ask of the unfused source, each hour's fields computed once
+        even where more hours are asked than the fields kept)."""
+        samples = [Sample(point, at) for at in ats]
+        if not samples:
+            return []
+        raws = await self.unfused.concentrations(samples)
+        fused, corrected_with = await self._fused(samples, raws)
+        with self._lock:
+            stations = dict(corrected_with.state.stations or {})
+
+        def explain_all() -> list[dict[Pollutant, FusedValue]]:
+            return [
+                self._explained(point, at, raw, air, corrected_with, stations)
+                for at, raw, air in zip(ats, raws, fused, strict=True)
+            ]
+
+        # One hour's few array operations stay here; a history's hours go off the loop.
+        return explain_all() if len(samples) == 1 else await self._cpu_calls(explain_all)
+
+    def _explained(
+        self,
+        point: Point,
+        at: datetime,
+        raw: Concentrations,
+        air: Concentrations,
+        corrected_with: _Used,
+        stations: dict[str, Station],
+    ) -> dict[Pollutant, FusedValue]:
+        """One instant's `explain`, from the values and fields its correction used."""
         import numpy as np
 
-        sample = Sample(point, at)
-        raws = await self.unfused.concentrations([sample])
-        [raw] = raws
-        fused, corrected_with = await self._fused([sample], raws)
-        [air] = fused
         state, fields = corrected_with.state, corrected_with.fields
         latest = corrected_with.latest.get(observation_hour(at), {})
-        with self._lock:
-            stations = dict(state.stations or {})
         explained: dict[Pollutant, FusedValue] = {}
         for pollutant, value in air.items():
             unfused = raw.get(pollutant)
@@ -417,7 +448,7 @@ class FusedAir:
             max(missing),
             tuple(self._parameters),
         )
-        found = {hour: latest_hours(rows, hour) for hour in missing}
+        found = latest_hours_each(rows, missing)
         self._set_aside_out_of_line(state, found, rows, stations)
         with self._lock:
             state.stations = stations
@@ -441,11 +472,12 @@ class FusedAir:
         neighbours and their own last day (`screening.in_line`): counted and logged once per
         pollutant-hour and version, never fused."""
         screened: dict[tuple[Pollutant, datetime], HourObservations] = {}
+        recent = RecentValues(rows)
         for by_pollutant in found.values():
             for pollutant, hour in list(by_pollutant.items()):
                 key = (pollutant, hour.hour_end)
                 if key not in screened:
-                    kept = in_line(hour.observations, rows, stations)
+                    kept = in_line_of(hour.observations, recent, stations)
                     screened[key] = attrs.evolve(hour, observations=kept)
                     aside = len(hour.observations) - len(kept)
                     with self._lock:
@@ -549,34 +581,37 @@ class FusedAir:
             days = {(pollutant, fit_day(hour_end)) for pollutant, hour_end in wanted}
             return sorted(key for key in days if key not in state.fits)
 
-    def _fit_rows(
-        self, keys: Sequence[tuple[Pollutant, datetime]]
-    ) -> dict[datetime, list[Observation]]:
-        """The observations each day's fit is made on: the `FIT_DAYS` ending with it, and the
-        day before them (the out-of-line screen's history). One read per day."""
-        found: dict[datetime, list[Observation]] = {}
-        for day in sorted({day for _, day in keys}):
-            first, last = fit_window(day)
-            pollutants = tuple(p for p, d in keys if d == day)
-            found[day] = self._store.observations_between(
-                first - timedelta(hours=OWN_HOURS), last, pollutants
-            )
-        return found
+    def _fit_rows(self, keys: Sequence[tuple[Pollutant, datetime]]) -> list[Observation]:
+        """The observations the days' fits are made on: the `FIT_DAYS` ending with each, and
+        the day before them (the out-of-line screen's history). One read for all the days
+        (their windows overlap: a history's days share six of their seven)."""
+        days = sorted({day for _, day in keys})
+        earliest, _ = fit_window(days[0])
+        _, latest = fit_window(days[-1])
+        return self._store.observations_between(
+            earliest - timedelta(hours=OWN_HOURS), latest, tuple({p: None for p, _ in keys})
+        )
 
     def _fit_layouts(
         self,
         state: _Fields,
         keys: Sequence[tuple[Pollutant, datetime]],
-        rows: dict[datetime, list[Observation]],
+        rows: Sequence[Observation],
     ) -> dict[tuple[Pollutant, datetime], FitLayout | None]:
-        """What each fit is made on: its day's observations without those out of line with
-        their neighbours and their own last day (as fusion sets them aside), laid out."""
+        """What each fit is made on: its days' observations without those out of line with
+        their neighbours and their own last day (as fusion sets them aside), laid out. Each
+        pollutant's hours are screened once for all its days (an hour is judged by its own
+        hour and the day before it, which `rows` holds for every hour of every window)."""
         with self._lock:
             stations = dict(state.stations or {})
+        screened = {
+            pollutant: in_line_hours(rows, stations, pollutant)
+            for pollutant in dict.fromkeys(p for p, _ in keys)
+        }
         layouts: dict[tuple[Pollutant, datetime], FitLayout | None] = {}
         for pollutant, day in keys:
-            first, _ = fit_window(day)
-            kept = [o for o in in_line_hours(rows[day], stations, pollutant) if o.hour_end >= first]
+            first, last = fit_window(day)
+            kept = [o for o in screened[pollutant] if first <= o.hour_end <= last]
             layouts[(pollutant, day)] = fit_layout(kept, stations, pollutant)
         return layouts
 
@@ -625,21 +660,34 @@ class FusedAir:
             return
         rows = await self._store_calls(lambda: self._fit_rows(keys))
         layouts = await self._cpu_calls(lambda: self._fit_layouts(state, keys, rows))
+        samples_of = {
+            key: [Sample(s.point, h - HOUR / 2) for h in layout.hours for s in layout.stations]
+            for key, layout in layouts.items()
+            if layout is not None
+        }
+        # The background at each station and hour once, whichever pollutants and days need
+        # it (a day's pollutants share their stations' hours, and a history's days most of
+        # their windows): one ask of the unfused source.
+        unique = list(dict.fromkeys(s for samples in samples_of.values() for s in samples))
         backgrounds: dict[tuple[Pollutant, datetime], FloatArray] = {}
-        for key, layout in layouts.items():
-            if layout is None:
-                continue
-            samples = [Sample(s.point, h - HOUR / 2) for h in layout.hours for s in layout.stations]
-            try:
-                airs = await self.unfused.concentrations(samples)
-            except Exception:  # a fit is a refinement: the fallback fuses meanwhile
-                log.warning(
-                    "fusion could not be fitted: the background was unavailable",
-                    extra={"pollutant": key[0].value, "day": key[1].date().isoformat()},
-                )
-                continue
-            values = np.array([_or_nan(air.get(key[0])) for air in airs], dtype=np.float64)
-            backgrounds[key] = values.reshape(len(layout.hours), len(layout.stations))
+        try:
+            airs = await self.unfused.concentrations(unique) if unique else []
+        except Exception:  # a fit is a refinement: the fallback fuses meanwhile
+            log.warning(
+                "fusion could not be fitted: the background was unavailable",
+                extra={
+                    "pollutants": sorted({key[0].value for key in samples_of}),
+                    "days": sorted({key[1].date().isoformat() for key in samples_of}),
+                },
+            )
+        else:
+            at = dict(zip(unique, airs, strict=True))
+            for key, layout in layouts.items():
+                if layout is None:
+                    continue
+                samples = samples_of[key]
+                values = np.array([_or_nan(at[s].get(key[0])) for s in samples], dtype=np.float64)
+                backgrounds[key] = values.reshape(len(layout.hours), len(layout.stations))
         await self._cpu_calls(lambda: self._keep_fits(state, layouts, backgrounds))
 
     def _say_if_fused(self, fused: bool) -> None:

@@ -32,7 +32,7 @@ where stations speak. Why this method and where each number comes from: docs/sci
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -452,6 +452,30 @@ def latest_hours(
     return {p: HourObservations(p, best[p], tuple(found)) for p, found in chosen.items() if found}
 
 
+def latest_hours_each(
+    observations: Sequence[Observation], wanted: Iterable[datetime]
+) -> dict[datetime, dict[Pollutant, HourObservations]]:
+    """`latest_hours` of each wanted hour, the observations grouped once (a history asks
+    for hundreds of hours: scanning them all for each would be quadratic)."""
+    from bisect import bisect_right
+
+    grouped: dict[Pollutant, dict[datetime, list[Observation]]] = {}
+    for observation in observations:
+        by_end = grouped.setdefault(observation.pollutant, {})
+        by_end.setdefault(observation.hour_end, []).append(observation)
+    ends = {pollutant: sorted(by_end) for pollutant, by_end in grouped.items()}
+    found: dict[datetime, dict[Pollutant, HourObservations]] = {}
+    for hour in wanted:
+        chosen: dict[Pollutant, HourObservations] = {}
+        for pollutant, sorted_ends in ends.items():
+            at = bisect_right(sorted_ends, hour)
+            if at and hour - sorted_ends[at - 1] <= MAX_LEAD:
+                end = sorted_ends[at - 1]
+                chosen[pollutant] = HourObservations(pollutant, end, tuple(grouped[pollutant][end]))
+        found[hour] = chosen
+    return found
+
+
 def apply_residuals(air: FloatArray, corrections: dict[Pollutant, FloatArray]) -> FloatArray:
     """Add each pollutant's correction (one per row) to `air` (a row per point, a column per
     `SCORED` pollutant), never below zero, keeping PM10 >= PM2.5; unknown stays unknown."""
@@ -486,6 +510,7 @@ __all__ = [
     "interval90",
     "inverse_distance_weights",
     "latest_hours",
+    "latest_hours_each",
     "observation_hour",
     "persistence",
     "residual_field",

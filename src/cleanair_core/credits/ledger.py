@@ -40,6 +40,9 @@ class Billable(StrEnum):
     CONDITIONS = "conditions"
     #: The best time to go (/ext/v1/routes/departures): a plan, charged as one.
     ROUTE_DEPARTURES = "route_departures"
+    #: A point's past hours (/ext/v1/airquality/history): per started day of the span, as
+    #: a day's forecast.
+    HISTORY = "history"
 
 
 #: Contract section 8 (and the extension's). Route enrichment is per waypoint.
@@ -50,11 +53,13 @@ COSTS: dict[Billable, int] = {
     Billable.ROUTE_PLAN: 25,
     Billable.CONDITIONS: 1,
     Billable.ROUTE_DEPARTURES: 25,
+    Billable.HISTORY: 2,
 }
 
 
 def cost_of(billable: Billable, units: int = 1) -> int:
-    """Credits for `units` of `billable` (units are waypoints for enrichment, else 1)."""
+    """Credits for `units` of `billable` (units are waypoints for enrichment, started days
+    for history, else 1)."""
     if units < 1:
         raise ValueError("units must be at least 1")
     return COSTS[billable] * units
