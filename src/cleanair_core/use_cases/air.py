@@ -88,7 +88,7 @@ async def conditions(
     if point is None and not wifi:
         raise Unprocessable(violations=[_NO_LOCATION])
     if indexes is not None:
-        _check_index_codes(indexes)
+        check_index_codes(indexes)
     sources = ctx.require_sources()
     upstream = needs_upstream(sources, wifi_lookup=point is None)
     async with charged(
@@ -107,7 +107,7 @@ async def conditions(
 _NO_LOCATION = Violation("lat", "required", "lat and lon, or a Wi-Fi scan, are required")
 
 
-def _check_index_codes(indexes: Sequence[str]) -> None:
+def check_index_codes(indexes: Sequence[str]) -> None:
     """Unprocessable unless `indexes` names 1 or more known index codes, each once."""
     allowed = ", ".join(INDEX_CODES)
     violations = [

@@ -26,7 +26,7 @@ from cleanair_core.air.indexes.registry import indexes_for
 from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import Unprocessable, Violation
 from cleanair_core.geo import Point
-from cleanair_core.use_cases.air import _check_index_codes as check_index_codes
+from cleanair_core.use_cases.air import check_index_codes
 from cleanair_core.use_cases.context import Context, needs_upstream
 from cleanair_core.use_cases.credits import PendingHit, charged
 
