@@ -26,6 +26,7 @@ from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
 from cleanair_http.controllers.explore import SKIP_COMPRESSION
 from cleanair_http.controllers.extension import ROUTE_HANDLERS as EXTENSION
+from cleanair_http.controllers.tiles import ROUTE_HANDLERS as TILES
 from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
 from cleanair_http.controllers.history import ROUTE_HANDLERS as HISTORY
 from cleanair_http.controllers.home import home_page
@@ -127,6 +128,7 @@ def create_app(
             poll_plan,
             *EXTENSION,
             *HISTORY,
+            *TILES,
             *ALERTS,
             *ALERT_FEED,
             live,

@@ -32,7 +32,13 @@ from cleanair_core.air.tiles.geometry import Tile, valid_tile
 from cleanair_core.air.tiles.layers import LAYERS, PALETTES
 from cleanair_core.air.tiles.render import MAX_LINE_PX, render_png
 from cleanair_core.credits import rate_limits
-from cleanair_core.errors import NotFound, OutsideDataWindow, Unprocessable, Violation
+from cleanair_core.errors import (
+    NotFound,
+    OutsideDataWindow,
+    RateLimited,
+    Unprocessable,
+    Violation,
+)
 from cleanair_core.routes.network import RoadClass, StreetNetwork
 from cleanair_core.routes.times import FORWARD_HORIZON, PAST_WINDOW, as_utc
 from cleanair_core.use_cases.context import Context
@@ -55,6 +61,7 @@ STREET_WIDTH_M: dict[RoadClass, float] = {
     RoadClass.MOTORWAY: 24.0,
 }
 
+ALLOWANCE_SPENT = "The daily tile allowance of this account is spent"
 OUTSIDE_WINDOW = "The tile's time must lie between 30 days ago and 84 hours from now"
 
 
@@ -201,16 +208,22 @@ async def heatmap_tile(
     etag, keep = name.etag(), max_age(hour, now)
     if etag_matches(etag, if_none_match):
         return TileAnswer(None, etag, keep)
-    owner = caller.owner.key
-    await ctx.store_calls(
-        lambda: rate_limits.enforce(ctx.store, ctx.policy.tile_allowance, owner, now)
-    )
+    await ctx.store_calls(lambda: _count_allowance(ctx, caller.owner.key, now))
     cached = ctx.tile_cache.get(name)
     if cached is not None:
         return TileAnswer(cached, etag, keep)
     png = await _render(ctx, name, networks)
     ctx.tile_cache.rendered(name, png)
     return TileAnswer(png, etag, keep)
+
+
+def _count_allowance(ctx: Context, owner: str, now: datetime) -> None:
+    """Count a tile served against `owner`'s daily allowance: RateLimited once spent, until
+    the next UTC midnight."""
+    try:
+        rate_limits.enforce(ctx.store, ctx.policy.tile_allowance, owner, now)
+    except RateLimited as spent:
+        raise RateLimited(spent.retry_after, ALLOWANCE_SPENT) from None
 
 
 async def _render(ctx: Context, name: _TileName, networks: Sequence[StreetNetwork]) -> bytes:
