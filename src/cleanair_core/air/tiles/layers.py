@@ -151,7 +151,7 @@ def _epa_table_categories(
     top = round(table[-1][1] / step)
     rows = np.searchsorted(lows, truncated, side="right") - 1
     found = np.where(rows < 0, np.nan, rows + first).astype(np.float64)
-    return np.where(truncated > top, 5.0, found)
+    return np.where(np.isnan(truncated), np.nan, np.where(truncated > top, 5.0, found))
 
 
 def _truncated(values: FloatArray, step: float) -> FloatArray:
