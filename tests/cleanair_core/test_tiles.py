@@ -19,7 +19,7 @@ from cleanair_core.air.pollutants import SCORED, Pollutant
 from cleanair_core.air.score import clean_air_score
 from cleanair_core.air.street_level import street_level_air
 from cleanair_core.air.tiles.cache import TileCache
-from cleanair_core.air.tiles.field import gridded_tile_air, interpolated, lattice
+from cleanair_core.air.tiles.field import LATTICE_STEP, gridded_tile_air, interpolated, lattice
 from cleanair_core.air.tiles.geometry import (
     MAX_LATITUDE,
     MAX_ZOOM,
@@ -109,8 +109,8 @@ def test_interpolation_keeps_the_lattice_values_and_is_linear_between() -> None:
     n = lats.size
     ramp = np.tile(np.arange(n, dtype=np.float64), n).reshape(-1, 1)  # grows west to east
     pixels = interpolated(ramp).reshape(TILE_SIZE, TILE_SIZE)
-    # Pixel centre c lies at (c + 0.5) / 4 lattice steps.
-    assert pixels[0] == pytest.approx((np.arange(TILE_SIZE) + 0.5) / 4)
+    # Pixel centre c lies at (c + 0.5) / LATTICE_STEP lattice steps.
+    assert pixels[0] == pytest.approx((np.arange(TILE_SIZE) + 0.5) / LATTICE_STEP)
     assert np.all(pixels == pixels[0])
 
 

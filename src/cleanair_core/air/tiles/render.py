@@ -42,17 +42,20 @@ def render_png(air: TileAir, layer: Layer, palette: Palette) -> bytes:
     flat = [channel for colour in palette.colours for channel in colour]
     image.putpalette([*flat, 0, 0, 0])
     if len(air.streets):
-        _draw_streets(ImageDraw.Draw(image), air, layer, palette)
+        _draw_streets(image, ImageDraw.Draw(image), air, layer, palette)
     out = io.BytesIO()
     # Level 1: tiles are encoded on every cold request, and a few colours compress well.
     image.save(out, format="PNG", transparency=transparent, compress_level=1)
     return out.getvalue()
 
 
-def _draw_streets(draw: object, air: TileAir, layer: Layer, palette: Palette) -> None:
+def _draw_streets(
+    image: object, draw: object, air: TileAir, layer: Layer, palette: Palette
+) -> None:
     import numpy as np
-    from PIL import ImageDraw
+    from PIL import Image, ImageDraw
 
+    assert isinstance(image, Image.Image)
     assert isinstance(draw, ImageDraw.ImageDraw)
     tile, streets = air.tile, air.streets
     steps = palette.steps(layer.values(air.street_air))
@@ -65,7 +68,12 @@ def _draw_streets(draw: object, air: TileAir, layer: Layer, palette: Palette) ->
     widths = np.clip(np.rint(streets.width_m / scale), 1, MAX_LINE_PX).astype(np.intp).tolist()
     # Dirtiest last: the higher step for a pollutant or an index, the lower for the score.
     dirt = -steps if layer.cleaner_above else steps
-    for i in np.argsort(dirt, kind="stable").tolist():
+    order = np.argsort(dirt, kind="stable")
+    thin = np.asarray(widths)[order] == 1
+    if thin.all():  # a city at zoom 13 or less: thousands of streets one pixel wide
+        _thin_lines(image, order[steps[order] >= 0], air, steps)
+        return
+    for i in order.tolist():
         step = int(steps[i])
         if step < 0:
             continue
@@ -75,3 +83,31 @@ def _draw_streets(draw: object, air: TileAir, layer: Layer, palette: Palette) ->
             r = width / 2.0
             for x, y in ((x0[i], y0[i]), (x1[i], y1[i])):
                 draw.ellipse([x - r, y - r, x + r, y + r], fill=step)
+
+
+def _thin_lines(image: object, order: IntArray, air: TileAir, steps: IntArray) -> None:
+    """One-pixel lines of the segments `order` names, in that order (the last wins where
+    they cross), in NumPy: a point every half pixel along each, rounded to its pixel."""
+    import numpy as np
+    from PIL import Image
+
+    assert isinstance(image, Image.Image)
+    tile, streets = air.tile, air.streets
+    left, top = tile.x * TILE_SIZE, tile.y * TILE_SIZE
+    x0 = px_of(streets.lon0[order], tile.z) - left
+    x1 = px_of(streets.lon1[order], tile.z) - left
+    y0 = py_of(streets.lat0[order], tile.z) - top
+    y1 = py_of(streets.lat1[order], tile.z) - top
+    length = np.hypot(x1 - x0, y1 - y0)
+    # Segments far beyond the tile are not walked: the visible part is at most its diagonal.
+    counts = np.minimum(np.ceil(length * 2.0).astype(np.intp), 4 * TILE_SIZE) + 1
+    which = np.repeat(np.arange(order.size), counts)
+    starts = np.cumsum(counts) - counts
+    share = (np.arange(which.size) - starts[which]) / np.maximum(counts[which] - 1, 1)
+    xs = np.floor(x0[which] + (x1 - x0)[which] * share).astype(np.intp)
+    ys = np.floor(y0[which] + (y1 - y0)[which] * share).astype(np.intp)
+    inside = (xs >= 0) & (xs < TILE_SIZE) & (ys >= 0) & (ys < TILE_SIZE)
+    pixels = np.frombuffer(image.tobytes(), dtype=np.uint8).copy()
+    # Assigned in order, so the dirtiest (last) win where lines cross.
+    pixels[ys[inside] * TILE_SIZE + xs[inside]] = steps[order][which[inside]].astype(np.uint8)
+    image.frombytes(pixels.tobytes())
