@@ -18,7 +18,6 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
 from typing import Any
 
 from bench.harness import run_requests, scope_for

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cleanair_core.air.fused_air import fused_air
+from cleanair_core.air.fused_air import GriddedFusedAir, fused_air
 from cleanair_core.air.indexes.registry import INDEX_CODES, OFFICIAL_INDEXES
 from cleanair_core.air.pollutants import SCORED, Pollutant
 from cleanair_core.air.score import clean_air_score
@@ -65,7 +65,8 @@ def test_a_place_and_its_pixel_coordinates_round_trip(lat: float, lon: float, z:
 @given(tiles())
 def test_tiles_tile_the_world_without_gaps_or_overlaps(tile: Tile) -> None:
     south, west, north, east = bounds(tile)
-    assert south < north and west < east
+    assert south < north
+    assert west < east
     side = 1 << tile.z
     if tile.x + 1 < side:
         assert bounds(Tile(tile.z, tile.x + 1, tile.y))[1] == east
@@ -89,7 +90,8 @@ def test_every_place_lies_in_the_tile_and_pixel_its_coordinates_name(
     tile = Tile(z, int(px // TILE_SIZE), int(py // TILE_SIZE))
     assert valid_tile(tile)
     south, west, north, east = bounds(tile)
-    assert south - 1e-9 <= lat <= north + 1e-9 and west - 1e-9 <= lon <= east + 1e-9
+    assert south - 1e-9 <= lat <= north + 1e-9
+    assert west - 1e-9 <= lon <= east + 1e-9
     # The pixel's centre is within half a pixel of the place.
     lats, lons = pixel_centres(tile)
     column, row = int(px % TILE_SIZE), int(py % TILE_SIZE)
@@ -98,14 +100,15 @@ def test_every_place_lies_in_the_tile_and_pixel_its_coordinates_name(
 
 
 def test_tiles_outside_the_grid_or_zoom_are_invalid() -> None:
-    assert valid_tile(Tile(0, 0, 0)) and valid_tile(Tile(18, (1 << 18) - 1, 0))
+    assert valid_tile(Tile(0, 0, 0))
+    assert valid_tile(Tile(18, (1 << 18) - 1, 0))
     for tile in (Tile(19, 0, 0), Tile(-1, 0, 0), Tile(2, 4, 0), Tile(2, 0, -1)):
         assert not valid_tile(tile)
 
 
 def test_interpolation_keeps_the_lattice_values_and_is_linear_between() -> None:
     tile = Tile(3, 2, 2)
-    lats, lons = lattice(tile)
+    lats, _lons = lattice(tile)
     n = lats.size
     ramp = np.tile(np.arange(n, dtype=np.float64), n).reshape(-1, 1)  # grows west to east
     pixels = interpolated(ramp).reshape(TILE_SIZE, TILE_SIZE)
@@ -169,6 +172,7 @@ def test_a_main_road_is_drawn_in_its_own_street_level_colour_over_the_background
     network = import_network(DEFAULT_NETWORK_FILE, "helsinki")
     model = EmbeddedModel(Gazetteer.load())
     source = fused_air(street_level_air(model, model, NetworkIncrements([network])), MemoryStore())
+    assert isinstance(source, GriddedFusedAir)
     streets = streets_of([network])
     hour = datetime(2026, 11, 25, 8, tzinfo=UTC)  # a weekday's morning rush
     arterial = np.flatnonzero(network.edge_class == RoadClass.ARTERIAL)
@@ -207,7 +211,11 @@ def test_the_cache_keeps_its_byte_budget_least_recently_used_out_first() -> None
     cache.rendered("b", b"1234")
     assert cache.get("a") == b"1234"  # a is now the most recent
     cache.rendered("c", b"1234")
-    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
-    assert cache.size_bytes == 8 and cache.renders == 3
+    assert cache.get("b") is None
+    assert cache.get("a") is not None
+    assert cache.get("c") is not None
+    assert cache.size_bytes == 8
+    assert cache.renders == 3
     cache.rendered("huge", b"x" * 11)
-    assert cache.get("huge") is None and cache.size_bytes == 8
+    assert cache.get("huge") is None
+    assert cache.size_bytes == 8

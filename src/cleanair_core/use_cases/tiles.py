@@ -137,14 +137,16 @@ class _StreetsKept:
     """The drawn streets of the loaded networks, built once per set of networks."""
 
     def __init__(self) -> None:
-        self._key: object = None
-        self._streets = no_streets()
+        # Built at the first tile: NumPy is not imported with the module (the CLI starts
+        # faster without it).
+        self._kept: tuple[object, Streets] | None = None
 
     def of(self, networks: Sequence[StreetNetwork]) -> Streets:
         key = _network_version(networks)
-        if key != self._key:
-            self._streets, self._key = streets_of(networks), key
-        return self._streets
+        kept = self._kept
+        if kept is None or kept[0] != key:
+            kept = self._kept = (key, streets_of(networks))
+        return kept[1]
 
 
 _kept_streets = _StreetsKept()

@@ -11,7 +11,7 @@ official palettes, the darker the colour the dirtier the air.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -86,7 +86,7 @@ class Palette:
         """Each value's step; -1 where it is unknown (NaN)."""
         import numpy as np
 
-        side = "left" if self.upper_inclusive else "right"
+        side: Literal["left", "right"] = "left" if self.upper_inclusive else "right"
         found = np.searchsorted(np.asarray(self.thresholds), values, side=side).astype(np.intp)
         return np.where(np.isnan(values), -1, found)
 
