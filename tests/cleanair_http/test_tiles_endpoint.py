@@ -272,3 +272,51 @@ def test_a_source_that_cannot_answer_is_503(tmp_path: Path, clock: ManualClock) 
         assert answer.status_code == 503
         assert "retry-after" in answer.headers
     store.close()
+
+
+def test_tiles_asked_at_once_are_rendered_once(core: CleanAir, client: Client) -> None:
+    """Many clients asking one tile as the hour turns: the first renders it, the rest wait
+    for that render (the cache is empty until it ends)."""
+    import asyncio
+
+    from cleanair_core.air.tiles.geometry import Tile
+
+    pair(core, client)
+    proof = core.authorize(core.authenticate(pair(core, client, name="direct")), Scope.AQ_READ)
+
+    async def many() -> list[bytes | None]:
+        answers = await asyncio.gather(
+            *(core.heatmap_tile(proof, layer="no2", tile=Tile(Z, X, Y)) for _ in range(5))
+        )
+        return [answer.png for answer in answers]
+
+    pngs = asyncio.run(many())
+    assert core.context.tile_cache.renders == 1
+    assert len(set(pngs)) == 1
+
+
+def test_a_time_utc_cannot_hold_is_outside_the_window(core: CleanAir, client: Client) -> None:
+    headers = bearer(pair(core, client))
+    answer = client.get(PATH, headers=headers, params={"time": "9999-12-31T23:00:00-05:00"})
+    assert answer.status_code == 400
+    assert "tile's time" in answer.json()["detail"]
+
+
+def test_a_browser_page_on_an_allowed_origin_may_revalidate_its_tiles(
+    make_client: object, core: CleanAir
+) -> None:
+    app_origin = "https://app.example"
+    client = make_client(Settings(plan_workers=0, cors_allow_origins=(app_origin,)))  # type: ignore[operator]
+    preflight = client.options(
+        PATH,
+        headers={
+            "Origin": app_origin,
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "authorization, if-none-match",
+        },
+    )
+    assert preflight.status_code in (200, 204)
+    allowed = preflight.headers["access-control-allow-headers"].lower()
+    assert "if-none-match" in allowed
+    answer = client.get(PATH, headers={**bearer(pair(core, client)), "Origin": app_origin})
+    assert "etag" in answer.headers["access-control-expose-headers"].lower()

@@ -11,6 +11,7 @@ general rate limit its admission counted (docs/api-choices.md).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -82,7 +83,10 @@ def _invalid(field: str, message: str) -> Unprocessable:
 def tile_hour(at: datetime | None, now: datetime) -> datetime:
     """The hour a tile of `at` (default: now) draws; OutsideDataWindow unless it lies
     between 30 days ago and 84 hours from now (the contract's data window)."""
-    instant = now if at is None else as_utc(at)
+    try:
+        instant = now if at is None else as_utc(at)
+    except OutsideDataWindow:  # a time UTC cannot hold
+        raise OutsideDataWindow(OUTSIDE_WINDOW) from None
     if not now - PAST_WINDOW <= instant <= now + FORWARD_HORIZON:
         raise OutsideDataWindow(OUTSIDE_WINDOW)
     return current_hour(instant, 3600)
@@ -214,9 +218,34 @@ async def heatmap_tile(
     cached = ctx.tile_cache.get(name)
     if cached is not None:
         return TileAnswer(cached, etag, keep)
-    png = await _render(ctx, name, networks)
-    ctx.tile_cache.rendered(name, png)
-    return TileAnswer(png, etag, keep)
+    return TileAnswer(await _rendered_once(ctx, name, networks), etag, keep)
+
+
+async def _rendered_once(ctx: Context, name: _TileName, networks: Sequence[StreetNetwork]) -> bytes:
+    """The tile's PNG: rendered and cached, or awaited from the render of it under way (a
+    map view asked by many clients as the hour turns is rendered once)."""
+    loop = asyncio.get_running_loop()
+    under_way = ctx.tile_cache.under_way
+    pending = under_way.get(name)
+    if pending is not None and pending.get_loop() is loop:
+        return await asyncio.shield(pending)
+    future: asyncio.Future[bytes] = loop.create_future()
+    under_way[name] = future
+    try:
+        png = await _render(ctx, name, networks)
+        ctx.tile_cache.rendered(name, png)
+        future.set_result(png)
+        return png
+    except Exception as error:
+        future.set_exception(error)
+        future.exception()  # retrieved: a render no one else awaited is not a warning
+        raise
+    except BaseException:
+        future.cancel()
+        raise
+    finally:
+        if under_way.get(name) is future:
+            del under_way[name]
 
 
 def _count_allowance(ctx: Context, owner: str, now: datetime) -> None:

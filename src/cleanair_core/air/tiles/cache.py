@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -22,6 +23,9 @@ class TileCache:
         self._lock = threading.Lock()
         self._tiles: OrderedDict[Hashable, bytes] = OrderedDict()
         self._bytes = 0
+        #: Renders under way, by key: touched on the event loop only (no lock), so that a
+        #: request for a tile being rendered awaits that render instead of another.
+        self.under_way: dict[Hashable, asyncio.Future[bytes]] = {}
 
     def get(self, key: Hashable) -> bytes | None:
         with self._lock:
