@@ -29,7 +29,7 @@ from cleanair_core.air.tiles.field import (
     no_streets,
     sampled_tile_air,
 )
-from cleanair_core.air.tiles.geometry import Tile, valid_tile
+from cleanair_core.air.tiles.geometry import MAX_ZOOM, MIN_ZOOM, Tile, valid_tile
 from cleanair_core.air.tiles.layers import LAYERS, PALETTES
 from cleanair_core.air.tiles.render import MAX_LINE_PX, render_png
 from cleanair_core.credits import rate_limits
@@ -76,8 +76,8 @@ class TileAnswer:
     max_age: int
 
 
-def _invalid(field: str, message: str) -> Unprocessable:
-    return Unprocessable(violations=[Violation(field, "invalid", message)])
+def _invalid(field: str, rule: str, message: str) -> Unprocessable:
+    return Unprocessable(violations=[Violation(field, rule, message)])
 
 
 def tile_hour(at: datetime | None, now: datetime) -> datetime:
@@ -176,9 +176,21 @@ def check_request(layer: str, palette: str, tile: Tile) -> None:
     if layer not in LAYERS:
         raise NotFound("No such tile layer")
     if palette not in PALETTES:
-        raise _invalid("palette", "one of: " + ", ".join(PALETTES))
-    if not valid_tile(tile):
-        raise _invalid("z", "zoom 0-18, and x and y within 0 to 2^zoom - 1")
+        choices = ", ".join(f'"{name}"' for name in PALETTES)
+        raise _invalid("palette", "enum", f"must be one of {choices}")
+    if valid_tile(tile):
+        return
+    if not MIN_ZOOM <= tile.z <= MAX_ZOOM:
+        raise _invalid("z", "maximum", f"must be at most {MAX_ZOOM}")
+    # Each of x and y out of the zoom's grid is named (x first, as in the path).
+    side = 1 << tile.z
+    raise Unprocessable(
+        violations=[
+            Violation(field, "maximum", "must be at most 2^z - 1")
+            for field, value in (("x", tile.x), ("y", tile.y))
+            if not 0 <= value < side
+        ]
+    )
 
 
 def etag_matches(etag: str, if_none_match: str | None) -> bool:

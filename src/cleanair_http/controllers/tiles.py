@@ -28,14 +28,16 @@ def _whole(text: str, field: str) -> int:
     """A non-negative whole number written in plain digits, else Unprocessable (the value
     is not echoed)."""
     if not text.isascii() or not text.isdigit() or len(text) > _MAX_DIGITS:
-        raise Unprocessable(violations=[Violation(field, "invalid", "a whole number")])
+        raise Unprocessable(violations=[Violation(field, "type", "must be a whole number")])
     return int(text)
 
 
 def _y_of(name: str) -> int:
     stem, dot, suffix = name.rpartition(".")
     if not dot or suffix != "png":
-        raise Unprocessable(violations=[Violation("y", "invalid", "a whole number then .png")])
+        raise Unprocessable(
+            violations=[Violation("y", "pattern", "must be a whole number followed by .png")]
+        )
     return _whole(stem, "y")
 
 
@@ -46,7 +48,7 @@ def _time_of(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text)
     except ValueError:
         raise Unprocessable(
-            violations=[Violation("time", "invalid", "an ISO 8601 date-time")]
+            violations=[Violation("time", "format", "must be an ISO 8601 date-time")]
         ) from None
 
 
