@@ -70,7 +70,9 @@ def test_a_tile_is_a_png_with_a_strong_etag_and_how_long_to_keep_it(
 ) -> None:
     headers = bearer(pair(core, client))
     before = client.get("/v1/quota", headers=headers).json()["remaining"]
-    answer = client.get(PATH, headers=headers, params={"time": HOUR.isoformat()})
+    answer = client.get(
+        PATH, headers={**headers, "Accept-Encoding": "gzip"}, params={"time": HOUR.isoformat()}
+    )
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"] == "image/png"
     etag = answer.headers["etag"]
@@ -81,6 +83,13 @@ def test_a_tile_is_a_png_with_a_strong_etag_and_how_long_to_keep_it(
     assert answer.headers["cache-control"] == "private, max-age=2400"
     png_of(answer.content)
     assert client.get("/v1/quota", headers=headers).json()["remaining"] == before  # free
+
+
+def test_a_png_is_not_gzipped_again(core: CleanAir, client: Client) -> None:
+    headers = {**bearer(pair(core, client)), "Accept-Encoding": "gzip"}
+    answer = client.get("/ext/v1/airquality/tiles/clean_air_score/0/0/0.png", headers=headers)
+    assert len(answer.content) >= 1024  # over the size the app's compression starts at
+    assert "content-encoding" not in answer.headers
 
 
 def test_a_past_hour_is_kept_an_hour_and_revalidates(core: CleanAir, client: Client) -> None:

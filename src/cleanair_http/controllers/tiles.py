@@ -17,6 +17,7 @@ from cleanair_core.air.tiles.geometry import Tile
 from cleanair_core.errors import Unprocessable, Violation
 from cleanair_http import extension_schemas as ext
 from cleanair_http.auth import authorization_of, core_of, requires
+from cleanair_http.controllers.explore import SKIP_COMPRESSION
 from cleanair_http.openapi import SECURITY, extension_error_responses
 
 TAG = f"extension v{ext.EXTENSION_VERSION}"
@@ -55,7 +56,8 @@ def _time_of(text: str | None) -> datetime | None:
 @get(
     "/ext/v1/airquality/tiles/{layer:str}/{z:str}/{x:str}/{y_png:str}",
     status_code=200,
-    opt=requires(Scope.AQ_READ),
+    # A PNG is compressed already: gzip would spend CPU on every tile to save nothing.
+    opt={**requires(Scope.AQ_READ), SKIP_COMPRESSION: True},
     security=SECURITY,
     summary="A heatmap tile of the air (PNG)",
     tags=[TAG],
