@@ -432,7 +432,8 @@ class Settings:
         _origins,
         (),
         help="comma-separated origins (`https://app.example`) whose browser apps may call the "
-        "API: preflights are answered, `Authorization` is allowed and `Retry-After` readable; "
+        "API: preflights are answered, `Authorization` and `If-None-Match` are allowed and "
+        "`Retry-After` and `ETag` readable; "
         "empty allows none ([docs/deployment.md](docs/deployment.md#browser-apps-cors))",
     )
     log_level: str = _setting(
