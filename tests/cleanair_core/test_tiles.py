@@ -219,3 +219,39 @@ def test_the_cache_keeps_its_byte_budget_least_recently_used_out_first() -> None
     cache.rendered("huge", b"x" * 11)
     assert cache.get("huge") is None
     assert cache.size_bytes == 8
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(-80, 80), st.floats(-179, 179), st.floats(-0.05, 0.05), st.floats(-0.05, 0.05)
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    tiles(),
+)
+def test_boxes_worked_out_once_find_the_same_streets(
+    segments: list[tuple[float, float, float, float]], tile: Tile
+) -> None:
+    from cleanair_core.air.tiles.field import Streets, boxed, crossing
+
+    lat0 = np.array([s[0] for s in segments])
+    lon0 = np.array([s[1] for s in segments])
+    streets = Streets(
+        lat0, lon0, lat0 + [s[2] for s in segments], lon0 + [s[3] for s in segments],
+        np.full(len(segments), 8.0),
+    )  # fmt: skip
+    # The reference: the segments' ends in world pixels at the tile's zoom, against the tile
+    # widened by 40 pixels on every side.
+    x0, x1 = px_of(streets.lon0, tile.z), px_of(streets.lon1, tile.z)
+    y0, y1 = py_of(streets.lat0, tile.z), py_of(streets.lat1, tile.z)
+    left, top = tile.x * TILE_SIZE - 40, tile.y * TILE_SIZE - 40
+    expected = (
+        (np.maximum(x0, x1) >= left)
+        & (np.minimum(x0, x1) <= left + TILE_SIZE + 80)
+        & (np.maximum(y0, y1) >= top)
+        & (np.minimum(y0, y1) <= top + TILE_SIZE + 80)
+    )
+    assert np.array_equal(crossing(boxed(streets), tile, 40), expected)
+    assert np.array_equal(crossing(streets, tile, 40), expected)

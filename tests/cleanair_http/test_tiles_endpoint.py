@@ -330,3 +330,29 @@ def test_a_browser_page_on_an_allowed_origin_may_revalidate_its_tiles(
     assert "if-none-match" in allowed
     answer = client.get(PATH, headers={**bearer(pair(core, client)), "Origin": app_origin})
     assert "etag" in answer.headers["access-control-expose-headers"].lower()
+
+
+def test_a_source_answering_samples_draws_its_values(tmp_path: Path, clock: ManualClock) -> None:
+    """A source without array answers (a remote one) is asked at the coarse lattice's
+    points; its uniform air gives a uniform tile in the colour of its value."""
+    import numpy as np
+
+    from cleanair_core.air.tiles.field import SAMPLED_STEP
+
+    store = SqliteStore(tmp_path / "sampled.db")
+    air = FakeSource({Pollutant.NO2: 30.0, Pollutant.PM25: 4.0})
+    sources = Sources(air, FakeGeolocator(None), FakeIp(), FakeNamer())
+    core = CleanAir(
+        store, TokenKeys(generate_key()), Policy(), clock, sources=sources,
+        offload=in_thread, store_calls=here_or_in_thread,
+    )  # fmt: skip
+    with TestClient(create_app(core)) as client:
+        answer = client.get(PATH, headers=bearer(pair(core, client)))
+        assert answer.status_code == 200, answer.text
+    store.close()
+    assert len(air.samples) == (256 // SAMPLED_STEP + 1) ** 2
+    assert {sample.at for sample in air.samples} == {HOUR}
+    palette = LAYERS["no2"].palette
+    expected = palette.colours[int(palette.steps(np.array([30.0]))[0])]
+    colours = png_of(answer.content).getcolors(4)
+    assert colours == [(256 * 256, (*expected, 255))]

@@ -25,6 +25,7 @@ from cleanair_core.air.quality_source import GriddedAir
 from cleanair_core.air.tiles.field import (
     Streets,
     TileAir,
+    boxed,
     gridded_tile_air,
     no_streets,
     sampled_tile_air,
@@ -109,7 +110,8 @@ def _network_version(networks: Sequence[StreetNetwork]) -> tuple[tuple[str, str,
 
 
 def streets_of(networks: Sequence[StreetNetwork]) -> Streets:
-    """The drawn streets of `networks`: every edge carrying motor traffic, as a segment."""
+    """The drawn streets of `networks`: every edge carrying motor traffic, as a segment, with
+    its bounding box (CPU work for a large network: off the event loop)."""
     import numpy as np
 
     parts: list[Streets] = []
@@ -131,14 +133,15 @@ def streets_of(networks: Sequence[StreetNetwork]) -> Streets:
         )
     if not parts:
         return no_streets()
-    return Streets(*(np.concatenate([getattr(p, f) for p in parts]) for f in _STREET_FIELDS))
+    return boxed(Streets(*(np.concatenate([getattr(p, f) for p in parts]) for f in _STREET_FIELDS)))
 
 
 _STREET_FIELDS = ("lat0", "lon0", "lat1", "lon1", "width_m")
 
 
 class _StreetsKept:
-    """The drawn streets of the loaded networks, built once per set of networks."""
+    """The drawn streets of the loaded networks, built once per set of networks (two
+    threads may both build them at first: the same streets, either kept)."""
 
     def __init__(self) -> None:
         # Built at the first tile: NumPy is not imported with the module (the CLI starts
@@ -273,14 +276,15 @@ async def _render(ctx: Context, name: _TileName, networks: Sequence[StreetNetwor
     source = ctx.require_sources().air_quality
     drawn = LAYERS[name.layer]
     palette = drawn.palette_named(name.palette)
-    streets = _kept_streets.of(networks)
     if isinstance(source, GriddedAir):
         gridded = source
 
         def compute() -> bytes:
+            streets = _kept_streets.of(networks)
             air = gridded_tile_air(gridded, name.tile, name.hour, streets, MAX_LINE_PX)
             return render_png(air, drawn, palette)
 
         return await ctx.offload(compute)
+    streets = await ctx.offload(lambda: _kept_streets.of(networks))
     air: TileAir = await sampled_tile_air(source, name.tile, name.hour, streets, MAX_LINE_PX)
     return await ctx.offload(lambda: render_png(air, drawn, palette))

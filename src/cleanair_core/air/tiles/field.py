@@ -45,6 +45,9 @@ class Streets:
     lat1: FloatArray
     lon1: FloatArray
     width_m: FloatArray
+    #: Each segment's bounding box in world pixels at zoom 0 (rows west, east, north, south),
+    #: worked out once for all the tiles that test it (`boxed`); None: worked out per tile.
+    box: FloatArray | None = None
 
     def __len__(self) -> int:
         return int(self.lat0.size)
@@ -52,8 +55,18 @@ class Streets:
     def subset(self, which: BoolArray) -> Streets:
         return Streets(
             self.lat0[which], self.lon0[which], self.lat1[which], self.lon1[which],
-            self.width_m[which],
+            self.width_m[which], None if self.box is None else self.box[:, which],
         )  # fmt: skip
+
+
+def boxed(streets: Streets) -> Streets:
+    """`streets` with their bounding boxes worked out (`Streets.box`)."""
+    import numpy as np
+
+    x0, x1 = px_of(streets.lon0, 0), px_of(streets.lon1, 0)
+    y0, y1 = py_of(streets.lat0, 0), py_of(streets.lat1, 0)
+    box = np.stack([np.minimum(x0, x1), np.maximum(x0, x1), np.minimum(y0, y1), np.maximum(y0, y1)])
+    return attrs.evolve(streets, box=box)
 
 
 def no_streets() -> Streets:
@@ -105,18 +118,15 @@ def interpolated(values: FloatArray, step: int = LATTICE_STEP) -> FloatArray:
 
 def crossing(streets: Streets, tile: Tile, margin_px: float) -> BoolArray:
     """The segments whose bounding box comes within `margin_px` of the tile."""
-    import numpy as np
 
-    left, top = tile.x * TILE_SIZE - margin_px, tile.y * TILE_SIZE - margin_px
-    right, bottom = left + TILE_SIZE + 2 * margin_px, top + TILE_SIZE + 2 * margin_px
-    x0, x1 = px_of(streets.lon0, tile.z), px_of(streets.lon1, tile.z)
-    y0, y1 = py_of(streets.lat0, tile.z), py_of(streets.lat1, tile.z)
-    inside: BoolArray = (
-        (np.maximum(x0, x1) >= left)
-        & (np.minimum(x0, x1) <= right)
-        & (np.maximum(y0, y1) >= top)
-        & (np.minimum(y0, y1) <= bottom)
-    )
+    box = (streets if streets.box is not None else boxed(streets)).box
+    assert box is not None
+    # The tile widened by the margin, in world pixels at zoom 0.
+    scale = float(1 << tile.z)
+    left, top = (tile.x * TILE_SIZE - margin_px) / scale, (tile.y * TILE_SIZE - margin_px) / scale
+    right = left + (TILE_SIZE + 2 * margin_px) / scale
+    bottom = top + (TILE_SIZE + 2 * margin_px) / scale
+    inside: BoolArray = (box[1] >= left) & (box[0] <= right) & (box[3] >= top) & (box[2] <= bottom)
     return inside
 
 
