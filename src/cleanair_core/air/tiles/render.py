@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 #: The widest a street is drawn, pixels (a motorway at zoom 18 would be 60).
 MAX_LINE_PX = 40
-#: Round ends from this width up, so that a street's segments join without notches.
-ROUND_ENDS_PX = 3
+#: Round ends from this width up, so that a street's segments join without notches (narrower,
+#: a notch is a pixel or two: not worth two more draw calls a segment).
+ROUND_ENDS_PX = 6
 
 
 def tile_steps(air: TileAir, layer: Layer, palette: Palette) -> IntArray:
