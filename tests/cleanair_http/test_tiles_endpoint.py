@@ -356,3 +356,10 @@ def test_a_source_answering_samples_draws_its_values(tmp_path: Path, clock: Manu
     expected = palette.colours[int(palette.steps(np.array([30.0]))[0])]
     colours = png_of(answer.content).getcolors(4)
     assert colours == [(256 * 256, (*expected, 255))]
+
+
+def test_the_operator_sets_the_daily_tile_allowance() -> None:
+    from cleanair_http.bootstrap import policy_from
+
+    assert policy_from(Settings.from_env({})).tiles_per_day == 20_000
+    assert policy_from(Settings.from_env({"CLEANAIR_TILES_PER_DAY": "50"})).tiles_per_day == 50
