@@ -363,3 +363,28 @@ def test_the_operator_sets_the_daily_tile_allowance() -> None:
 
     assert policy_from(Settings.from_env({})).tiles_per_day == 20_000
     assert policy_from(Settings.from_env({"CLEANAIR_TILES_PER_DAY": "50"})).tiles_per_day == 50
+
+
+def test_the_legend_lists_every_layer_and_its_steps(core: CleanAir, client: Client) -> None:
+    headers = bearer(pair(core, client))
+    before = client.get("/v1/quota", headers=headers).json()["remaining"]
+    answer = client.get("/ext/v1/airquality/tiles/layers", headers=headers)
+    assert answer.status_code == 200, answer.text
+    layers = {layer["name"]: layer for layer in answer.json()["layers"]}
+    assert set(layers) == set(LAYERS)
+    no2 = layers["no2"]
+    assert no2["unit"] == "µg/m³"
+    assert no2["high_inclusive"] is True
+    steps = no2["default"]
+    assert steps[0]["low"] is None
+    assert steps[-1]["high"] is None
+    assert [s["high"] for s in steps[:-1]] == [s["low"] for s in steps[1:]]
+    assert 10.0 in [s["high"] for s in steps]  # the EEA's Good band ends at 10 µg/m³
+    assert next(s["colour"] for s in steps) == "#50F0E6"
+    epa = layers["us_epa_2024"]
+    assert next(s["label"] for s in epa["default"]) == "Good"
+    assert all(s["low"] is None for s in epa["default"])
+    assert layers["clean_air_score"]["high_is_clean"] is True
+    assert len(layers["uk_daqi"]["colorblind"]) == 10
+    assert client.get("/v1/quota", headers=headers).json()["remaining"] == before
+    assert client.get("/ext/v1/airquality/tiles/layers").status_code == 401

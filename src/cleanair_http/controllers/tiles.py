@@ -16,6 +16,7 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.air.tiles.geometry import Tile
 from cleanair_core.errors import Unprocessable, Violation
 from cleanair_http import extension_schemas as ext
+from cleanair_http import tile_schemas
 from cleanair_http.auth import authorization_of, core_of, requires
 from cleanair_http.controllers.explore import SKIP_COMPRESSION
 from cleanair_http.openapi import SECURITY, extension_error_responses
@@ -122,4 +123,21 @@ async def heatmap_tile(
     return Response(answer.png, status_code=200, headers=headers, media_type="image/png")
 
 
-ROUTE_HANDLERS = (heatmap_tile,)
+@get(
+    "/ext/v1/airquality/tiles/layers",
+    status_code=200,
+    opt=requires(Scope.AQ_READ),
+    security=SECURITY,
+    summary="The heatmap tiles' layers and their legends",
+    tags=[TAG],
+    responses=extension_error_responses(401, 403, 429, 503),
+)
+async def tile_layers() -> tile_schemas.LegendResponse:
+    """Every tile layer: its name, title and unit, and each palette's steps in order, each
+    step's colour, label and value range (the legend a map page draws). Free."""
+    return _LEGEND
+
+
+_LEGEND = tile_schemas.legend()
+
+ROUTE_HANDLERS = (tile_layers, heatmap_tile)
