@@ -388,3 +388,52 @@ def test_the_legend_lists_every_layer_and_its_steps(core: CleanAir, client: Clie
     assert len(layers["uk_daqi"]["colorblind"]) == 10
     assert client.get("/v1/quota", headers=headers).json()["remaining"] == before
     assert client.get("/ext/v1/airquality/tiles/layers").status_code == 401
+
+
+def test_renders_take_turns_so_the_event_loop_keeps_the_gil(
+    tmp_path: Path, clock: ManualClock, sources: Sources
+) -> None:
+    """Four different tiles asked at once: their renders run one at a time (each one, in a
+    thread, holds Python's GIL for much of its time: several at once starved the loop)."""
+    import asyncio
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    from cleanair_core.air.tiles.geometry import Tile
+
+    T = TypeVar("T")
+    active: list[int] = []
+    running = 0
+
+    async def offload(work: Callable[[], T]) -> T:
+        nonlocal running
+        running += 1
+        active.append(running)
+        for _ in range(10):  # as a thread hand-over does: other tasks get the loop meanwhile
+            await asyncio.sleep(0)
+        try:
+            return work()
+        finally:
+            running -= 1
+
+    store = SqliteStore(tmp_path / "turns.db")
+    core = CleanAir(
+        store, TokenKeys(generate_key()), Policy(), clock, sources=sources,
+        offload=offload, store_calls=here_or_in_thread,
+    )  # fmt: skip
+    core.add_user("alice")
+    token = core.redeem_pairing_code(core.create_pairing_code("alice"), "app", "127.0.0.1")
+    proof = core.authorize(core.authenticate(token.token), Scope.AQ_READ)
+
+    async def four() -> None:
+        await asyncio.gather(
+            *(
+                core.heatmap_tile(proof, layer=layer, tile=Tile(Z, X, Y))
+                for layer in ("no2", "pm25", "o3", "clean_air_score")
+            )
+        )
+
+    asyncio.run(four())
+    store.close()
+    assert core.context.tile_cache.renders == 4
+    assert max(active) == 1

@@ -247,7 +247,8 @@ async def _rendered_once(ctx: Context, name: _TileName, networks: Sequence[Stree
     future: asyncio.Future[bytes] = loop.create_future()
     under_way[name] = future
     try:
-        png = await _render(ctx, name, networks)
+        async with ctx.tile_cache.render_slots():
+            png = await _render(ctx, name, networks)
         ctx.tile_cache.rendered(name, png)
         future.set_result(png)
         return png

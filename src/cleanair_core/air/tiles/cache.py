@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
 
 #: The default budget: about 16,000 tiles of a few kilobytes.
 DEFAULT_BUDGET_BYTES = 64 * 1024 * 1024
+#: Tiles rendered at once per process (and event loop): a render holds Python's GIL for much
+#: of its 20-30 ms, and several at once starved the event loop (the scores waited on it).
+RENDERS_AT_ONCE = 1
 
 
 class TileCache:
@@ -26,6 +30,17 @@ class TileCache:
         #: Renders under way, by key: touched on the event loop only (no lock), so that a
         #: request for a tile being rendered awaits that render instead of another.
         self.under_way: dict[Hashable, asyncio.Future[bytes]] = {}
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def render_slots(self) -> asyncio.Semaphore:
+        """The running event loop's `RENDERS_AT_ONCE` render slots (call on the loop)."""
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:
+            slots = self._slots[loop] = asyncio.Semaphore(RENDERS_AT_ONCE)
+        return slots
 
     def get(self, key: Hashable) -> bytes | None:
         with self._lock:
