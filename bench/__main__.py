@@ -33,6 +33,9 @@
 18.-20. Alerts: an hourly round of 100,000 place and 10,000 trip subscriptions on SQLite and
    PostgreSQL with where its time goes, score latency while `cleanair serve` runs it, and
    the delivery lag of 1,000 webhooks to a local receiver (`bench/alerts.py`).
+21. Heatmap tiles over the Helsinki network: cold and warm tiles at zooms 12, 15 and 17, a
+   map view of 24 tiles for a new hour, and score latency while 64 clients pan the map
+   (`bench/heatmap_tiles.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -63,6 +66,7 @@ from bench import (
     cli,
     floors,
     fusion,
+    heatmap_tiles,
     loaded,
     planning,
     postgres,
@@ -543,6 +547,7 @@ async def main() -> None:
     startup.main()
     await tiles.main()
     await alerts.main()
+    await heatmap_tiles.main()
 
 
 if __name__ == "__main__":

@@ -60,6 +60,13 @@ class Policy:
     alert_retention_seconds: int = attrs.field(
         default=30 * 24 * 3600, validator=attrs.validators.ge(24 * 3600)
     )
+    #: Heatmap tiles served per owner (user or partner) and UTC day: free of credits, but
+    #: bounded (docs/api-choices.md). A 304 revalidation does not count.
+    tiles_per_day: int = attrs.field(default=20_000, validator=attrs.validators.ge(1))
+
+    @property
+    def tile_allowance(self) -> RateLimit:
+        return RateLimit("tiles-daily", self.tiles_per_day, 24 * 3600)
 
     @property
     def requests(self) -> RateLimit:

@@ -31,6 +31,7 @@ from cleanair_core.air.observations import (
 from cleanair_core.air.point_score import PointScore
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.screening import ObservationImport
+from cleanair_core.air.tiles.geometry import Tile
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import IMPORT_BATCH_SIZE, PROGRESS_EVERY_ROWS, ImportReport
 from cleanair_core.alerts.delivery import WebhookSender
@@ -72,6 +73,7 @@ from cleanair_core.use_cases.credits import PendingHit, PoolReport
 from cleanair_core.use_cases.health import Readiness
 from cleanair_core.use_cases.history import HistoryPage
 from cleanair_core.use_cases.history import history as history_page
+from cleanair_core.use_cases.tiles import TileAnswer, heatmap_tile
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -442,6 +444,28 @@ class CleanAir:
             page_token=page_token,
             client=client,
             pending=pending,
+        )
+
+    async def heatmap_tile(
+        self,
+        proof: Authorized,
+        *,
+        layer: str,
+        tile: Tile,
+        at: datetime | None = None,
+        palette: str = "default",
+        if_none_match: str | None = None,
+    ) -> TileAnswer:
+        """A heatmap tile's PNG, or a 304 answer for a current copy (`use_cases.tiles`;
+        free of credits, counted against the owner's daily tile allowance)."""
+        return await heatmap_tile(
+            self.context,
+            proof,
+            layer=layer,
+            tile=tile,
+            at=at,
+            palette=palette,
+            if_none_match=if_none_match,
         )
 
     async def forecast(

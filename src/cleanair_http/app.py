@@ -31,6 +31,7 @@ from cleanair_http.controllers.history import ROUTE_HANDLERS as HISTORY
 from cleanair_http.controllers.home import home_page
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
+from cleanair_http.controllers.tiles import ROUTE_HANDLERS as TILES
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker
@@ -127,6 +128,7 @@ def create_app(
             poll_plan,
             *EXTENSION,
             *HISTORY,
+            *TILES,
             *ALERTS,
             *ALERT_FEED,
             live,
@@ -178,15 +180,16 @@ COMPRESSION = CompressionConfig(
 def cors_config(settings: Settings) -> CORSConfig | None:
     """Cross-origin calls from the configured origins only (none by default). Tokens travel
     in `Authorization`, never in cookies, so credentials stay off; `Retry-After` is exposed
-    because a browser app cannot honour a 429 or 503 it cannot read."""
+    because a browser app cannot honour a 429 or 503 it cannot read, and `ETag` (with
+    `If-None-Match` allowed) so that a map page can revalidate its heatmap tiles."""
     if not settings.cors_allow_origins:
         return None
     return CORSConfig(
         allow_origins=list(settings.cors_allow_origins),
         # DELETE: an app that creates an alert subscription must be able to remove it.
         allow_methods=["GET", "POST", "DELETE"],
-        allow_headers=["Authorization", "Content-Type"],
-        expose_headers=["Retry-After"],
+        allow_headers=["Authorization", "Content-Type", "If-None-Match"],
+        expose_headers=["Retry-After", "ETag"],
         max_age=600,
     )
 

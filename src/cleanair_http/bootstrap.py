@@ -127,6 +127,7 @@ def policy_from(settings: Settings) -> Policy:
         pairing_attempts_per_minute=settings.pairing_attempts_per_minute,
         pairing_guess_budget=settings.pairing_guess_budget,
         explore_requests_per_minute=settings.explore_requests_per_minute,
+        tiles_per_day=settings.tiles_per_day,
         plan_lease_seconds=settings.plan_lease_seconds,
         alert_lease_seconds=settings.alert_lease_seconds,
         max_plan_attempts=settings.max_plan_attempts,

@@ -411,6 +411,14 @@ class Settings:
         help="requests per minute per client address for the explorer's street network index "
         "and tiles ([docs/explore.md](docs/explore.md))",
     )
+    tiles_per_day: int = _setting(
+        "CLEANAIR_TILES_PER_DAY",
+        _whole,
+        _CORE.tiles_per_day,
+        bounds=Bounds(1),
+        help="heatmap tiles served per account (user or partner) and UTC day, free of credits; "
+        "a 304 revalidation does not count ([docs/api-choices.md](docs/api-choices.md))",
+    )
     pairing_guess_budget: int = _setting(
         "CLEANAIR_PAIRING_GUESS_BUDGET",
         _whole,
@@ -432,7 +440,8 @@ class Settings:
         _origins,
         (),
         help="comma-separated origins (`https://app.example`) whose browser apps may call the "
-        "API: preflights are answered, `Authorization` is allowed and `Retry-After` readable; "
+        "API: preflights are answered, `Authorization` and `If-None-Match` are allowed and "
+        "`Retry-After` and `ETag` readable; "
         "empty allows none ([docs/deployment.md](docs/deployment.md#browser-apps-cors))",
     )
     log_level: str = _setting(

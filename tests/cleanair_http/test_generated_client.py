@@ -67,7 +67,12 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     root = tmp_path_factory.mktemp("generated")
     (root / "openapi.json").write_text(_document())
     # No post hooks: the generator would run ruff over its output, which the test needs not.
-    config = {"post_hooks": [], "package_name_override": PACKAGE}
+    # A heatmap tile's PNG is, to the generator, a file of bytes.
+    config = {
+        "post_hooks": [],
+        "package_name_override": PACKAGE,
+        "content_type_overrides": {"image/png": "application/octet-stream"},
+    }
     (root / "config.json").write_text(json.dumps(config))
     generator = Path(sys.executable).with_name("openapi-python-client")
     result = subprocess.run(

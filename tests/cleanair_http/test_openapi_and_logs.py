@@ -42,7 +42,7 @@ def test_openapi_documents_version_statuses_and_bearer(make_client: MakeClient) 
     assert (waypoints["minItems"], waypoints["maxItems"]) == (1, 100)
     # Every operation may meet an unavailable database (503, not charged).
     operations = [op for item in schema["paths"].values() for op in item.values()]
-    assert len(operations) == 17  # the contract's seven, the extension's ten (six alerts')
+    assert len(operations) == 19  # the contract's seven, the extension's 12 (six alerts')
     assert all("503" in op["responses"] for op in operations)
     activity = schema["components"]["schemas"]["ActivityType"]
     assert len(activity["enum"]) == 82

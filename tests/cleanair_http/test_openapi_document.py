@@ -66,8 +66,9 @@ def test_ids_and_the_request_id_parameter_are_uuids(document: Document) -> None:
 
 def test_every_429_declares_retry_after(document: Document) -> None:
     operations = _operations(document)
-    # The contract's seven and the extension's (`/ext/v1`) ten, six of them alerts'.
-    assert len(operations) == 17
+    # The contract's seven and the extension's (`/ext/v1`) twelve: six alerts', the history's
+    # and two tiles' (a tile, the legend).
+    assert len(operations) == 19
     for path, method, operation in operations:
         # The contract: any endpoint may be rate limited, and any 429 carries Retry-After.
         too_many = operation["responses"]["429"]
@@ -179,10 +180,11 @@ def test_an_extension_422_is_described_with_its_list_of_failing_fields(
 ) -> None:
     operations = _operations(document)
     extension = [(path, op) for path, _, op in operations if path.startswith("/ext/v1/")]
-    assert len(extension) == 10
-    # Every one but the list of alert subscriptions, which takes neither body nor parameter.
+    assert len(extension) == 12
+    # Every one but the list of alert subscriptions and the tiles' legend, which take neither
+    # body nor parameter.
     validated = [(path, op) for path, op in extension if "422" in op["responses"]]
-    assert len(validated) == 9
+    assert len(validated) == 10
     for path, operation in validated:
         schema = operation["responses"]["422"]["content"]["application/json"]["schema"]
         assert schema["$ref"].endswith("/ValidationErrorResponse"), path

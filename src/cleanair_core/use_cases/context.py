@@ -9,6 +9,7 @@ from datetime import datetime
 import attrs
 
 from cleanair_core.air.quality_source import Sample, answers_at_once
+from cleanair_core.air.tiles.cache import TileCache
 from cleanair_core.clock import Clock
 from cleanair_core.credits.charging import HeldCharges
 from cleanair_core.credits.final_charges import GroupCommit
@@ -41,6 +42,8 @@ class Context:
     held_charges: HeldCharges = attrs.field(factory=HeldCharges)
     #: The air at street-network nodes, kept for every plan of the same hour.
     network_air: NetworkAir = attrs.field(factory=NetworkAir)
+    #: Rendered heatmap tiles, shared by every request of the process.
+    tile_cache: TileCache = attrs.field(factory=TileCache)
     #: Hears of credits charged and refunded and of plans finished.
     metrics: Metrics = NO_METRICS
     #: Where final charges queue to be committed together (on `store_calls`).
