@@ -38,9 +38,13 @@ TOKEN=$(field token)                  # connection_id, name, scopes, token -> 20
 call "$BASE/v1/quota"                 # the credit pool and the daily burst -> 200 (free)
 call -X POST "$BASE/v1/airquality/score" -d '{"lat": 60.17, "lon": 24.94}'   # 1 credit
 # The extension API (/ext/v1): the same point's conditions with the place's official index
-# (Finland: the EEA's), the averages it was computed from, its advice and where the numbers
-# come from; 1 credit, like a score.
+# (Finland: the EEA's), the averages it was computed from, its advice for everyone and for
+# each group it names ("group": "sensitive" for one), and where the numbers come from;
+# 1 credit, like a score.
 call -X POST "$BASE/ext/v1/airquality/conditions" -d '{"lat": 60.17, "lon": 24.94}'
+# A heatmap tile of this hour's NO2 over central Helsinki (a PNG; free of credits, counted
+# against a daily tile allowance; docs/tiles.md).
+curl -sS -o no2.png -H "Authorization: Bearer $TOKEN" "$BASE/ext/v1/airquality/tiles/no2/12/2331/1185.png"
 
 # A score by Wi-Fi scan needs known access points: `cleanair wifi import` reads a CSV with
 # the header bssid,lat,lon and an optional accuracy_m column (metres).
