@@ -1,0 +1,409 @@
+"""The explorer's air layer in a real browser (issue 33): a chosen layer's heatmap tiles
+(`GET /ext/v1/airquality/tiles/...`, fetched with the token) are drawn under the streets at
+their place on the map, with a legend in the very colours the tiles hold; a step of the time
+slider fetches the next hour's tiles and changes the picture; the colour-blind palette
+changes tiles and legend; play walks the hours; the best departure's hour is marked; and
+"off", the default, asks for and draws nothing.
+
+One server with the shipped Helsinki network and the embedded model (its air changes hour
+by hour with the traffic cycle, so hours differ without any station data).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+import os
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+from zoneinfo import ZoneInfo
+
+import pytest
+from PIL import Image, ImageChops
+from playwright.sync_api import Browser, Page, Response, expect
+
+from support.browser_pages import Visit, guarded_page
+from support.servers import Server, pair, running_server, server_env
+
+pytestmark = pytest.mark.browser
+
+TILES = "/ext/v1/airquality/tiles/"
+#: Helsinki railway station: inside the shipped network, where the map opens.
+STATION = (60.1699, 24.9384)
+SCREENSHOT_DIR = os.environ.get("CLEANAIR_SCREENSHOT_DIR")
+#: A pixel whose grey differs by more than this counts as changed: two pictures of one view
+#: are drawn alike to the pixel, and neighbouring steps of a palette, 60 % opaque, differ
+#: by about ten.
+CHANNEL_TOLERANCE = 6
+
+
+@dataclass
+class Running:
+    server: Server
+    env: dict[str, str]
+
+    def token(self, user: str) -> str:
+        return pair(self.env, self.server.base, user)["Authorization"].removeprefix("Bearer ")
+
+
+@dataclass
+class AirVisit:
+    visit: Visit
+    #: Every tile response the page got, in order.
+    tiles: list[Response] = field(default_factory=list)
+
+    @property
+    def page(self) -> Page:
+        return self.visit.page
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    tmp = tmp_path_factory.mktemp("explore-air")
+    env = server_env(tmp, CLEANAIR_DEFAULT_NETWORK="true")
+    with running_server(env, tmp / "server.log") as server:
+        yield Running(server, dict(env))
+
+
+@pytest.fixture(scope="module")
+def config(running: Running) -> dict[str, Any]:
+    """The air layers as the server gives them to the page."""
+    import json
+
+    with urllib.request.urlopen(f"{running.server.base}/explore/air-layers", timeout=30) as got:
+        answer: dict[str, Any] = json.loads(got.read())
+    return answer
+
+
+@pytest.fixture
+def air(browser: Browser, running: Running) -> Iterator[AirVisit]:
+    context = browser.new_context(
+        viewport={"width": 1400, "height": 1000}, timezone_id="Europe/Helsinki"
+    )
+    visit = guarded_page(context, running.server.base)
+    seen = AirVisit(visit)
+    visit.page.on("response", lambda r: seen.tiles.append(r) if TILES in r.url else None)
+    visit.page.goto(f"{running.server.base}/explore")
+    expect(visit.page.locator("#map path.road").first).to_be_attached()
+    expect(visit.page.locator("#air-layer-choice option")).to_have_count(9)
+    try:
+        yield seen
+    finally:
+        context.close()
+    assert visit.foreign == []
+    assert visit.errors == []
+
+
+def palette(config: dict[str, Any], layer: str, name: str) -> list[str]:
+    [found] = [entry for entry in config["layers"] if entry["name"] == layer]
+    return [step["colour"] for step in found["palettes"][name]]
+
+
+def tile_image(page: Page, url: str) -> Image.Image:
+    """The tile at `url` (a path and query), asked with the page's token: Playwright keeps
+    no body of a response the page read as a blob."""
+    token = page.input_value("#token")
+    base = page.evaluate("() => location.origin")
+    asked = urllib.request.Request(base + url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(asked, timeout=60) as got:
+        return Image.open(io.BytesIO(got.read())).convert("RGBA")
+
+
+def path_of(url: str) -> str:
+    return urlsplit(url)._replace(scheme="", netloc="").geturl()
+
+
+def with_time(url: str, hour: datetime) -> str:
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    query["time"] = [hour.strftime("%Y-%m-%dT%H:%M:%SZ")]
+    return parts._replace(query=urlencode(query, doseq=True)).geturl()
+
+
+def iso(hour: datetime) -> str:
+    """An hour as the page writes it (`Date.toISOString`)."""
+    return hour.isoformat().replace("+00:00", ".000Z")
+
+
+def station_tile_url(page: Page, layer: str) -> str:
+    """The drawn tile holding the railway station (the path and query the page asked)."""
+    url = page.locator("#air-layer image").first.get_attribute("data-url") or ""
+    z = int(urlsplit(url).path.split("/")[-3])
+    n = 2**z
+    lat, lon = STATION
+    x = math.floor((lon + 180) / 360 * n)
+    y = math.floor((1 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2 * n)
+    found = page.locator(f'#air-layer image[data-url*="/{layer}/{z}/{x}/{y}.png"]')
+    expect(found).to_have_count(1)
+    return found.get_attribute("data-url") or ""
+
+
+def tile_colours(page: Page, url: str) -> set[str]:
+    """The opaque colours, as #RRGGBB, of the tile at `url`."""
+    image = tile_image(page, path_of(url))
+    return {
+        "#{:02X}{:02X}{:02X}".format(*rgba[:3])
+        for _, rgba in image.getcolors(maxcolors=1 << 16) or []
+        if rgba[3] == 255
+    }
+
+
+def drawn(page: Page, layer: str, palette_name: str = "default") -> str:
+    """Wait for the layer's tiles to be drawn; the hour they show (ISO, UTC)."""
+    group = page.locator(
+        f'#air-layer g.air-tiles[data-layer="{layer}"][data-palette="{palette_name}"]'
+    )
+    expect(group).to_have_count(1, timeout=60_000)
+    expect(group.locator("image").first).to_be_attached()
+    hour: str = group.get_attribute("data-hour") or ""
+    return hour
+
+
+def tile_hours(air: AirVisit) -> set[str]:
+    return {parse_qs(urlsplit(r.url).query)["time"][0] for r in air.tiles}
+
+
+def map_shot(page: Page) -> Image.Image:
+    return Image.open(io.BytesIO(page.locator("#map").screenshot())).convert("RGB")
+
+
+def changed_share(a: Image.Image, b: Image.Image) -> float:
+    """The share of pixels where some channel differs by more than the tolerance."""
+    difference = (
+        ImageChops.difference(a.convert("RGB"), b.convert("RGB"))
+        .convert("L")
+        .point(lambda v: 255 if v > CHANNEL_TOLERANCE else 0)
+    )
+    histogram = difference.histogram()
+    return histogram[255] / (a.width * a.height)
+
+
+def choose(page: Page, running: Running, user: str, layer: str) -> None:
+    page.fill("#token", running.token(user))
+    page.select_option("#air-layer-choice", layer)
+
+
+def utc_hour(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_off_by_default_asks_for_nothing_and_off_again_draws_nothing(
+    air: AirVisit, running: Running
+) -> None:
+    page = air.page
+    page.fill("#token", running.token("nolayer"))
+    expect(page.locator("#air-layer-choice")).to_have_value("")
+    # The map coming to rest after a move is when the layer loads its tiles: none while off.
+    box = page.locator("#map").bounding_box()
+    assert box
+    page.evaluate(
+        "() => { window.viewed = new Promise((done) =>"
+        " document.addEventListener('cleanair:view', done, { once: true })); }"
+    )
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -300)
+    page.evaluate("() => window.viewed")
+    expect(page.locator("#air-layer image")).to_have_count(0)
+    expect(page.locator("#air-legend")).to_be_hidden()
+    expect(page.locator("#air-time")).to_be_hidden()
+    assert air.tiles == []
+
+    page.select_option("#air-layer-choice", "pm25")
+    drawn(page, "pm25")
+    page.select_option("#air-layer-choice", "")
+    expect(page.locator("#air-layer image")).to_have_count(0)
+    expect(page.locator("#air-legend")).to_be_hidden()
+
+
+def test_a_layer_is_drawn_under_the_streets_in_place_with_its_legend(
+    air: AirVisit, running: Running, config: dict[str, Any], tmp_path: Path
+) -> None:
+    page = air.page
+    choose(page, running, "looker", "no2")
+    drawn(page, "no2")
+    images = page.locator("#air-layer image")
+    count = images.count()
+    assert 1 <= count <= 30
+    assert {r.status for r in air.tiles} == {200}
+    assert len(air.tiles) == count  # only the tiles in view, each once
+
+    # Under the streets and over the parks and water: the layer sits between them.
+    order = page.evaluate(
+        "() => [...document.getElementById('network-layer').children].map((g) => g.id)"
+    )
+    assert order.index("area-layer") < order.index("air-layer") < order.index("road-layer")
+
+    # Each image is drawn at its tile's place: the railway station's tile holds it on screen.
+    station_url = station_tile_url(page, "no2")
+    station_tile = page.locator(f'#air-layer image[data-url="{station_url}"]')
+    box = station_tile.bounding_box()
+    at = page.evaluate("([lat, lon]) => window.cleanairExplore.screenPoint(lat, lon)", [*STATION])
+    assert box
+    assert box["x"] <= at["x"] <= box["x"] + box["width"]
+    assert box["y"] <= at["y"] <= box["y"] + box["height"]
+    assert 180 <= box["width"] <= 560  # about a tile's own size on screen
+
+    # The legend lists the layer's palette, and every colour the tiles hold is one of it.
+    colours = palette(config, "no2", "default")
+    legend = page.locator("#air-legend li")
+    expect(legend).to_have_count(len(colours))
+    assert [legend.nth(i).get_attribute("data-colour") for i in range(len(colours))] == colours
+    swatch = page.eval_on_selector(
+        "#air-legend li .swatch", "(e) => getComputedStyle(e).backgroundColor"
+    )
+    red, green, blue = (int(colours[0][i : i + 2], 16) for i in (1, 3, 5))
+    assert swatch == f"rgb({red}, {green}, {blue})"
+    expect(page.locator("#air-legend .title")).to_contain_text("µg/m³")
+    expect(legend.first).to_contain_text("µg/m³")
+    held: set[str] = set()
+    for response in air.tiles:
+        held |= tile_colours(page, response.url)
+    assert held
+    assert held <= set(colours)
+    assert len(held) >= 2  # the streets and the background differ
+
+    shots = Path(SCREENSHOT_DIR) if SCREENSHOT_DIR else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    page.locator("#map-pane").screenshot(path=str(shots / "explore-air-layer.png"))
+
+
+def test_a_slider_step_fetches_the_next_hour_and_changes_the_picture(
+    air: AirVisit, running: Running
+) -> None:
+    page = air.page
+    choose(page, running, "stepper", "no2")
+    now_hour = utc_hour(drawn(page, "no2"))
+    expect(page.locator("#air-when")).to_contain_text("now")
+    # The step to show: of the next day's hours, the one after which the railway station's
+    # tile changes most (the embedded model's air follows the traffic and the weather's
+    # daily cycle, so some hours change more than others; the server says which).
+    station_url = station_tile_url(page, "no2")
+    pictures = [
+        tile_image(page, with_time(station_url, now_hour + timedelta(hours=h)))
+        for h in range(1, 27)
+    ]
+    changes = [changed_share(a, b) for a, b in itertools.pairwise(pictures)]
+    offset = 1 + changes.index(max(changes))
+    assert max(changes) > 0.001
+
+    page.eval_on_selector(
+        "#air-hour",
+        "(e, v) => { e.value = String(v); e.dispatchEvent(new Event('input')); }",
+        offset,
+    )
+    hour = now_hour + timedelta(hours=offset)
+    expect(page.locator("#air-layer g.air-tiles")).to_have_attribute("data-hour", iso(hour))
+    local = hour.astimezone(ZoneInfo("Europe/Helsinki"))
+    expect(page.locator("#air-when")).to_contain_text(
+        f"{local:%H:%M} (Europe/Helsinki), in {offset} h"
+    )
+    before = map_shot(page)
+    asked = len(air.tiles)
+
+    page.focus("#air-hour")
+    page.keyboard.press("ArrowRight")
+    next_hour = hour + timedelta(hours=1)
+    expect(page.locator("#air-layer g.air-tiles")).to_have_attribute("data-hour", iso(next_hour))
+    fetched = air.tiles[asked:]
+    assert fetched
+    assert {parse_qs(urlsplit(r.url).query)["time"][0] for r in fetched} == {
+        next_hour.strftime("%Y-%m-%dT%H:%M:%SZ")
+    }
+    after = map_shot(page)
+    assert changed_share(before, after) > 0.0005
+
+    # Back a step: the kept tiles are drawn again without asking the server.
+    asked = len(air.tiles)
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#air-layer g.air-tiles")).to_have_attribute("data-hour", iso(hour))
+    assert len(air.tiles) == asked
+    assert changed_share(before, map_shot(page)) < 0.0005
+
+
+def test_the_colour_blind_palette_changes_the_tiles_and_the_legend(
+    air: AirVisit, running: Running, config: dict[str, Any]
+) -> None:
+    page = air.page
+    choose(page, running, "viridis", "clean_air_score")
+    drawn(page, "clean_air_score")
+    before = map_shot(page)
+    asked = len(air.tiles)
+
+    page.check("#air-colorblind")
+    drawn(page, "clean_air_score", "colorblind")
+    fetched = air.tiles[asked:]
+    assert fetched
+    assert all(parse_qs(urlsplit(r.url).query)["palette"] == ["colorblind"] for r in fetched)
+    colours = palette(config, "clean_air_score", "colorblind")
+    held: set[str] = set()
+    for response in fetched:
+        held |= tile_colours(page, response.url)
+    assert held
+    assert held <= set(colours)
+    assert not held & set(palette(config, "clean_air_score", "default"))
+    legend = page.locator("#air-legend li")
+    assert [legend.nth(i).get_attribute("data-colour") for i in range(legend.count())] == colours
+    assert changed_share(before, map_shot(page)) > 0.2
+
+
+def test_play_walks_the_hours_and_pause_stops(air: AirVisit, running: Running) -> None:
+    page = air.page
+    choose(page, running, "player", "o3")
+    start = utc_hour(drawn(page, "o3"))
+    page.click("#air-play")
+    two_on = iso(start + timedelta(hours=2))
+    expect(page.locator("#air-layer g.air-tiles")).to_have_attribute(
+        "data-hour", two_on, timeout=60_000
+    )
+    page.click("#air-play")  # pause
+    value = int(page.input_value("#air-hour"))
+    assert value >= 2
+    asked = tile_hours(air)
+    for hour in range(3):
+        assert (start + timedelta(hours=hour)).strftime("%Y-%m-%dT%H:%M:%SZ") in asked
+    # While playing, an hour takes at most 8 tiles (the connection's rate limit).
+    by_hour: dict[str, int] = {}
+    for response in air.tiles:
+        when = parse_qs(urlsplit(response.url).query)["time"][0]
+        by_hour[when] = by_hour.get(when, 0) + 1
+    assert by_hour[(start + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")] <= 8
+    page.wait_for_timeout(3000)  # paused: the slider stays
+    assert int(page.input_value("#air-hour")) == value
+
+
+def test_the_best_departures_hour_is_marked_and_shown_on_demand(
+    air: AirVisit, running: Running
+) -> None:
+    page = air.page
+    choose(page, running, "leaver", "clean_air_score")
+    now_hour = utc_hour(drawn(page, "clean_air_score"))
+    best = now_hour + timedelta(hours=5, minutes=30)
+    # As departures.js announces a plan's best departure.
+    page.evaluate(
+        "(t) => document.dispatchEvent(new CustomEvent('cleanair:best-departure', {detail: t}))",
+        best.isoformat(),
+    )
+    button = page.locator("#air-best")
+    expect(button).to_be_visible()
+    expect(button).to_contain_text("Best departure")
+    expect(page.locator("#air-marks option")).to_have_attribute("value", "5")
+    button.click()
+    expect(page.locator("#air-hour")).to_have_value("5")
+    expect(page.locator("#air-layer g.air-tiles")).to_have_attribute(
+        "data-hour", iso(now_hour + timedelta(hours=5))
+    )
+
+
+def test_without_a_token_the_layer_asks_for_one(air: AirVisit) -> None:
+    page = air.page
+    page.select_option("#air-layer-choice", "no2")
+    expect(page.locator("#air-status")).to_contain_text("token")
+    expect(page.locator("#air-layer image")).to_have_count(0)
+    expect(page.locator("#air-legend li").first).to_be_visible()
+    assert air.tiles == []
