@@ -233,6 +233,16 @@ def test_a_layer_is_drawn_under_the_streets_in_place_with_its_legend(
     assert {r.status for r in air.tiles} == {200}
     assert len(air.tiles) == count  # only the tiles in view, each once
 
+    # The tiles cover the whole map on screen (wider than its view box on a wide screen).
+    frame = page.locator("#map").bounding_box()
+    boxes = [images.nth(i).bounding_box() for i in range(count)]
+    assert frame
+    assert all(boxes)
+    assert min(b["x"] for b in boxes if b) <= frame["x"] + 1
+    assert min(b["y"] for b in boxes if b) <= frame["y"] + 1
+    assert max(b["x"] + b["width"] for b in boxes if b) >= frame["x"] + frame["width"] - 1
+    assert max(b["y"] + b["height"] for b in boxes if b) >= frame["y"] + frame["height"] - 1
+
     # Under the streets and over the parks and water: the layer sits between them.
     order = page.evaluate(
         "() => [...document.getElementById('network-layer').children].map((g) => g.id)"
@@ -407,3 +417,43 @@ def test_without_a_token_the_layer_asks_for_one(air: AirVisit) -> None:
     expect(page.locator("#air-layer image")).to_have_count(0)
     expect(page.locator("#air-legend li").first).to_be_visible()
     assert air.tiles == []
+
+
+#: Counts the blob URLs the page makes and revokes (installed before the page's scripts).
+COUNT_BLOBS = """
+window.blobs = { made: new Set(), revoked: new Set() };
+const make = URL.createObjectURL.bind(URL);
+const revoke = URL.revokeObjectURL.bind(URL);
+URL.createObjectURL = (blob) => { const url = make(blob); window.blobs.made.add(url); return url; };
+URL.revokeObjectURL = (url) => { window.blobs.revoked.add(url); revoke(url); };
+"""
+
+
+def test_tiles_dropped_from_the_cache_have_their_blob_urls_revoked(
+    air: AirVisit, running: Running, config: dict[str, Any]
+) -> None:
+    page = air.page
+    page.add_init_script(COUNT_BLOBS)
+    page.reload()
+    expect(page.locator("#air-layer-choice option")).to_have_count(9)
+    page.fill("#token", running.token("browser"))
+    # Every layer in both palettes, then more hours: more tiles than the page keeps (240).
+    for layer in config["layers"]:
+        for palette_name in ("default", "colorblind"):
+            page.set_checked("#air-colorblind", palette_name == "colorblind")
+            page.select_option("#air-layer-choice", layer["name"])
+            last = drawn(page, layer["name"], palette_name)
+    page.focus("#air-hour")
+    for step in range(1, 5):  # and the next hours
+        page.keyboard.press("ArrowRight")
+        expect(page.locator("#air-layer g.air-tiles")).to_have_attribute(
+            "data-hour", iso(utc_hour(last) + timedelta(hours=step))
+        )
+    made, revoked, shown = page.evaluate(
+        "() => [window.blobs.made.size, window.blobs.revoked.size,"
+        " [...document.querySelectorAll('#air-layer image')].map((i) => i.getAttribute('href'))]"
+    )
+    assert made > 240
+    assert revoked >= made - 240
+    assert made - revoked <= 240
+    assert not set(shown) & set(page.evaluate("() => [...window.blobs.revoked]"))

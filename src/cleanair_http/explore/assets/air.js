@@ -113,10 +113,28 @@
     return (Math.atan(Math.sinh(Math.PI * (1 - (2 * y) / 2 ** z))) * 180) / Math.PI;
   }
 
+  // The map area on screen in map units: wider or taller than the view box when the map's
+  // shape differs from it (the SVG shows the whole box, centred).
+  function visibleBox() {
+    const map = $("map");
+    const matrix = map.getScreenCTM();
+    if (!explore.viewBox() || !matrix) return null;
+    const rect = map.getBoundingClientRect();
+    const inverse = matrix.inverse();
+    const point = map.createSVGPoint();
+    point.x = rect.left;
+    point.y = rect.top;
+    const top = point.matrixTransform(inverse);
+    point.x = rect.right;
+    point.y = rect.bottom;
+    const bottom = point.matrixTransform(inverse);
+    return [top.x, top.y, bottom.x - top.x, bottom.y - top.y];
+  }
+
   // The tiles covering the view, at the zoom whose tiles are about TILE_SCREEN_PX wide on
   // screen, a coarser one when that would take more than `most`.
   function tilesInView(most) {
-    const box = explore.viewBox();
+    const box = visibleBox();
     if (!box) return [];
     const [x, y, w, h] = box;
     const corner = explore.unproject(x, y);
@@ -248,6 +266,10 @@
       "data-hour": new Date(hour).toISOString(),
     });
     const images = [];
+    // Each tile a hair wider than its bounds: antialiased edges meeting at a fractional
+    // pixel would show the map through as faint seams (the group's opacity is applied to
+    // the tiles together, so the overlap draws no darker line).
+    const seam = explore.unitsPerPixel() * 0.5;
     wanted.forEach((tile, i) => {
       if (!answers[i].blob) return;
       const [x0, y0] = explore.project(latOf(tile.y, tile.z), lonOf(tile.x, tile.z));
@@ -259,8 +281,8 @@
         href: answers[i].blob,
         x: x0,
         y: y0,
-        width: x1 - x0,
-        height: y1 - y0,
+        width: x1 - x0 + seam,
+        height: y1 - y0 + seam,
         preserveAspectRatio: "none",
         "data-url": urls[i],
       }, fresh));
