@@ -147,11 +147,12 @@ def station_tile_url(page: Page, layer: str) -> str:
 def tile_colours(page: Page, url: str) -> set[str]:
     """The opaque colours, as #RRGGBB, of the tile at `url`."""
     image = tile_image(page, path_of(url))
-    return {
-        "#{:02X}{:02X}{:02X}".format(*rgba[:3])
-        for _, rgba in image.getcolors(maxcolors=1 << 16) or []
-        if rgba[3] == 255
-    }
+    found: set[str] = set()
+    for _, rgba in image.getcolors(maxcolors=1 << 16) or []:
+        assert isinstance(rgba, tuple)  # an RGBA image's colours are tuples
+        if rgba[3] == 255:
+            found.add("#{:02X}{:02X}{:02X}".format(*rgba[:3]))
+    return found
 
 
 def drawn(page: Page, layer: str, palette_name: str = "default") -> str:
