@@ -66,7 +66,14 @@ class AirVisit:
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     tmp = tmp_path_factory.mktemp("explore-air")
-    env = server_env(tmp, CLEANAIR_DEFAULT_NETWORK="true")
+    # Plans are made in the background; every test's fresh browser asks for the street
+    # tiles again from one address, whose limit must not be what fails.
+    env = server_env(
+        tmp,
+        CLEANAIR_DEFAULT_NETWORK="true",
+        CLEANAIR_PLAN_WORKERS="1",
+        CLEANAIR_EXPLORE_REQUESTS_PER_MINUTE="100000",
+    )
     with running_server(env, tmp / "server.log") as server:
         yield Running(server, dict(env))
 
@@ -458,3 +465,48 @@ def test_tiles_dropped_from_the_cache_have_their_blob_urls_revoked(
     assert revoked >= made - 240
     assert made - revoked <= 240
     assert not set(shown) & set(page.evaluate("() => [...window.blobs.revoked]"))
+
+
+#: Helsinki railway station and the south end of the Esplanadi (as in test_explore_page.py).
+TRIP = ((60.1699, 24.9384), (60.1645, 24.9525))
+
+
+def test_the_planned_route_is_drawn_in_the_layers_colours_at_the_sliders_hour(
+    air: AirVisit, running: Running, config: dict[str, Any], tmp_path: Path
+) -> None:
+    page = air.page
+    page.fill("#token", running.token("walker"))
+    for lat, lon in TRIP:
+        at = page.evaluate(
+            "([lat, lon]) => window.cleanairExplore.screenPoint(lat, lon)", [lat, lon]
+        )
+        page.mouse.click(at["x"], at["y"])
+    page.click("#plan")
+    expect(page.locator("#routes li").first).to_be_visible(timeout=90_000)
+    waypoints = page.evaluate("() => window.cleanairExplore.selectedRoute().length")
+    expect(page.locator("#air-route")).to_have_count(0)  # no layer, no recolouring
+
+    page.select_option("#air-layer-choice", "no2")
+    now_hour = utc_hour(drawn(page, "no2"))
+    lines = page.locator("#air-route line")
+    expect(lines.first).to_be_attached()
+    assert lines.count() == waypoints - 1  # every segment lies on the drawn tiles
+    colours = set(palette(config, "no2", "default"))
+    assert {lines.nth(i).get_attribute("data-colour") for i in range(lines.count())} <= colours
+    shots = Path(SCREENSHOT_DIR) if SCREENSHOT_DIR else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    page.locator("#map").screenshot(path=str(shots / "explore-air-route.png"))
+    # Over the plan's own route and under the markers.
+    order = page.evaluate("() => [...document.getElementById('map').children].map((g) => g.id)")
+    assert order.index("route-layer") < order.index("air-route") < order.index("marker-layer")
+
+    # A slider step repaints it from that hour's tiles; the layer off takes it away.
+    page.focus("#air-hour")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#air-layer g.air-tiles")).to_have_attribute(
+        "data-hour", iso(now_hour + timedelta(hours=1))
+    )
+    expect(page.locator("#air-route line").first).to_be_attached()
+    page.select_option("#air-layer-choice", "")
+    expect(page.locator("#air-route")).to_have_count(0)
+    expect(page.locator("#map g.route.selected line").first).to_be_attached()

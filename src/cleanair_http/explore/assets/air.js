@@ -33,6 +33,8 @@
     run: 0, // bumps on every redraw: a stale load draws nothing
     playing: false,
     best: null, // the best departure's start (ms), from departures.js
+    shown: [], // the drawn tiles: [{tile, blob}]
+    pixels: new Map(), // blob URL -> its ImageData, for the route's colours
   };
 
   // -- the slider's hours -------------------------------------------------------------------
@@ -218,7 +220,11 @@
     while (state.tiles.size > KEEP_TILES) {
       const [url, loading] = state.tiles.entries().next().value;
       state.tiles.delete(url);
-      loading.then((answer) => answer.blob && URL.revokeObjectURL(answer.blob));
+      loading.then((answer) => {
+        if (!answer.blob) return;
+        URL.revokeObjectURL(answer.blob);
+        state.pixels.delete(answer.blob);
+      });
     }
   }
 
@@ -244,11 +250,15 @@
     const group = $("air-layer");
     if (!layer || !state.config) {
       group.replaceChildren();
+      state.shown = [];
+      paintRoute();
       status("");
       return;
     }
     if (!explore.token()) {
       group.replaceChildren();
+      state.shown = [];
+      paintRoute();
       status("Pair or paste a token to see the air: tiles are read with it.");
       return;
     }
@@ -290,10 +300,85 @@
     await Promise.all(images.map((image) => (image.decode ? image.decode().catch(() => {}) : null)));
     if (run !== state.run) return;
     group.replaceChildren(fresh);
+    state.shown = wanted.map((tile, i) => ({ tile, blob: answers[i].blob })).filter((t) => t.blob);
     forget();
+    paintRoute();
     const problem = answers.find((answer) => answer.error);
     status(problem ? `The air could not be drawn: ${problem.error}` : "");
     if (problem) stop();
+  }
+
+  // -- the route in the layer's colours ----------------------------------------------------
+
+  // A drawn tile's pixels, decoded once per blob URL (a blob: image never taints a canvas).
+  async function pixelsOf(blob) {
+    if (!state.pixels.has(blob)) {
+      state.pixels.set(blob, (async () => {
+        const image = new Image();
+        image.src = blob;
+        await image.decode();
+        const canvas = document.createElement("canvas");
+        canvas.width = image.naturalWidth;
+        canvas.height = image.naturalHeight;
+        const context = canvas.getContext("2d", { willReadFrequently: true });
+        context.drawImage(image, 0, 0);
+        return context.getImageData(0, 0, canvas.width, canvas.height);
+      })().catch(() => null));
+    }
+    return state.pixels.get(blob);
+  }
+
+  // The drawn layer's colour at a point, "#RRGGBB", or null where no tile shows one.
+  async function colourAt(lat, lon) {
+    for (const { tile, blob } of state.shown) {
+      const n = 2 ** tile.z;
+      const fx = ((lon + 180) / 360) * n - tile.x;
+      const r = (clampLat(lat) * Math.PI) / 180;
+      const fy = ((1 - Math.asinh(Math.tan(r)) / Math.PI) / 2) * n - tile.y;
+      if (fx < 0 || fx >= 1 || fy < 0 || fy >= 1) continue;
+      const data = await pixelsOf(blob);
+      if (!data) return null;
+      const at = (Math.floor(fy * data.height) * data.width + Math.floor(fx * data.width)) * 4;
+      if (data.data[at + 3] < 255) return null;
+      const hex = (v) => v.toString(16).padStart(2, "0").toUpperCase();
+      return `#${hex(data.data[at])}${hex(data.data[at + 1])}${hex(data.data[at + 2])}`;
+    }
+    return null;
+  }
+
+  // With a layer on, the selected route again over the plan's own drawing, each segment in
+  // the layer's colour at its middle at the slider's hour (read from the tiles drawn, so
+  // it costs nothing more): the route's air hour by hour as the slider moves or plays.
+  async function paintRoute() {
+    const run = state.run;
+    const old = $("air-route");
+    const route = explore.selectedRoute();
+    if (!route || !state.shown.length) {
+      if (old) old.remove();
+      return;
+    }
+    const colours = [];
+    for (let i = 0; i + 1 < route.length; i += 1) {
+      const [a, b] = [route[i], route[i + 1]];
+      colours.push(await colourAt((a[0] + b[0]) / 2, (a[1] + b[1]) / 2));
+    }
+    if (run !== state.run || explore.selectedRoute() !== route) return;
+    const group = explore.svg("g", { id: "air-route", class: "air-route" });
+    const points = route.map(([lat, lon]) => explore.project(lat, lon));
+    colours.forEach((colour, i) => {
+      if (!colour) return;
+      explore.svg("line", {
+        x1: points[i][0].toFixed(1),
+        y1: points[i][1].toFixed(1),
+        x2: points[i + 1][0].toFixed(1),
+        y2: points[i + 1][1].toFixed(1),
+        stroke: colour,
+        "data-colour": colour,
+        "vector-effect": "non-scaling-stroke",
+      }, group);
+    });
+    if (old) old.remove();
+    $("map").insertBefore(group, $("marker-layer"));
   }
 
   function showLegend() {
@@ -406,6 +491,7 @@
       $("air-hour").value = $("air-best").dataset.offset;
       draw();
     });
+    document.addEventListener("cleanair:routes", paintRoute);
     document.addEventListener("cleanair:view", () => {
       if (!state.playing) draw();
     });

@@ -621,6 +621,8 @@
   function drawRoutes() {
     const layer = $("route-layer");
     layer.replaceChildren();
+    // The air layer (air.js) draws the selected route again in its colours at its hour.
+    document.dispatchEvent(new CustomEvent("cleanair:routes"));
     if (!state.plan) return;
     const order = state.plan.routes.map((_, index) => index).filter((i) => i !== state.selected);
     order.push(state.selected); // the selected route on top
@@ -1161,6 +1163,8 @@
     unproject: (x, y) => (state.view ? unproject(x, y) : null),
     viewBox: () => (state.view && state.viewBox ? [...state.viewBox] : null),
     unitsPerPixel: () => pixels(1),
+    // The selected route's waypoints ([lat, lon] pairs), or null before a plan.
+    selectedRoute: () => (state.plan ? state.plan.routes[state.selected].waypoints : null),
     svg,
     screenPoint(lat, lon) {
       const [x, y] = project(lat, lon);
