@@ -510,3 +510,35 @@ def test_the_planned_route_is_drawn_in_the_layers_colours_at_the_sliders_hour(
     page.select_option("#air-layer-choice", "")
     expect(page.locator("#air-route")).to_have_count(0)
     expect(page.locator("#map g.route.selected line").first).to_be_attached()
+
+
+def test_on_a_phone_the_controls_sit_under_a_map_of_half_the_screen(
+    browser: Browser, running: Running, tmp_path: Path
+) -> None:
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, timezone_id="Europe/Helsinki"
+    )
+    visit = guarded_page(context, running.server.base)
+    page = visit.page
+    try:
+        page.goto(f"{running.server.base}/explore")
+        expect(page.locator("#map path.road").first).to_be_attached()
+        page.fill("#token", running.token("phone"))
+        page.select_option("#air-layer-choice", "eu_eaqi_2024")
+        drawn(page, "eu_eaqi_2024")
+        frame = page.locator("#map-frame").bounding_box()
+        controls = page.locator("#air").bounding_box()
+        legend = page.locator("#air-legend").bounding_box()
+        assert frame
+        assert controls
+        assert legend
+        assert frame["height"] >= 0.4 * 844
+        assert controls["y"] >= frame["y"] + frame["height"]  # nothing over the map
+        assert legend["x"] + legend["width"] <= 390
+        shots = Path(SCREENSHOT_DIR) if SCREENSHOT_DIR else tmp_path
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "explore-air-phone.png"))
+    finally:
+        context.close()
+    assert visit.foreign == []
+    assert visit.errors == []

@@ -69,7 +69,9 @@
     const hour = selectedHour();
     const offset = Math.round((hour - currentHour()) / HOUR_MS);
     const from = offset === 0 ? "now" : offset > 0 ? `in ${offset} h` : `${-offset} h ago`;
-    $("air-when").textContent = `${explore.dayClock(new Date(hour))} (${explore.timeZone()}), ${from}`;
+    const words = `${explore.dayClock(new Date(hour))} (${explore.timeZone()}), ${from}`;
+    $("air-when").textContent = words;
+    $("air-hour").setAttribute("aria-valuetext", words); // a screen reader says the hour
   }
 
   function markBest() {
