@@ -542,3 +542,29 @@ def test_on_a_phone_the_controls_sit_under_a_map_of_half_the_screen(
         context.close()
     assert visit.foreign == []
     assert visit.errors == []
+
+
+def test_a_refused_tile_is_said_in_words_and_draws_nothing(
+    browser: Browser, running: Running
+) -> None:
+    context = browser.new_context(
+        viewport={"width": 1400, "height": 1000}, timezone_id="Europe/Helsinki"
+    )
+    # The refusals are logged as failed loads, which this test causes on purpose.
+    visit = guarded_page(context, running.server.base, lambda text: "Failed to load" in text)
+    page = visit.page
+    try:
+        page.goto(f"{running.server.base}/explore")
+        expect(page.locator("#map path.road").first).to_be_attached()
+        page.fill("#token", "ca_tst_" + "x" * 40)
+        with page.expect_response(lambda r: TILES in r.url) as refused:
+            page.select_option("#air-layer-choice", "pm10")
+        assert refused.value.status == 401
+        expect(page.locator("#air-status")).to_contain_text(
+            "The air could not be drawn: The token was not accepted (401)"
+        )
+        expect(page.locator("#air-layer image")).to_have_count(0)
+    finally:
+        context.close()
+    assert visit.foreign == []
+    assert visit.errors == []
