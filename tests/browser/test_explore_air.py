@@ -109,7 +109,7 @@ def air(browser: Browser, running: Running) -> Iterator[AirVisit]:
 
 def palette(config: dict[str, Any], layer: str, name: str) -> list[str]:
     [found] = [entry for entry in config["layers"] if entry["name"] == layer]
-    return [step["colour"] for step in found["palettes"][name]]
+    return [step["colour"] for step in found[name]]
 
 
 def tile_image(page: Page, url: str) -> Image.Image:

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from cleanair_core import CleanAir
 from cleanair_core.air.tiles.layers import LAYERS
 from cleanair_core.air.tiles.palettes import hex_of
 from cleanair_core.routes.times import FORWARD_HORIZON, PAST_WINDOW
-from support.http import Client
+from support.http import Client, bearer, pair
 
 PATH = "/explore/air-layers"
 
@@ -38,7 +39,7 @@ def test_every_tile_layer_is_offered_in_the_cores_order(answer: dict[str, Any]) 
     for layer in answer["layers"]:
         core = LAYERS[layer["name"]]
         assert (layer["title"], layer["unit"]) == (core.title, core.unit)
-        assert layer["cleaner_above"] is core.cleaner_above
+        assert layer["high_is_clean"] is core.cleaner_above
 
 
 @pytest.mark.parametrize("name", list(LAYERS))
@@ -48,22 +49,31 @@ def test_a_legend_is_the_palette_a_tile_is_painted_with(
 ) -> None:
     [layer] = [layer for layer in answer["layers"] if layer["name"] == name]
     core = LAYERS[name].palette_named(palette)
-    steps = layer["palettes"][palette]
+    steps = layer[palette]
     assert [step["colour"] for step in steps] == [hex_of(c) for c in core.colours]
     assert [step["label"] for step in steps] == list(core.labels)
-    # Each step's bounds are the thresholds either side of it, the ends open.
-    assert [step["low"] for step in steps] == [None, *core.thresholds]
-    assert [step["high"] for step in steps] == [*core.thresholds, None]
+    if LAYERS[name].unit == "index category":  # named categories, no values to print
+        assert {step["low"] for step in steps} | {step["high"] for step in steps} == {None}
+    else:  # each step's bounds are the thresholds either side of it, the ends open
+        assert [step["low"] for step in steps] == [None, *core.thresholds]
+        assert [step["high"] for step in steps] == [*core.thresholds, None]
 
 
-def test_the_two_palettes_differ_and_only_concentrations_print_ranges(
-    answer: dict[str, Any],
+def test_it_is_the_extension_apis_legend_for_the_page(
+    answer: dict[str, Any], client: Client, core: CleanAir
 ) -> None:
+    headers = bearer(pair(core, client))
+    api = client.get("/ext/v1/airquality/tiles/layers", headers=headers)
+    assert api.status_code == 200
+    assert answer["layers"] == api.json()["layers"]
+
+
+def test_the_two_palettes_differ_in_colour_only(answer: dict[str, Any]) -> None:
     for layer in answer["layers"]:
-        default, colorblind = layer["palettes"]["default"], layer["palettes"]["colorblind"]
+        default, colorblind = layer["default"], layer["colorblind"]
         assert len(default) == len(colorblind)
         assert [s["colour"] for s in default] != [s["colour"] for s in colorblind]
-        assert layer["ranges"] is (layer["name"] in {"no2", "pm25", "pm10", "o3"})
+        assert [s["label"] for s in default] == [s["label"] for s in colorblind]
 
 
 def test_it_names_the_tile_endpoint_and_its_window(answer: dict[str, Any]) -> None:

@@ -395,7 +395,9 @@
     title.textContent = `${layer.title} (${layer.unit})`;
     legend.append(title);
     const list = document.createElement("ul");
-    for (const step of layer.palettes[palette]) {
+    // A concentration's steps are ranges worth reading; an index's or the score's are named.
+    const ranges = layer.unit === "µg/m³";
+    for (const step of layer[palette]) {
       const item = document.createElement("li");
       item.dataset.colour = step.colour;
       const swatch = document.createElement("span");
@@ -403,7 +405,7 @@
       swatch.style.backgroundColor = step.colour;
       item.append(swatch);
       let words = step.label;
-      if (layer.ranges) {
+      if (ranges) {
         const low = step.low === null ? 0 : step.low;
         const range = step.high === null ? `over ${low}` : `${low}–${step.high}`;
         words = `${range} ${layer.unit}: ${step.label}`;
