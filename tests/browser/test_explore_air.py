@@ -18,7 +18,7 @@ import os
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -90,12 +90,25 @@ def config(running: Running) -> dict[str, Any]:
 
 @pytest.fixture
 def air(browser: Browser, running: Running) -> Iterator[AirVisit]:
+    yield from open_air(browser, running)
+
+
+@pytest.fixture
+def clocked_air(browser: Browser, running: Running) -> Iterator[AirVisit]:
+    """The page with Playwright's fake clock installed: it runs as the real one until a test
+    pauses it, then moves only as the test says."""
+    yield from open_air(browser, running, fake_clock=True)
+
+
+def open_air(browser: Browser, running: Running, *, fake_clock: bool = False) -> Iterator[AirVisit]:
     context = browser.new_context(
         viewport={"width": 1400, "height": 1000}, timezone_id="Europe/Helsinki"
     )
     visit = guarded_page(context, running.server.base)
     seen = AirVisit(visit)
     visit.page.on("response", lambda r: seen.tiles.append(r) if TILES in r.url else None)
+    if fake_clock:
+        visit.page.clock.install()
     visit.page.goto(f"{running.server.base}/explore")
     expect(visit.page.locator("#map path.road").first).to_be_attached()
     expect(visit.page.locator("#air-layer-choice option")).to_have_count(9)
@@ -370,7 +383,8 @@ def test_the_colour_blind_palette_changes_the_tiles_and_the_legend(
     assert changed_share(before, map_shot(page)) > 0.2
 
 
-def test_play_walks_the_hours_and_pause_stops(air: AirVisit, running: Running) -> None:
+def test_play_walks_the_hours_and_pause_stops(clocked_air: AirVisit, running: Running) -> None:
+    air = clocked_air
     page = air.page
     choose(page, running, "player", "o3")
     start = utc_hour(drawn(page, "o3"))
@@ -391,7 +405,14 @@ def test_play_walks_the_hours_and_pause_stops(air: AirVisit, running: Running) -
         when = parse_qs(urlsplit(response.url).query)["time"][0]
         by_hour[when] = by_hour.get(when, 0) + 1
     assert by_hour[(start + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")] <= 8
-    page.wait_for_timeout(3000)  # paused: the slider stays
+    expect(page.locator("#air-play")).to_have_attribute("aria-label", "Play the air hour by hour")
+    # From here the page's time moves only as the test says: ten played hours' worth of
+    # it fires every timer play could have left, and the slider stays.
+    page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=2))
+    page.clock.run_for(12_000)
+    expect(page.locator("#air-layer g.air-tiles")).to_have_attribute(
+        "data-hour", iso(start + timedelta(hours=value))
+    )
     assert int(page.input_value("#air-hour")) == value
 
 
