@@ -439,6 +439,39 @@ def test_the_best_departures_hour_is_marked_and_shown_on_demand(
     )
 
 
+def test_a_planned_best_departure_is_marked_on_the_slider(air: AirVisit, running: Running) -> None:
+    page = air.page
+    page.fill("#token", running.token("departer"))
+    for lat, lon in TRIP:
+        at = page.evaluate(
+            "([lat, lon]) => window.cleanairExplore.screenPoint(lat, lon)", [lat, lon]
+        )
+        page.mouse.click(at["x"], at["y"])
+    page.select_option("#departures-hours", "3")
+    page.select_option("#departures-step", "60")
+    page.click("#departures")
+    with page.expect_response(
+        lambda r: "/ext/v1/routes/departures/" in r.url and '"best"' in r.text(),
+        timeout=120_000,
+    ) as answered:
+        pass
+    best = datetime.fromisoformat(answered.value.json()["result"]["best"]["start_time"])
+    page.select_option("#air-layer-choice", "clean_air_score")
+    now_hour = utc_hour(drawn(page, "clean_air_score"))
+    offset = int((best - now_hour).total_seconds() // 3600)
+    button = page.locator("#air-best")
+    expect(button).to_be_visible()
+    local = best.astimezone(ZoneInfo("Europe/Helsinki"))
+    expect(button).to_contain_text("Best departure: ")
+    expect(button).to_contain_text(f"{local:%H:%M}")  # with its day when not today
+    expect(page.locator("#air-marks option")).to_have_attribute("value", str(offset))
+    button.click()
+    expect(page.locator("#air-hour")).to_have_value(str(offset))
+    expect(page.locator("#air-layer g.air-tiles")).to_have_attribute(
+        "data-hour", iso(now_hour + timedelta(hours=offset))
+    )
+
+
 def test_without_a_token_the_layer_asks_for_one(air: AirVisit) -> None:
     page = air.page
     page.select_option("#air-layer-choice", "no2")
