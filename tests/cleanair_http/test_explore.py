@@ -73,6 +73,8 @@ def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client)
         "/explore/assets/departures.css",
         "/explore/assets/alerts.js",
         "/explore/assets/alerts.css",
+        "/explore/assets/air.js",
+        "/explore/assets/air.css",
         "/explore/assets/icon.svg",
     }
 
@@ -88,6 +90,8 @@ def test_the_page_is_served_without_a_token_with_a_strict_policy(client: Client)
         ("departures.css", "text/css; charset=utf-8"),
         ("alerts.js", "text/javascript; charset=utf-8"),
         ("alerts.css", "text/css; charset=utf-8"),
+        ("air.js", "text/javascript; charset=utf-8"),
+        ("air.css", "text/css; charset=utf-8"),
         ("icon.svg", "image/svg+xml"),
     ],
 )

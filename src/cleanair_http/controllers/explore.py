@@ -31,6 +31,7 @@ from cleanair_core.errors import NotFound, Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_http.client_address import client_address
+from cleanair_http.explore.air_layers import AIR_LAYERS_JSON
 from cleanair_http.explore.air_source import AirSource, air_source
 from cleanair_http.explore.tiles import (
     MAX_TILE_EDGES,
@@ -46,13 +47,15 @@ from cleanair_http.offloading import in_thread
 EXPLORE_PATH = "/explore"
 NETWORKS_PATH = "/explore/networks"
 AIR_SOURCE_PATH = "/explore/air-source"
+AIR_LAYERS_PATH = "/explore/air-layers"
 ASSETS_PATH = "/explore/assets"
 #: The route option that keeps the app's gzip off an answer (`app.COMPRESSION`).
 SKIP_COMPRESSION = "skip_compression"
 
-#: The page may load and call only its own origin; nothing may frame it.
+#: The page may load and call only its own origin (images also from the `blob:` URLs it makes
+#: itself: the air tiles it fetched with its token); nothing may frame it.
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 #: Revalidate every time: a restart after `cleanair network import` or an upgrade changes
@@ -70,6 +73,8 @@ _MEDIA_TYPES = {
     "departures.css": "text/css",
     "alerts.js": "text/javascript",
     "alerts.css": "text/css",
+    "air.js": "text/javascript",
+    "air.css": "text/css",
     "home.css": "text/css",
     "icon.svg": "image/svg+xml",
 }
@@ -360,10 +365,22 @@ async def explore_air_source(
     return Response(answer, headers={"Cache-Control": "no-store"})
 
 
+@get(AIR_LAYERS_PATH, include_in_schema=False, exclude_from_auth=True)
+async def explore_air_layers() -> Response[bytes]:
+    """The air layer's layers, palettes and hours (`explore/air_layers.py`): the same for
+    everyone while the server runs, so a browser may keep it for an hour."""
+    return Response(
+        AIR_LAYERS_JSON,
+        media_type="application/json",
+        headers={"Cache-Control": "public, max-age=3600"},
+    )
+
+
 ROUTE_HANDLERS = (
     explore_page,
     explore_asset,
     explore_networks,
     explore_tile,
     explore_air_source,
+    explore_air_layers,
 )

@@ -159,6 +159,10 @@
     const { departures, best } = result;
     const window = best.dose === null ? [-1, -1] : bestWindow(departures, best);
     $("departures-best").textContent = describe(result, window);
+    // The air layer's time slider marks the best departure's hour (air.js).
+    document.dispatchEvent(new CustomEvent("cleanair:best-departure", {
+      detail: best.dose === null ? null : best.start_time,
+    }));
     const chart = $("departures-chart");
     chart.replaceChildren();
     // Shown once there is something to chart: an empty box before asking says nothing.

@@ -52,6 +52,7 @@
     drawn: new Map(), // tile address -> {tile, groups, named} of the tiles on the map
     tileRun: 0, // bumps on every view change: a stale tile load draws nothing
     tileTimer: null,
+    viewTimer: null,
     start: null,
     end: null,
     forecastPoint: null,
@@ -349,6 +350,9 @@
     // Once the map rests: a drag or a wheel turn moves it many times a second.
     clearTimeout(state.tileTimer);
     state.tileTimer = setTimeout(loadTiles, 150);
+    // The air layer (air.js) loads its own tiles for the view once it rests, too.
+    clearTimeout(state.viewTimer);
+    state.viewTimer = setTimeout(() => document.dispatchEvent(new CustomEvent("cleanair:view")), 150);
   }
 
   // A map unit is 1e-5 degrees of latitude, the same distance across (see `project`).
@@ -617,6 +621,8 @@
   function drawRoutes() {
     const layer = $("route-layer");
     layer.replaceChildren();
+    // The air layer (air.js) draws the selected route again in its colours at its hour.
+    document.dispatchEvent(new CustomEvent("cleanair:routes"));
     if (!state.plan) return;
     const order = state.plan.routes.map((_, index) => index).filter((i) => i !== state.selected);
     order.push(state.selected); // the selected route on top
@@ -1091,7 +1097,8 @@
 
   function init() {
     const networkLayer = svg("g", { id: "network-layer" }, map);
-    for (const id of ["bounds-layer", "area-layer", "road-layer"]) svg("g", { id }, networkLayer);
+    // The air layer (air.js) between the areas and the streets: the streets stay readable on it.
+    for (const id of ["bounds-layer", "area-layer", "air-layer", "road-layer"]) svg("g", { id }, networkLayer);
     for (const id of ["route-layer", "marker-layer"]) svg("g", { id }, map);
     const input = $("token");
     input.value = sessionStorage.getItem(TOKEN_KEY) || "";
@@ -1151,6 +1158,14 @@
     // to them.
     place: () => state.forecastPoint || state.start,
     leaving: () => $("start-time").value,
+    // The map's projection and view, for the air layer (air.js): null before a network shows.
+    project: (lat, lon) => (state.view ? project(lat, lon) : null),
+    unproject: (x, y) => (state.view ? unproject(x, y) : null),
+    viewBox: () => (state.view && state.viewBox ? [...state.viewBox] : null),
+    unitsPerPixel: () => pixels(1),
+    // The selected route's waypoints ([lat, lon] pairs), or null before a plan.
+    selectedRoute: () => (state.plan ? state.plan.routes[state.selected].waypoints : null),
+    svg,
     screenPoint(lat, lon) {
       const [x, y] = project(lat, lon);
       const point = map.createSVGPoint();
