@@ -10,13 +10,16 @@ baseline alone only what the searches proved (docs/routing.md, "Goals").
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from datetime import datetime
 
 import attrs
 
 from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.exposure import EnvironmentType
 from cleanair_core.air.quality_source import AirQualitySource
-from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route
+from cleanair_core.geo import Point
+from cleanair_core.routes.enrichment import EnrichedRoute, enrich_routes
 from cleanair_core.routes.network import FloatArray, Path, PlanActivityType, StreetNetwork
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlannedRoute, PlanResult, RouteGoal
@@ -55,11 +58,41 @@ class Candidate:
         return None if banded is None else banded.score
 
 
-async def candidate(
-    network: StreetNetwork, path: Path, request: PlanRequest, source: AirQualitySource
-) -> Candidate:
-    """A route enriched as the route-enrichment use case enriches the same waypoints and
-    times, so the dose a plan reports is the one `POST /v1/airquality/routes` reports.
+@attrs.frozen
+class Walk:
+    """A path as the traveller goes along it: its waypoints (the path's nodes), the time
+    each is reached at the activity's speed from the plan's start time, and its length."""
+
+    path: Path
+    points: list[Point]
+    times: list[datetime]
+    distance: float
+
+
+def walk(network: StreetNetwork, path: Path, request: PlanRequest) -> Walk:
+    """`path` walked (or ridden) from `request`'s start time."""
+    points = [network.node(i) for i in path.nodes]
+    times = estimated_times(points, request.start_time, speed_m_s(request.activity.activity))
+    distance = float(sum(float(network.edge_length[e]) for e in path.edges))
+    return Walk(path, points, times, distance)
+
+
+def may_be_offered(alternative: Walk, baseline: Walk, lengths: FloatArray) -> bool:
+    """Whether `choose` could keep `alternative`, whatever its air: not when it is too long
+    or too like the baseline, tests `choose` makes of every alternative itself. One it
+    passes over whatever its air need not be enriched: left out, it leaves the routes kept
+    and their order as they were (it was 40 % of the alternatives Helsinki walks enriched)."""
+    return _short_enough(alternative.distance, baseline.distance) and not _alike(
+        alternative.path, baseline.path, lengths
+    )
+
+
+async def candidates(
+    walks: Sequence[Walk], request: PlanRequest, source: AirQualitySource
+) -> list[Candidate]:
+    """The routes of `walks` enriched as the route-enrichment use case enriches the same
+    waypoints and times, so the dose a plan reports is the one `POST /v1/airquality/routes`
+    reports; the source is asked once for all of them (`enrich_routes`).
 
     Every source is asked for each waypoint at its own time, as enrichment asks it: every
     source the service builds moves within its hour (the embedded model follows the time of
@@ -69,12 +102,13 @@ async def candidate(
     route; an hourly source answers from its cache the hours the search asked. The dose is
     then the search's own cost of the route, up to one factor for the whole plan, wherever
     each node is reached when the search assumed."""
-    points = [network.node(i) for i in path.nodes]
-    activity = request.activity.activity
-    times = estimated_times(points, request.start_time, speed_m_s(activity))
-    distance = float(sum(float(network.edge_length[e]) for e in path.edges))
-    route = await enrich_route(source, points, times, activity, EnvironmentType.OUTDOOR)
-    return Candidate(path, distance, route)
+    routes = await enrich_routes(
+        source,
+        [(w.points, w.times) for w in walks],
+        request.activity.activity,
+        EnvironmentType.OUTDOOR,
+    )
+    return [Candidate(w.path, w.distance, r) for w, r in zip(walks, routes, strict=True)]
 
 
 def shared_share(route: Path, other: Path, lengths: FloatArray) -> float:
@@ -107,17 +141,10 @@ def choose(
             break
         if not _materially_cleaner(candidate, baseline):
             continue
-        if candidate.distance > baseline.distance * (1 + MAX_DETOUR) * (1 + 1e-9):
+        if not _short_enough(candidate.distance, baseline.distance):
             continue
-        if any(
-            max(
-                shared_share(candidate.path, other.path, lengths),
-                shared_share(other.path, candidate.path, lengths),
-            )
-            > MAX_SHARED
-            for other in [baseline, *kept]
-        ):
-            continue  # too alike, whichever of the two is measured against the other
+        if any(_alike(candidate.path, other.path, lengths) for other in [baseline, *kept]):
+            continue
         kept.append(candidate)
     kept.sort(key=_cleanliness)
     routes = [_planned(c, baseline, _alternative_goal(c, baseline, kept[0])) for c in kept]
@@ -129,6 +156,19 @@ def choose(
         original_clean_air_score=baseline.score,
         original_dose=baseline.dose,
         best_route_index=_best_index([*kept, baseline]),
+    )
+
+
+def _short_enough(distance: float, baseline: float) -> bool:
+    """At most MAX_DETOUR longer than the baseline (up to rounding)."""
+    return distance <= baseline * (1 + MAX_DETOUR) * (1 + 1e-9)
+
+
+def _alike(route: Path, other: Path, lengths: FloatArray) -> bool:
+    """Too alike to offer both: over MAX_SHARED of either one's length on the other's edges,
+    whichever of the two is measured against the other."""
+    return (
+        max(shared_share(route, other, lengths), shared_share(other, route, lengths)) > MAX_SHARED
     )
 
 

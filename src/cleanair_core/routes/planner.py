@@ -49,10 +49,12 @@ from cleanair_core.routes.choice import (
     MAX_DETOUR,
     MAX_ROUTES,
     MAX_SHARED,
-    candidate,
+    candidates,
     choose,
     format_distance,
+    may_be_offered,
     shared_share,
+    walk,
 )
 from cleanair_core.routes.frontier import (
     Corner,
@@ -258,15 +260,25 @@ async def plan_routes(
     )
     budgets = await run(lambda: budget_routes(graph, request.activity, frontier))
     network = graph.router.network
-    baseline = await candidate(network, graph.baseline, request, source)
+    walked = walk(network, graph.baseline, request)
     chosen, standing_in = _worth_enriching(budgets, frontier.corners, graph.baseline, shortest)
-    enriched = [
-        [await candidate(network, path, request, source) for path in paths]
+    # Enriched together (one call to the source), less what the choice would pass over
+    # whatever the air: enriching was the most of a plan's time outside its searches.
+    groups = [
+        [
+            w
+            for w in (walk(network, path, request) for path in paths)
+            if may_be_offered(w, walked, graph.lengths)
+        ]
         for paths in (chosen, standing_in)
     ]
+    baseline, *enriched = await candidates([walked, *groups[0], *groups[1]], request, source)
     widest = budgets[_BUDGETS.index(MAX_DETOUR)]
     proven = await run(lambda: _proven(frontier, widest, longest, graph, search))
-    return choose(request.activity, baseline, enriched[0], enriched[1], proven, graph.lengths)
+    split = len(groups[0])
+    return choose(
+        request.activity, baseline, enriched[:split], enriched[split:], proven, graph.lengths
+    )
 
 
 #: Every budget searched: the alternatives' and the detour limit, whose bound the words use.
