@@ -4,27 +4,38 @@ checked against the computation it replaced, on hand-made inputs and on Helsinki
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cleanair_core.routes.plan_area as plan_area
 import cleanair_core.routes.planner as planner
+import cleanair_sources.street_router as street_router
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.pollutants import Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.errors import PlanRejected, SourceUnavailable
-from cleanair_core.geo import Point, distance_m
+from cleanair_core.geo import Point, distance_m, distances_m
 from cleanair_core.routes.enrichment import EnrichedRoute, enrich_route, enrich_routes
-from cleanair_core.routes.network import FloatArray, PlanActivityType, StreetNetwork
+from cleanair_core.routes.network import (
+    Access,
+    FloatArray,
+    PlanActivityType,
+    RoadClass,
+    StreetNetwork,
+)
 from cleanair_core.routes.network_air import NetworkAir
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlanResult
-from cleanair_sources.street_router import LoadedNetworks
+from cleanair_sources.street_router import LoadedNetworks, ScipyRouter
 
 WALK = PlanActivityType.WALKING
 START = datetime(2026, 11, 24, 6, 40, tzinfo=UTC)
@@ -191,3 +202,106 @@ def test_routes_the_choice_passes_over_whatever_their_air_are_not_enriched(
     monkeypatch.setattr(planner, "may_be_offered", lambda *_: True)
     assert list(plans(network, everything, 8, 32)) == sparing
     assert spared.samples < everything.samples
+
+
+# -- straight lines measured once --------------------------------------------------------------
+
+
+def old_nodes_between(
+    router: ScipyRouter, a: Point, b: Point, reach: float
+) -> npt.NDArray[np.intp]:
+    """The planner's `_between` and `_ellipse` before `Around`: measured at every call."""
+    near = router.nodes_within(a, reach)
+    lat, lon = router.network.node_lat[near], router.network.node_lon[near]
+    total = distances_m(a.lat, a.lon, lat, lon) + distances_m(b.lat, b.lon, lat, lon)
+    nodes: npt.NDArray[np.intp] = near[total <= reach].astype(np.intp)
+    return nodes
+
+
+scattered_points = st.lists(
+    st.tuples(st.floats(-0.05, 0.05), st.floats(-0.1, 0.1)), min_size=2, max_size=60
+)
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["every node at once", "nodes near a"])
+@settings(max_examples=60, deadline=None)
+@given(
+    points=scattered_points,
+    ends=st.tuples(st.integers(0, 59), st.integers(0, 59)),
+    reaches=st.lists(st.floats(0.0, 20_000.0), min_size=1, max_size=4),
+)
+def test_around_answers_as_measuring_each_time(
+    small: bool,
+    points: list[tuple[float, float]],
+    ends: tuple[int, int],
+    reaches: list[float],
+) -> None:
+    network = scattered(points)
+    router = ScipyRouter(network)
+    a, b = (network.node(k % network.node_count) for k in ends)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plan_area, "SMALL_NETWORK_NODES", 10**9 if small else 0)
+        around = plan_area.Around(router, a, b)
+        everything = np.arange(network.node_count, dtype=np.intp)
+        for reach in reaches:  # widening and narrowing, in any order
+            assert around.within(reach).tolist() == router.nodes_within(a, reach).tolist()
+            assert around.between(reach).tolist() == old_nodes_between(router, a, b, reach).tolist()
+            for point, read in ((a, around.to_a), (b, around.to_b)):
+                measured = distances_m(point.lat, point.lon, network.node_lat, network.node_lon)
+                assert read(everything).tolist() == measured.tolist()
+
+
+def scattered(points: list[tuple[float, float]]) -> StreetNetwork:
+    """Nodes around Helsinki joined in a chain (the edges do not matter here)."""
+    lat = np.array([60.17 + p for p, _ in points])
+    lon = np.array([24.94 + o for _, o in points])
+    frm = np.arange(len(points) - 1, dtype=np.int32)
+    to = frm + 1
+    return StreetNetwork(
+        "scattered",
+        lat,
+        lon,
+        frm,
+        to,
+        distances_m(lat[frm], lon[frm], lat[to], lon[to]) + 1.0,
+        np.full(frm.size, RoadClass.LOCAL, dtype=np.uint8),
+        np.full(frm.size, Access.FOOT | Access.BIKE, dtype=np.uint8),
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    count=st.integers(1, 300),
+    parts=st.lists(st.lists(st.integers(0, 299), max_size=80), min_size=1, max_size=3),
+)
+def test_union_is_numpys(count: int, parts: list[list[int]]) -> None:
+    arrays = [np.array([k % count for k in part], dtype=np.intp) for part in parts]
+    expected = functools.reduce(np.union1d, arrays, np.empty(0, dtype=np.intp))
+    found = plan_area.union(count, *arrays)
+    assert found.dtype == np.intp
+    assert found.tolist() == expected.tolist()
+
+
+def test_a_helsinki_plan_measures_each_node_from_each_of_four_points_once(
+    helsinki: tuple[StreetNetwork, GriddedAir], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Snapped start and end (the corridors, the earliest arrivals, the time left), start
+    and end as given (the ellipse): 13 passes of the haversine over the nodes before."""
+    network, air = helsinki
+    measured = 0
+
+    def counted(*args: Any) -> FloatArray:
+        nonlocal measured
+        distances: FloatArray = distances_m(*args)
+        measured += distances.size
+        return distances
+
+    monkeypatch.setattr(plan_area, "distances_m", counted)
+    monkeypatch.setattr(planner, "distances_m", counted, raising=False)  # where it was
+    monkeypatch.setattr(street_router, "distances_m", counted)
+    networks = LoadedNetworks([network])
+    for start, end in walks(network, 5, 33):
+        measured = 0
+        request = PlanRequest(start, end, WALK, START)
+        asyncio.run(planner.plan_graph(request, networks, air))
+        assert measured <= 4 * network.node_count + 1

@@ -1,7 +1,8 @@
 """Use case: cleaner alternatives to the direct route between two points (contract 2.12).
 
 How (docs/routing.md gives the numbers and why):
-1. Snap start and end to the nearest edge the activity may use, within SNAP_DISTANCE_M.
+1. Snap start and end to the nearest edge the activity may use, within SNAP_DISTANCE_M
+   (steps 1-3's geometry: `plan_area.py`).
 2. Baseline: the shortest usable path (for cycling too: one speed for every edge makes the
    quickest path the shortest).
 3. Air at the nodes: the outdoor air at every node that a route at most MAX_DETOUR longer than
@@ -40,7 +41,6 @@ import attrs
 from cleanair_core.air.activities import speed_m_s
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.errors import PlanRejected
-from cleanair_core.geo import Point, distances_m
 from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.budgets import Budgeted, BudgetSearch
 from cleanair_core.routes.choice import (
@@ -81,6 +81,16 @@ from cleanair_core.routes.plan_air import (
     node_loads,
     walked_air,
 )
+from cleanair_core.routes.plan_area import (
+    SNAP_DISTANCE_M,
+    Around,
+    earliest_arrivals,
+    ellipse,
+    reach_of,
+    shortest_path,
+    snapped,
+    union,
+)
 from cleanair_core.routes.plans import PlanRequest
 from cleanair_core.routes.results import PlanResult
 
@@ -90,8 +100,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-# The planner's public face: the offer rules live in `choice.py`, named here too, as callers
-# have always found them.
+# The planner's public face: the offer rules live in `choice.py` and the snapping distance in
+# `plan_area.py`, named here too, as callers have always found them.
 __all__ = [
     "LENGTH_BUDGETS",
     "MATERIAL_REDUCTION_PCT",
@@ -110,23 +120,12 @@ __all__ = [
     "shared_share",
 ]
 
-#: A start or end farther than this from any usable street is rejected.
-SNAP_DISTANCE_M = 250.0
 #: Below this share of the ellipse's nodes with air data, a plan is rejected.
 MIN_DATA_COVERAGE = 0.7
 #: Most routes enriched per plan (the budgets' routes first, then the cleanest supported).
 MAX_CANDIDATES = 8
 #: Most path searches spent on the frontier per plan.
 MAX_SEARCHES = 24
-#: The baseline is first looked for among the nodes a path of SHORTEST_DETOUR times the
-#: straight line plus SHORTEST_SLACK_M can pass (`_shortest`), a bound doubled while no path
-#: keeps to it: city streets are typically 1.2-1.4 times the straight line (a grid's are at
-#: most 1.41 times), and a short trip's may be far more (a river, a railway).
-SHORTEST_DETOUR = 1.5
-SHORTEST_SLACK_M = 1_000.0
-#: A search over more than this share of a network's nodes searches the whole network: its
-#: own corridor would cost more to build than it saves.
-WHOLE_NETWORK_SHARE = 0.5
 
 EdgeIndices: TypeAlias = "npt.NDArray[np.intp]"
 
@@ -188,26 +187,29 @@ async def plan_graph(
 
     def prepare() -> tuple[int, int, Path, EdgeIndices, FloatArray, FloatArray, Corridor]:
         # CPU work (the first snap builds the snapping tree): not on the event loop.
-        origin = _snap(router, request.start, activity, "start")
-        destination = _snap(router, request.end, activity, "end")
-        baseline_path = _shortest(router, origin, destination, activity)
+        origin = snapped(router, request.start, activity, "start")
+        destination = snapped(router, request.end, activity, "end")
+        end = network.node(destination)
+        ends = Around(router, network.node(origin), end)
+        baseline_path = shortest_path(router, origin, destination, activity, ends)
         if baseline_path is None:
             raise PlanRejected(f"No {activity.value} route connects the start and the end")
         shortest = float(lengths[np.asarray(baseline_path.edges, dtype=np.int64)].sum())
         longest = shortest * (1 + MAX_DETOUR)
-        nodes = _ellipse(router, request.start, request.end, longest)
-        nodes = np.union1d(nodes, np.asarray(baseline_path.nodes, dtype=np.intp))
-        earliest = _earliest_arrivals(router, origin, activity, nodes, longest)
+        nodes = union(
+            network.node_count,
+            ellipse(router, request.start, request.end, longest),
+            np.asarray(baseline_path.nodes, dtype=np.intp),
+        )
+        earliest = earliest_arrivals(router, origin, activity, nodes, longest, ends)
         # A route no longer than `longest` still has at least the straight line to the end
         # to go from a node: it reaches the node by `longest` minus that, at the latest.
-        end = network.node(destination)
-        to_end = distances_m(end.lat, end.lon, network.node_lat[nodes], network.node_lon[nodes])
-        latest = np.maximum(longest - to_end, earliest)
+        latest = np.maximum(longest - ends.to_b(nodes), earliest)
         # Every search of the plan runs between these nodes only: an edge with an end
         # outside `nodes` has no dose (it is never used), and every route no longer than
         # `longest` keeps to the ellipse around the snapped ends, whatever the search.
-        between = _between(router, network.node(origin), end, longest)
-        corridor = router.corridor(activity, np.union1d(nodes, between))
+        between = ends.between(reach_of(router, longest))
+        corridor = router.corridor(activity, union(network.node_count, nodes, between))
         return origin, destination, baseline_path, nodes, earliest / speed, latest / speed, corridor
 
     origin, destination, baseline_path, nodes, earliest, latest, corridor = await run(prepare)
@@ -357,88 +359,3 @@ def _proven(
     edges = np.asarray(path.edges, dtype=np.int64)
     cheapest = float((graph.least_doses[edges] + weight * graph.lengths[edges]).sum())
     return min(cheapest - weight * longest, baseline.dose) / baseline.dose
-
-
-def _snap(router: Router, point: Point, activity: PlanActivityType, end: str) -> int:
-    snap = router.snap(point, activity)
-    if snap is None or snap.distance_m > SNAP_DISTANCE_M:
-        raise PlanRejected(
-            f"No street for {activity.value} within {SNAP_DISTANCE_M:.0f} m of the {end}"
-        )
-    return snap.node
-
-
-def _shortest(
-    router: Router, origin: int, destination: int, activity: PlanActivityType
-) -> Path | None:
-    """The shortest usable path, searched between the nodes a path no longer than a bound
-    can pass (every node of such a path is within the bound of both ends, together), the
-    bound doubled until the path is found or the corridor holds every node: the same path
-    as a search of the whole network, which a city-scale network makes slow."""
-    import numpy as np
-
-    network = router.network
-    here, there = network.node(origin), network.node(destination)
-    straight = distances_m(here.lat, here.lon, np.array([there.lat]), np.array([there.lon]))[0]
-    bound = SHORTEST_DETOUR * straight + SHORTEST_SLACK_M
-    while True:
-        nodes = _between(router, here, there, bound)
-        if nodes.size > WHOLE_NETWORK_SHARE * network.node_count:
-            # Most of the network: building its corridor costs more than it saves.
-            return router.path(origin, destination, activity, network.edge_length)
-        found = router.corridor(activity, nodes).path(
-            origin, destination, network.edge_length, bound
-        )
-        if found is not None:
-            return found
-        bound *= 2
-
-
-def _between(router: Router, a: Point, b: Point, bound: float) -> EdgeIndices:
-    """The nodes whose straight-line distances to `a` and to `b` add up to at most `bound`
-    (times the router's `chord_ratio`, with room for rounding): every node a path between
-    them no longer than `bound` can pass."""
-    import numpy as np
-
-    reach = bound * router.chord_ratio * (1 + 1e-9) + 1e-6
-    near = router.nodes_within(a, reach)
-    lat, lon = router.network.node_lat[near], router.network.node_lon[near]
-    total = distances_m(a.lat, a.lon, lat, lon) + distances_m(b.lat, b.lon, lat, lon)
-    nodes: EdgeIndices = near[total <= reach].astype(np.intp)
-    return nodes
-
-
-def _earliest_arrivals(
-    router: Router, origin: int, activity: PlanActivityType, nodes: EdgeIndices, longest: float
-) -> FloatArray:
-    """Per node of `nodes`, the metres of street a route covers before it can reach it: its
-    shortest path's length from `origin`, which is how far every route of this plan that takes
-    that path has come (the baseline included, all of whose nodes it reaches so). Beyond
-    `longest` no route within the detour limit passes: the straight line stands in."""
-    import numpy as np
-
-    here = router.network.node(origin)
-    # Each node's shortest path no longer than `longest` keeps to the disc of that radius.
-    disc = router.nodes_within(here, longest * router.chord_ratio * (1 + 1e-9) + 1e-6)
-    if disc.size > WHOLE_NETWORK_SHARE * router.network.node_count:
-        along = router.lengths_from(origin, activity, longest)[nodes]
-    else:
-        along = router.corridor(activity, disc).lengths_from(origin, longest)[nodes]
-    straight = distances_m(
-        here.lat, here.lon, router.network.node_lat[nodes], router.network.node_lon[nodes]
-    )
-    metres: FloatArray = np.where(np.isfinite(along), along, straight)
-    return metres
-
-
-def _ellipse(router: Router, start: Point, end: Point, longest: float) -> EdgeIndices:
-    """The nodes a route from start to end no longer than `longest` can pass (the sum of
-    their straight-line distances to both ends is at most that, plus the snapping reach)."""
-    import numpy as np
-
-    reach = longest + 2 * SNAP_DISTANCE_M  # the ends may be snapped that far away
-    near = router.nodes_within(start, reach)
-    lat, lon = router.network.node_lat[near], router.network.node_lon[near]
-    inside = distances_m(start.lat, start.lon, lat, lon) + distances_m(end.lat, end.lon, lat, lon)
-    nodes: EdgeIndices = near[inside <= reach].astype(np.intp)
-    return nodes
