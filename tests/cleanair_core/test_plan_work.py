@@ -16,11 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cleanair_core.routes.plan_air as plan_air
 import cleanair_core.routes.plan_area as plan_area
 import cleanair_core.routes.planner as planner
 import cleanair_sources.street_router as street_router
 from cleanair_core.air.activities import ActivityType
-from cleanair_core.air.pollutants import Concentrations, Pollutant
+from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.errors import PlanRejected, SourceUnavailable
 from cleanair_core.geo import Point, distance_m, distances_m
@@ -305,3 +306,21 @@ def test_a_helsinki_plan_measures_each_node_from_each_of_four_points_once(
         request = PlanRequest(start, end, WALK, START)
         asyncio.run(planner.plan_graph(request, networks, air))
         assert measured <= 4 * network.node_count + 1
+
+
+def old_dose_columns(air: FloatArray) -> list[int]:
+    """`plan_air.dose_columns` before it took one pass over the nodes."""
+    some = ~np.isnan(air).all(axis=1)
+    return [c for c in range(len(SCORED)) if some.any() and not np.isnan(air[some, c]).any()]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.one_of(st.none(), st.floats(0.0, 100.0)), min_size=5, max_size=5),
+        max_size=12,
+    )
+)
+def test_dose_columns_are_as_before(rows: list[list[float | None]]) -> None:
+    air = np.array([[np.nan if v is None else v for v in row] for row in rows]).reshape(-1, 5)
+    assert plan_air.dose_columns(air) == old_dose_columns(air)

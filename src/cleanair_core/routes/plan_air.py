@@ -182,8 +182,13 @@ def dose_columns(air: FloatArray) -> list[int]:
     """The dose pollutants (their `SCORED` columns): those known at every node that knows any."""
     import numpy as np
 
-    some = ~np.isnan(air).all(axis=1)
-    return [c for c in range(len(SCORED)) if some.any() and not np.isnan(air[some, c]).any()]
+    unknown = np.isnan(air)
+    some = ~unknown.all(axis=1)
+    if not some.any():
+        return []
+    # One pass over the nodes that know any, not one per pollutant.
+    gaps: list[bool] = unknown[some].any(axis=0).tolist()
+    return [c for c in range(len(SCORED)) if not gaps[c]]
 
 
 def node_loads(
