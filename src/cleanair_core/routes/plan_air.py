@@ -187,7 +187,7 @@ def dose_columns(air: FloatArray) -> list[int]:
     if not some.any():
         return []
     # One pass over the nodes that know any, not one per pollutant.
-    gaps: list[bool] = unknown[some].any(axis=0).tolist()
+    gaps: npt.NDArray[np.bool_] = np.any(unknown[some], axis=0)
     return [c for c in range(len(SCORED)) if not gaps[c]]
 
 
