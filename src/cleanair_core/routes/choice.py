@@ -73,18 +73,21 @@ def walk(network: StreetNetwork, path: Path, request: PlanRequest) -> Walk:
     """`path` walked (or ridden) from `request`'s start time."""
     points = [network.node(i) for i in path.nodes]
     times = estimated_times(points, request.start_time, speed_m_s(request.activity.activity))
-    distance = float(sum(float(network.edge_length[e]) for e in path.edges))
-    return Walk(path, points, times, distance)
+    return Walk(path, points, times, route_length(network, path))
 
 
-def may_be_offered(alternative: Walk, baseline: Walk, lengths: FloatArray) -> bool:
-    """Whether `choose` could keep `alternative`, whatever its air: not when it is too long
-    or too like the baseline, tests `choose` makes of every alternative itself. One it
-    passes over whatever its air need not be enriched: left out, it leaves the routes kept
-    and their order as they were (it was 40 % of the alternatives Helsinki walks enriched)."""
-    return _short_enough(alternative.distance, baseline.distance) and not _alike(
-        alternative.path, baseline.path, lengths
-    )
+def route_length(network: StreetNetwork, path: Path) -> float:
+    """The length of `path`, metres: its edges' added in order (a route's `distance`)."""
+    return float(sum(float(network.edge_length[e]) for e in path.edges))
+
+
+def may_be_offered(path: Path, distance: float, baseline: Walk, lengths: FloatArray) -> bool:
+    """Whether `choose` could keep the alternative `path` (`distance` long), whatever its
+    air: not when it is too long or too like the baseline, tests `choose` makes of every
+    alternative itself. One it passes over whatever its air need not be walked nor enriched:
+    left out, it leaves the routes kept and their order as they were (it was 40 % of the
+    alternatives Helsinki walks enriched)."""
+    return _short_enough(distance, baseline.distance) and not _alike(path, baseline.path, lengths)
 
 
 async def candidates(

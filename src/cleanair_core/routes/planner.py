@@ -53,6 +53,7 @@ from cleanair_core.routes.choice import (
     choose,
     format_distance,
     may_be_offered,
+    route_length,
     shared_share,
     walk,
 )
@@ -268,9 +269,9 @@ async def plan_routes(
     # whatever the air: enriching was the most of a plan's time outside its searches.
     groups = [
         [
-            w
-            for w in (walk(network, path, request) for path in paths)
-            if may_be_offered(w, walked, graph.lengths)
+            walk(network, path, request)
+            for path in paths
+            if may_be_offered(path, route_length(network, path), walked, graph.lengths)
         ]
         for paths in (chosen, standing_in)
     ]
