@@ -6,7 +6,10 @@
    network-hour, the length/dose frontier's searches, enriching the routes from that node
    air) for random walks; the time in path searches and in the air-quality source are
    measured separately by wrapping the router and the source, and the node air held after
-   the plans is reported. Then full plans on a generated million-node grid (1,000 x 1,000,
+   the plans is reported. The Helsinki plans (30 walks) are timed in CPU time too, plan and
+   searches alike: on a shared machine the wall clock also counts other processes' turns.
+   Alone, in seconds: `python -m bench.planning helsinki [2026-11-24T12:20+00:00]` (the walks
+   at that time; default now). Then full plans on a generated million-node grid (1,000 x 1,000,
    about 90 x 180 km): walks of 2-5 km and of 14-15 km, each planned first in an hour no
    plan has asked the air of and then again in that hour; the first plan of the process
    (the snapping tree, the gazetteer) apart; the node air counted and written per
@@ -22,7 +25,8 @@
    allocations; scipy's k-d tree nodes are C++ and not traced) and as the growth of the
    resident set (RSS). For comparison, a NetworkX DiGraph of the same arcs.
 
-Aims (issue 12): a Helsinki plan end to end p50 <= 3x its own path searches; a full plan on
+Aims (issue 12, re-set by issue 34): a Helsinki plan end to end p50 <= 3x its own path
+searches, in the same run on the same plans; a full plan on
 the generated city p50 <= 250 ms; baseline plus alternatives (4 searches) under one second on
 a city-scale network. Issue 25: on the million-node grid a plan's p50 <= 1 s for 2-5 km and
 <= 3 s for 15 km, the first plan of an hour <= twice that.
