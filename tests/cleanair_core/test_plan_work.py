@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cleanair_core.routes.budgets as budgets
 import cleanair_core.routes.plan_air as plan_air
 import cleanair_core.routes.plan_area as plan_area
 import cleanair_core.routes.planner as planner
@@ -324,3 +325,12 @@ def old_dose_columns(air: FloatArray) -> list[int]:
 def test_dose_columns_are_as_before(rows: list[list[float | None]]) -> None:
     air = np.array([[np.nan if v is None else v for v in row] for row in rows]).reshape(-1, 5)
     assert plan_air.dose_columns(air) == old_dose_columns(air)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 10_000), max_size=300))
+def test_the_budget_searchs_distinct_nodes_are_numpys_unique(values: list[int]) -> None:
+    array = np.array(values, dtype=np.intp)
+    found = budgets._distinct(array)
+    assert found.dtype == np.intp
+    assert found.tolist() == np.unique(array).tolist()
