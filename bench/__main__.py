@@ -11,9 +11,11 @@
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
 5. Credit debits on SQLite, core alone.
-6.-8. Route planning: plans on the Helsinki network, on a generated 105,000-edge city and on a
-   generated million-node grid (first of the hour and later), path searches (SciPy vs NetworkX)
-   and the memory of a loaded network; `bench/planning.py`.
+6.-8. Route planning: plans on the Helsinki network (each against its own path searches, wall
+   and CPU time; alone: `python -m bench.planning helsinki [TIME]`), on a generated
+   105,000-edge city and on a generated million-node grid (first of the hour and later), path
+   searches (SciPy vs NetworkX) and the memory of a loaded network; `bench/planning.py`. Then
+   Helsinki plans served by `cleanair serve` against the core alone (`bench/served_plans.py`).
 9. Route quality against an exact constrained search on the same data, per length budget
    and at three hours (`bench/quality.py`), and the street-level NO2 contrast over a
    lattice of central Helsinki (`bench/street_lattice.py`).
@@ -71,6 +73,7 @@ from bench import (
     planning,
     postgres,
     quality,
+    served_plans,
     startup,
     street_lattice,
     tiles,
@@ -536,6 +539,7 @@ async def main() -> None:
         f"cold-cache p99 {verdict(route.cold[2] / 1e6)}; first call {verdict(route.first)}"
     )
     await planning.main()
+    await served_plans.main()
     await quality.main(import_network(DEFAULT_NETWORK_FILE, "helsinki"))
     street_lattice.main()
     loaded.main()

@@ -17,10 +17,9 @@ from cleanair_core.air.quality_source import Sample
 from cleanair_core.errors import PlanRejected
 from cleanair_core.geo import Point, distance_m, distances_m
 from cleanair_core.routes.network import Access, Path, PlanActivityType, RoadClass, StreetNetwork
+from cleanair_core.routes.plan_area import earliest_arrivals, shortest_path
 from cleanair_core.routes.planner import (
     SNAP_DISTANCE_M,
-    _earliest_arrivals,
-    _shortest,
     plan_routes,
     shared_share,
 )
@@ -342,7 +341,7 @@ def test_the_baseline_searched_in_a_corridor_is_as_short_as_over_the_whole_netwo
     points, edges, origin, destination = case
     network = scattered_network(points, edges)
     router = ScipyRouter(network)
-    found = _shortest(router, origin, destination, WALK)
+    found = shortest_path(router, origin, destination, WALK)
     whole = router.path(origin, destination, WALK, network.edge_length)
     assert (found is None) == (whole is None)
     if found is not None and whole is not None:
@@ -365,7 +364,7 @@ def test_earliest_arrivals_are_the_whole_networks_shortest_lengths(
     along = router.lengths_from(origin, WALK, longest)
     straight = distances_m(here.lat, here.lon, network.node_lat, network.node_lon)
     expected = np.where(np.isfinite(along), along, straight)
-    assert _earliest_arrivals(router, origin, WALK, nodes, longest).tolist() == expected.tolist()
+    assert earliest_arrivals(router, origin, WALK, nodes, longest).tolist() == expected.tolist()
 
 
 def test_a_network_whose_lengths_are_shorter_than_straight_lines_keeps_its_shortest_paths() -> None:
@@ -383,8 +382,8 @@ def test_a_network_whose_lengths_are_shorter_than_straight_lines_keeps_its_short
         np.full(3, Access.FOOT, dtype=np.uint8),
     )
     router = ScipyRouter(network)
-    found = _shortest(router, 0, 1, WALK)
+    found = shortest_path(router, 0, 1, WALK)
     assert found is not None
     assert found.nodes == [0, 2, 1]
     nodes = np.arange(3, dtype=np.intp)
-    assert _earliest_arrivals(router, 0, WALK, nodes, 700.0).tolist() == [0.0, 600.0, 300.0]
+    assert earliest_arrivals(router, 0, WALK, nodes, 700.0).tolist() == [0.0, 600.0, 300.0]

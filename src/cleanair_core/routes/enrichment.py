@@ -124,3 +124,35 @@ async def enrich_route(
     if not route.has_data:
         raise SourceUnavailable("No air-quality data is available along this route")
     return route
+
+
+async def enrich_routes(
+    source: AirQualitySource,
+    routes: Sequence[tuple[Sequence[Point], Sequence[datetime]]],
+    activity: ActivityType = ActivityType.OTHER,
+    environment: EnvironmentType = EnvironmentType.OUTDOOR,
+) -> list[EnrichedRoute]:
+    """`enrich_route` for each of `routes` (points and the time at each), with the source
+    asked once for all of them, and once for a waypoint at the same place and time in
+    several routes (a plan's routes share their start, at the same times): the same answers
+    as a call per route from a source whose answer for a sample is its own.
+
+    Raises SourceUnavailable as `enrich_route` does, for the first route it applies to."""
+    index: dict[tuple[Point, datetime], int] = {}
+    samples: list[Sample] = []
+    for points, times in routes:
+        for point, at in zip(points, times, strict=True):
+            if (point, at) not in index:
+                index[point, at] = len(samples)
+                samples.append(Sample(point, at))
+    airs = await source.concentrations(samples) if samples else []
+    if len(airs) != len(samples):
+        raise SourceUnavailable()
+    enriched: list[EnrichedRoute] = []
+    for points, times in routes:
+        mine = [airs[index[point, at]] for point, at in zip(points, times, strict=True)]
+        route = enrich(points, times, mine, activity, environment)
+        if not route.has_data:
+            raise SourceUnavailable("No air-quality data is available along this route")
+        enriched.append(route)
+    return enriched

@@ -282,7 +282,7 @@ def seconds_until_air_preparation(ctx: Context) -> float:
 async def prepare_network_air(ctx: Context) -> int:
     """Compute, before the hour turns, the node air a plan starting in the next hour needs:
     that hour's and the one after it (a walk is weighed between the two; see
-    `planner._walked_air`), at every node of every loaded network, on the offload. Only a
+    `plan_air.walked_air`), at every node of every loaded network, on the offload. Only a
     source that computes its values (`GriddedAir`) is prepared: one that waits on the
     network would be asked for every node of a city each hour for plans that may not come.
     Returns how many network-hours were prepared."""
