@@ -633,6 +633,15 @@ class Settings:
         help="seconds ({bounds}) between each process's look at the stored street networks: "
         "one imported or deleted with the CLI is loaded (in a thread) without a restart",
     )
+    network_files: Path | None = _setting(
+        "CLEANAIR_NETWORK_FILES",
+        Path,
+        None,
+        shown_default="`<database>.networks` beside a SQLite file; `~/.cache/cleanair/networks` "
+        "with PostgreSQL",
+        help="local directory of the street-network files every process of the machine maps "
+        "(one copy in memory; written from the database when missing or stale)",
+    )
     default_network: bool = _setting(
         "CLEANAIR_DEFAULT_NETWORK",
         _flag,
