@@ -152,7 +152,8 @@ def policy_from(settings: Settings) -> Policy:
 def network_source(settings: Settings, store: Store) -> NetworkSource:
     """Where processes load the networks from: the files of the machine's network directory,
     mapped (one copy for every process), unless the database is in this process's memory."""
-    if str(settings.database) == ":memory:" and settings.network_files is None:
+    off = settings.network_files == Path("off")
+    if off or (str(settings.database) == ":memory:" and settings.network_files is None):
         return store
     from cleanair_sources.network_derivation import DERIVATION, derive
     from cleanair_storage.network_files import MappedNetworks, NetworkFiles

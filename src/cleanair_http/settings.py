@@ -635,12 +635,13 @@ class Settings:
     )
     network_files: Path | None = _setting(
         "CLEANAIR_NETWORK_FILES",
-        Path,
+        Path,  # `off` is Path("off"): no files, each process its own copy
         None,
         shown_default="`<database>.networks` beside a SQLite file; `~/.cache/cleanair/networks` "
         "with PostgreSQL",
         help="local directory of the street-network files every process of the machine maps "
-        "(one copy in memory; written from the database when missing or stale)",
+        "(one copy in memory; written from the database when missing or stale); `off`: each "
+        "process loads its own copy from the database",
     )
     default_network: bool = _setting(
         "CLEANAIR_DEFAULT_NETWORK",
