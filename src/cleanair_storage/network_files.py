@@ -281,6 +281,18 @@ class MappedNetworks:
     def load_networks(self) -> list[StreetNetwork]:
         """The stored networks, mapped from this machine's files (written first where
         missing, stale or damaged)."""
+        found = self._mapped()
+        if found is None:
+            return self._written()
+        networks, paths = found
+        with self.files.lock(wait=False) as free:
+            if free:
+                self.files.remove_except(paths)
+        return networks
+
+    def _mapped(self) -> tuple[list[StreetNetwork], set[Path]] | None:
+        """The networks the summaries name, each mapped from its file; None when one has
+        none (or a damaged one)."""
         networks: list[StreetNetwork] = []
         paths: set[Path] = set()
         for summary in self._store.network_summaries():
@@ -294,18 +306,19 @@ class MappedNetworks:
             )
             mapped = self.files.open(summary.name, key) if _NAME.fullmatch(summary.name) else None
             if mapped is None:
-                return self._written()
+                return None
             networks.append(network_of(mapped))
             paths.add(mapped.path)
-        with self.files.lock(wait=False) as free:
-            if free:
-                self.files.remove_except(paths)
-        return networks
+        return networks, paths
 
     def _written(self) -> list[StreetNetwork]:
         with self.files.lock():
-            # Loaded after the lock: another process may have written them while this one
-            # waited, and the database may hold a newer version than the summaries said.
+            # Another process may have written them while this one waited for the lock.
+            found = self._mapped()
+            if found is not None:
+                return found[0]
+            # Loaded under the lock: the database may hold a newer version than the summaries
+            # said, and it is that one that is written.
             networks: list[StreetNetwork] = []
             paths: set[Path] = set()
             for network in self._store.load_networks():
@@ -322,13 +335,24 @@ class MappedNetworks:
                     arrays, values = stored_form(network)
                     arrays.update(self._derive(network))
                     self.files.write(network.name, key, arrays, values)
+                    del arrays
                     mapped = self.files.open(network.name, key)
                     if mapped is None:
                         raise OSError(f"the network file of {network.name} cannot be read back")
                 networks.append(network_of(mapped))
                 paths.add(mapped.path)
             self.files.remove_except(paths)
+        _release_freed_memory()
         return networks
+
+
+def _release_freed_memory() -> None:
+    """Give the system back what deriving freed: the allocator keeps freed pieces of a build's
+    heap (hundreds of megabytes for a million nodes) as the process's own otherwise."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def stored_form(network: StreetNetwork) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
