@@ -163,7 +163,8 @@ def network_source(settings: Settings, store: Store) -> NetworkSource:
         directory = settings.database.with_name(settings.database.name + ".networks")
     elif directory is None:
         label = hashlib.sha256(database_label(settings.database).encode()).hexdigest()[:16]
-        directory = Path.home() / ".cache" / "cleanair" / "networks" / label
+        cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        directory = Path(cache) / "cleanair" / "networks" / label
     return MappedNetworks(store, NetworkFiles(directory), derive, DERIVATION)
 
 

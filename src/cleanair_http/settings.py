@@ -637,8 +637,8 @@ class Settings:
         "CLEANAIR_NETWORK_FILES",
         Path,  # `off` is Path("off"): no files, each process its own copy
         None,
-        shown_default="`<database>.networks` beside a SQLite file; `~/.cache/cleanair/networks` "
-        "with PostgreSQL",
+        shown_default="`<database>.networks` beside a SQLite file; "
+        "`$XDG_CACHE_HOME/cleanair/networks` (`~/.cache/…`) with PostgreSQL",
         help="local directory of the street-network files every process of the machine maps "
         "(one copy in memory; written from the database when missing or stale); `off`: each "
         "process loads its own copy from the database",
