@@ -15,7 +15,9 @@ In each, once the API answers, `PLANS` walks of 2-5 km are planned one after ano
 submitted once the last finished, so each one's `finished_at - created_at` is its own time),
 then every process of the layout is read from /proc/PID/smaps_rollup: its resident set (RSS,
 which counts the file's pages in every process mapping them), its proportional share (PSS,
-each shared page split between the processes holding it), and its private and shared pages.
+each shared page split between the processes holding it), its private and shared pages (a
+file's page is private to the one process that has it mapped) and its anonymous memory (its
+own, not a file's: heap and the arrays it made).
 
 Aims (issue 34), on the million-node city: RSS of `serve` and its plan process together under
 1 GB after the plans, each further API or plan process under 150 MB more; on the 5M-node city,
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -51,7 +54,15 @@ MIB = 1024 * 1024
 OFF = "own copies (CLEANAIR_NETWORK_FILES=off)"
 SHARED = "shared files (default)"
 WORKERS = "shared files, --workers 2"
-FIELDS = ("Rss", "Pss", "Shared_Clean", "Shared_Dirty", "Private_Clean", "Private_Dirty")
+FIELDS = (
+    "Rss",
+    "Pss",
+    "Shared_Clean",
+    "Shared_Dirty",
+    "Private_Clean",
+    "Private_Dirty",
+    "Anonymous",
+)
 
 
 @attrs.frozen
@@ -62,7 +73,8 @@ class Memory:
     rss: int
     pss: int
     shared: int
-    private: int
+    private: int  # pages no other process maps (a file's pages too, when only it has them)
+    anonymous: int  # the process's own memory (heap, arrays it made), not a file's pages
 
 
 def memory_of(pid: int, role: str) -> Memory:
@@ -77,6 +89,7 @@ def memory_of(pid: int, role: str) -> Memory:
         kib["Pss"] * 1024,
         (kib["Shared_Clean"] + kib["Shared_Dirty"]) * 1024,
         (kib["Private_Clean"] + kib["Private_Dirty"]) * 1024,
+        kib["Anonymous"] * 1024,
     )
 
 
@@ -121,6 +134,10 @@ def finished(database: str) -> int:
         )
 
 
+def finished_at_least(database: str, count: int) -> bool:
+    return finished(database) >= count
+
+
 def wait_until(check: Callable[[], bool], what: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not check():
@@ -155,9 +172,11 @@ def one_layout(
             wait_until(answering, "answer", serve)
             ready = time.perf_counter() - started
             before = finished(database)
-            for number in range(PLANS):
+            for number in range(1, PLANS + 1):
                 assert c.post("/v1/routes", json=plans.pop()).status_code == 202
-                wait_until(lambda n=number: finished(database) > before + n, "plan", serve)
+                wait_until(
+                    functools.partial(finished_at_least, database, before + number), "plan", serve
+                )
         seconds = plan_seconds(database, before)
         workers = name == WORKERS
         memory = [memory_of(serve.pid, role_of(serve.pid, serve.pid, workers))] + [
@@ -182,7 +201,8 @@ def layout_lines(name: str, ready: float, seconds: list[float], memory: list[Mem
     for m in memory:
         lines.append(
             f"    {m.role:<20} RSS {mib(m.rss):>10}  PSS {mib(m.pss):>10}  "
-            f"private {mib(m.private):>10}  shared {mib(m.shared):>10}"
+            f"private {mib(m.private):>10}  shared {mib(m.shared):>10}  "
+            f"anonymous {mib(m.anonymous):>10}"
         )
     lines.append(f"    {'all processes':<20} RSS {mib(rss):>10}  PSS {mib(pss):>10}")
     return lines
@@ -221,7 +241,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  network file: {mib(sum(f.stat().st_size for f in files))}")
     rss, pss, seconds, count = totals[SHARED]
     more = totals[WORKERS][3] - count  # the supervisor, an API process and a plan process
-    more_rss, more_pss = ((totals[WORKERS][i] - totals[SHARED][i]) / more for i in (0, 1))
+    more_rss = (totals[WORKERS][0] - rss) / more
+    more_pss = (totals[WORKERS][1] - pss) / more
     if OFF in totals:
         print(
             f"  shared against own copies: RSS {rss / totals[OFF][0]:.2f}x, "
