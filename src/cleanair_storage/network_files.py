@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import mmap
 import os
 import re
@@ -61,6 +62,8 @@ _SUFFIX = ".network"
 _TEMPORARY = ".partial"
 _LOCK = ".lock"
 _CHUNK = 1 << 22
+
+log = logging.getLogger("cleanair.networks")
 
 Derive = Callable[[StreetNetwork], Mapping[str, "npt.NDArray[Any]"]]
 
@@ -280,10 +283,21 @@ class MappedNetworks:
 
     def load_networks(self) -> list[StreetNetwork]:
         """The stored networks, mapped from this machine's files (written first where
-        missing, stale or damaged)."""
-        found = self._mapped()
-        if found is None:
-            return self._written()
+        missing, stale or damaged); the database's own copies when the directory cannot be
+        used (a read-only or full disk, say: logged, and the service goes on)."""
+        try:
+            found = self._mapped()
+            if found is None:
+                return self._written()
+        except OSError as exc:
+            log.warning(
+                "street networks loaded without their files: each process holds a copy",
+                extra={
+                    "directory": str(self.files.directory),
+                    "error": f"{type(exc).__name__}: {exc.strerror or exc}",
+                },
+            )
+            return self._store.load_networks()
         networks, paths = found
         with self.files.lock(wait=False) as free:
             if free:
@@ -322,6 +336,9 @@ class MappedNetworks:
             networks: list[StreetNetwork] = []
             paths: set[Path] = set()
             for network in self._store.load_networks():
+                if not _NAME.fullmatch(network.name):  # never a path of its own making
+                    networks.append(network)
+                    continue
                 key = network_key(
                     network.name,
                     network.imported_at,

@@ -290,3 +290,18 @@ def test_a_reload_while_a_plan_runs_swaps_at_once_and_the_plan_finishes_on_the_o
     assert after is not None
     assert after.network.node_count == 25
     assert after.path(0, 24, WALKING, after.network.edge_length) is not None
+
+
+def test_a_directory_that_cannot_be_used_loads_the_databases_copies_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore()
+    store.save_network(at(grid(3, 3, name="north"), MAY))
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")  # a file where the directory should be
+
+    [network] = mapped(store, blocked).load_networks()
+
+    assert network.node_count == 9
+    assert not network.derived  # the database's copy: this process builds its own
+    assert "loaded without their files" in caplog.text
