@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from cleanair_core.air.street_level import StreetLevelAir, TrafficIncrements
 from cleanair_core.offload import Offload
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
-from cleanair_storage.network_files import NetworkSource
+
+if TYPE_CHECKING:
+    from cleanair_storage.network_files import NetworkSource
 
 log = logging.getLogger("cleanair.networks")
 
