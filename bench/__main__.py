@@ -38,6 +38,10 @@
 21. Heatmap tiles over the Helsinki network: cold and warm tiles at zooms 12, 15 and 17, a
    map view of 24 tiles for a new hour, and score latency while 64 clients pan the map
    (`bench/heatmap_tiles.py`).
+22. Memory of served processes, street networks mapped from shared files (issue 34): RSS and
+   PSS of each process of `cleanair serve` and of `serve --workers 2` after 7 plans on the
+   generated million-node city, against each process loading its own copy; and the same with
+   plan p50 on a generated 5M-node city (`bench/shared_networks.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -74,6 +78,7 @@ from bench import (
     postgres,
     quality,
     served_plans,
+    shared_networks,
     startup,
     street_lattice,
     tiles,
@@ -543,6 +548,8 @@ async def main() -> None:
     await quality.main(import_network(DEFAULT_NETWORK_FILE, "helsinki"))
     street_lattice.main()
     loaded.main()
+    shared_networks.main([])
+    shared_networks.main(["--nodes", "5000000"])
     postgres.main()
     workers.main()
     await served_matrix()

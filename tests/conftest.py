@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,14 @@ def occupy(port: int) -> socket.socket | None:
             return None  # a developer's server (or another test session): busy all the same
         raise
     return sock
+
+
+@pytest.fixture(scope="session", autouse=True)
+def network_files_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The street-network files of a PostgreSQL deployment go to the cache directory
+    (`$XDG_CACHE_HOME`): the tests' and their servers' go to one of the session's own, not the
+    user's."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")

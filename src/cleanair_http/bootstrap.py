@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import os
@@ -48,6 +49,8 @@ from cleanair_storage.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     import httpx
+
+    from cleanair_storage.network_files import NetworkSource
 
 log = logging.getLogger("cleanair")
 USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
@@ -146,9 +149,31 @@ def policy_from(settings: Settings) -> Policy:
     )
 
 
-def street_networks(settings: Settings, store: Store) -> list[StreetNetwork]:
-    """The stored networks; on first start (none stored) the shipped default is imported."""
-    networks = store.load_networks()
+def network_source(settings: Settings, store: Store) -> NetworkSource:
+    """Where processes load the networks from: the files of the machine's network directory,
+    mapped (one copy for every process), unless the database is in this process's memory."""
+    off = settings.network_files == Path("off")
+    if off or (str(settings.database) == ":memory:" and settings.network_files is None):
+        return store
+    from cleanair_sources.network_derivation import DERIVATION, derive
+    from cleanair_storage.network_files import MappedNetworks, NetworkFiles
+
+    directory = settings.network_files
+    if directory is None and isinstance(settings.database, Path):
+        directory = settings.database.with_name(settings.database.name + ".networks")
+    elif directory is None:
+        label = hashlib.sha256(database_label(settings.database).encode()).hexdigest()[:16]
+        cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        directory = Path(cache) / "cleanair" / "networks" / label
+    return MappedNetworks(store, NetworkFiles(directory), derive, DERIVATION)
+
+
+def street_networks(
+    settings: Settings, store: Store, source: NetworkSource | None = None
+) -> list[StreetNetwork]:
+    """The stored networks (from `source`, the store's by default); on first start (none
+    stored) the shipped default is imported."""
+    networks = (store if source is None else source).load_networks()
     if not networks and settings.default_network:
         from cleanair_sources.osm_import import import_network
 
@@ -157,7 +182,7 @@ def street_networks(settings: Settings, store: Store) -> list[StreetNetwork]:
         now = datetime.now(UTC).replace(microsecond=0)
         network = import_network(DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME, clock_now=now)
         store.save_network(network)  # several processes starting at once store the same data
-        networks = [network]
+        networks = [network] if source is None else source.load_networks()
     return networks
 
 
@@ -345,7 +370,8 @@ def build_sources(
 
     quiet_upstream_urls()
     gazetteer = Gazetteer.load()
-    networks = street_networks(settings, store)
+    source = network_source(settings, store)
+    networks = street_networks(settings, store, source)
     background: AirQualitySource
     grid: BackgroundGrid
     upstreams: tuple[UpstreamHealth, ...] = ()
@@ -372,7 +398,7 @@ def build_sources(
         deployment.network_names = tuple(network.name for network in now_loaded)
 
     reloader = NetworkReloader(
-        store,
+        source,
         loaded.replace,
         NetworkIncrements,
         street_level,

@@ -4,7 +4,10 @@ Every serving process and `cleanair worker` checks the stored networks' summarie
 import times and sizes: one small read, no arrays) every `CLEANAIR_NETWORK_CHECK_SECONDS`.
 When they differ from what the process loaded, it loads the networks and builds their
 routers and traffic increments in a worker thread, then swaps them in at once: plans and
-street-level air use the old networks until the new ones are ready, never a mix. A failed
+street-level air use the old networks until the new ones are ready, never a mix. With the
+machine's network files (`cleanair_storage.network_files`) the load maps the new version's
+file (the first process to need it writes it) and builds nothing; a plan running on the old
+network keeps its mapping until it finishes, even once the old file is removed. A failed
 check or load is logged and tried again at the next check; what is loaded stays.
 """
 
@@ -12,11 +15,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from cleanair_core.air.street_level import StreetLevelAir, TrafficIncrements
 from cleanair_core.offload import Offload
-from cleanair_core.ports import Store
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
+
+if TYPE_CHECKING:
+    from cleanair_storage.network_files import NetworkSource
 
 log = logging.getLogger("cleanair.networks")
 
@@ -60,7 +66,7 @@ class NetworkReloader:
 
     def __init__(
         self,
-        store: Store,
+        store: NetworkSource,
         loaded: Callable[[Sequence[StreetNetwork]], None],
         increments: Callable[[Sequence[StreetNetwork]], TrafficIncrements],
         street_level: StreetLevelAir | None,

@@ -633,6 +633,16 @@ class Settings:
         help="seconds ({bounds}) between each process's look at the stored street networks: "
         "one imported or deleted with the CLI is loaded (in a thread) without a restart",
     )
+    network_files: Path | None = _setting(
+        "CLEANAIR_NETWORK_FILES",
+        Path,  # `off` is Path("off"): no files, each process its own copy
+        None,
+        shown_default="`<database>.networks` beside a SQLite file; "
+        "`$XDG_CACHE_HOME/cleanair/networks` (`~/.cache/…`) with PostgreSQL",
+        help="local directory of the street-network files every process of the machine maps "
+        "(one copy in memory; written from the database when missing or stale); `off`: each "
+        "process loads its own copy from the database",
+    )
     default_network: bool = _setting(
         "CLEANAIR_DEFAULT_NETWORK",
         _flag,

@@ -21,6 +21,10 @@ about 0.9 MB for the shipped central-Helsinki extract. A point is then read by b
 interpolation between the four raster points around it: a few microseconds, whatever the
 number of roads.
 
+A network mapped from the machine's network file (`cleanair_storage.network_files`) carries
+its raster already (`StreetNetwork.derived`, `increment_arrays`): every process then reads
+one copy, and none convolves.
+
 Only points inside a network's bounding box get an increment (the raster's margin serves the
 convolution, not the lookup); anywhere else the background applies unchanged.
 
@@ -32,7 +36,8 @@ the cell carries the `REMAINDER_QUANTILE` of those points' increments.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -55,6 +60,9 @@ FloatArray = npt.NDArray[np.float64]
 CELL_M = 10.0
 #: Most raster points of one network (see the module documentation for the memory it bounds).
 MAX_CELLS = 2_000_000
+#: The version of `increment_arrays`' layout: a change to it, or to the fields' model, must
+#: change this.
+DERIVATION = "increments-1"
 
 _M_PER_DEG = EARTH_RADIUS_M * math.pi / 180.0
 _MARGIN_M = max(effect.reach_m for effect in TRAFFIC_EFFECTS)
@@ -95,6 +103,9 @@ class _Raster:
 
     def __init__(self, network: StreetNetwork, cell_m: float, max_cells: int) -> None:
         self.south, self.west, self.north, self.east = network.bounds
+        if "increments.field" in network.derived and (cell_m, max_cells) == (CELL_M, MAX_CELLS):
+            self._mapped(network.derived)
+            return
         self.m_per_deg_lon = _M_PER_DEG * math.cos(math.radians((self.south + self.north) / 2))
         width = (self.east - self.west) * self.m_per_deg_lon + 2 * _MARGIN_M
         height = (self.north - self.south) * _M_PER_DEG + 2 * _MARGIN_M
@@ -114,6 +125,16 @@ class _Raster:
             if shape not in convolved:
                 convolved[shape] = self._convolve(emissions, index)
             self.field[:, :, index] = effect.per_10k_vehicles * convolved[shape]
+
+    def _mapped(self, derived: Mapping[str, npt.NDArray[Any]]) -> None:
+        self.m_per_deg_lon, self.step, columns, rows = derived["increments.raster"].tolist()
+        self.columns, self.rows = int(columns), int(rows)
+        self.field = derived["increments.field"]
+
+    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """The raster, named for a file."""
+        raster = [self.m_per_deg_lon, self.step, self.columns, self.rows]
+        return {"increments.raster": np.array(raster), "increments.field": self.field}
 
     # -- projection ---------------------------------------------------------------------------
 
@@ -227,6 +248,14 @@ class _Raster:
         for other in others:
             mask &= ~other.inside(grid_lats, grid_lons)
         return mask, rows, columns
+
+
+def increment_arrays(network: StreetNetwork) -> dict[str, npt.NDArray[Any]]:
+    """The raster `NetworkIncrements` derives from `network`, built now (none for a network
+    without nodes)."""
+    if not network.node_count:
+        return {}
+    return _Raster(attrs.evolve(network, derived={}), CELL_M, MAX_CELLS).arrays()
 
 
 class NetworkIncrements:

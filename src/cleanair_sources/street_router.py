@@ -2,8 +2,8 @@
 
 Why SciPy (`scipy.sparse.csgraph.dijkstra`): per-search edge costs arrive as a NumPy array
 (length x (1 + s x exposure) for every edge at once), and csgraph takes such an array as the
-matrix data with no per-edge Python call; the same library's `cKDTree` snaps points to edges.
-The benchmark in `bench/` compares it with NetworkX on the same graph.
+matrix data with no per-edge Python call. The benchmark in `bench/` compares it with NetworkX
+on the same graph.
 
 Per mode (foot for walking and running, bike for cycling) the router keeps the directed arcs
 it may use (foot arcs both ways; bike arcs as the one-way rules allow), with parallel arcs
@@ -16,8 +16,13 @@ station's inner walkways cut off at the extract's border), and one-way streets c
 extract's border lead in but not out (or out but not in); a start or end snapped onto either
 would have no route.
 
-SciPy is imported where a search or a snap first needs it, not with the module: it takes half
-a second, and a server loads its networks (building the routers) while it starts.
+Points snap to edges through a grid of cells over the edges' pieces, all in flat arrays: the
+router's arcs and snapping index can be laid out in a file every process of a machine maps
+(`router_arrays`, `cleanair_storage.network_files`), where a k-d tree could not; a router
+over a network carrying them (`StreetNetwork.derived`) builds nothing.
+
+SciPy is imported where a search first needs it, not with the module: it takes half a second,
+and a server loads its networks (building the routers) while it starts.
 """
 
 from __future__ import annotations
@@ -43,14 +48,21 @@ from cleanair_core.routes.network import (
 )
 
 if TYPE_CHECKING:
-    from scipy.spatial import cKDTree
+    from collections.abc import Mapping
+    from typing import Any
 
 #: Points are laid along every usable edge at most this far apart for snapping.
 SNAP_SPACING_M = 10.0
-#: The snapping tree holds the midpoint of each piece of at most this length of an edge, not
-#: its every point: a tenth of the points (seconds, not a minute, and a tenth of the memory,
-#: for a million-node network), the nearest point then computed on the few edges near.
+#: The snapping index holds the midpoint of each piece of at most this length of an edge, not
+#: its every point: a tenth of the points (and a tenth of the memory, for a million-node
+#: network), the nearest point then computed on the few edges near.
 SNAP_PIECE_M = 100.0
+#: The side of a snapping cell, metres: a few pieces in each.
+SNAP_CELL_M = 200.0
+#: The version of `router_arrays`' layout: a change to it must change this.
+DERIVATION = "router-1"
+# Indices are typed int64 below; a mapped router keeps most of them as int32 (half the
+# memory), which indexes and computes alike.
 Int64Array = npt.NDArray[np.int64]
 
 
@@ -65,20 +77,114 @@ class _Arcs:
     keys: Int64Array  # per group: from * n + to, sorted
     first_group: Int64Array  # per node and one more: its first group (groups go by from node)
 
+    def arrays(self, prefix: str) -> dict[str, npt.NDArray[Any]]:
+        """Its arrays, named for a file; the indices as int32 where they fit."""
+        return {
+            prefix + field.name: _narrow(getattr(self, field.name))
+            if field.name != "keys"
+            else getattr(self, field.name)
+            for field in attrs.fields(_Arcs)
+        }
+
+    @classmethod
+    def of(cls, derived: Mapping[str, npt.NDArray[Any]], prefix: str) -> _Arcs:
+        return cls(*(derived[prefix + field.name] for field in attrs.fields(_Arcs)))
+
 
 @attrs.frozen
 class _Snapper:
     """Where points snap to: the usable edges, each standing for its points SNAP_SPACING_M
-    or less apart (both ends included), found through a k-d tree of the midpoints of the
-    edges' pieces of at most SNAP_PIECE_M."""
+    or less apart (both ends included), found through a grid of cells of SNAP_CELL_M over
+    the midpoints of the edges' pieces of at most SNAP_PIECE_M."""
 
-    tree: cKDTree
-    piece_edge: Int64Array  # per tree point, its edge's row below
+    piece_edge: Int64Array  # per piece, by cell: its edge's row below
     edge: Int64Array  # per row: the network edge
     start: FloatArray  # per row: its ends' local coordinates
     end: FloatArray
     steps: Int64Array  # per row: the spaces between its points
     reach: float  # the farthest any point of a piece lies from its midpoint, metres
+    grid: FloatArray  # x and y of the grid's corner, its cell side, columns and rows
+    cell_keys: Int64Array  # the cells holding pieces (row x columns + column), increasing
+    cell_first: Int64Array  # per cell of cell_keys and one more: its first piece
+
+    @classmethod
+    def build(
+        cls,
+        middles: FloatArray,
+        piece_edge: Int64Array,
+        rows: tuple[Int64Array, FloatArray, FloatArray, Int64Array],
+        reach: float,
+    ) -> _Snapper:
+        """The index of pieces with midpoints `middles`, each of row `piece_edge`."""
+        corner = middles.min(axis=0)
+        span = middles.max(axis=0) - corner
+        columns = int(span[0] // SNAP_CELL_M) + 1
+        grid = np.array(
+            [corner[0], corner[1], SNAP_CELL_M, columns, int(span[1] // SNAP_CELL_M) + 1]
+        )
+        cells = _cells(middles, grid)
+        order = np.argsort(cells, kind="stable")
+        cells = cells[order]
+        firsts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+        edge, start, end, steps = rows
+        return cls(
+            _narrow(piece_edge[order]),
+            _narrow(edge),
+            start,
+            end,
+            _narrow(steps),
+            reach,
+            grid,
+            cells[firsts],
+            np.r_[firsts, len(cells)].astype(np.int64),
+        )
+
+    def arrays(self, prefix: str) -> dict[str, npt.NDArray[Any]]:
+        """Its arrays, named for a file."""
+        arrays = {
+            prefix + field.name: getattr(self, field.name)
+            for field in attrs.fields(_Snapper)
+            if field.name != "reach"
+        }
+        arrays[prefix + "reach"] = np.array([self.reach])
+        return arrays
+
+    @classmethod
+    def of(cls, derived: Mapping[str, npt.NDArray[Any]], prefix: str) -> _Snapper | None:
+        if prefix + "edge" not in derived:
+            return None
+        fields = {
+            field.name: derived[prefix + field.name]
+            for field in attrs.fields(_Snapper)
+            if field.name != "reach"
+        }
+        return cls(reach=float(derived[prefix + "reach"][0]), **fields)
+
+    def pieces_near(self, here: FloatArray, radius: float) -> Int64Array:
+        """The pieces of every cell within `radius` (in x and in y) of `here`: at least
+        every piece whose midpoint is that near."""
+        x0, y0, side, columns, rows = self.grid.tolist()
+        c0 = max(int((here[0] - radius - x0) // side), 0)
+        c1 = min(int((here[0] + radius - x0) // side), int(columns) - 1)
+        r0 = max(int((here[1] - radius - y0) // side), 0)
+        r1 = min(int((here[1] + radius - y0) // side), int(rows) - 1)
+        if c0 > c1 or r0 > r1:
+            return np.zeros(0, dtype=np.int64)
+        # Each row of cells is one run of keys: one pair of searches a row.
+        base = np.arange(r0, r1 + 1, dtype=np.int64) * int(columns)
+        lo = np.searchsorted(self.cell_keys, base + c0)
+        hi = np.searchsorted(self.cell_keys, base + c1, side="right")
+        return _ranges(self.cell_first[lo], self.cell_first[hi])
+
+    def covers(self, here: FloatArray, radius: float) -> bool:
+        """Whether the square of `radius` around `here` holds every cell."""
+        x0, y0, side, columns, rows = self.grid.tolist()
+        return bool(
+            here[0] - radius <= x0
+            and here[1] - radius <= y0
+            and here[0] + radius >= x0 + columns * side
+            and here[1] + radius >= y0 + rows * side
+        )
 
     def nearest_points(self, rows: Int64Array, here: FloatArray) -> FloatArray:
         """Per row, the distance from `here` to the nearest of its points: the one nearest
@@ -92,6 +198,22 @@ class _Snapper:
         points = a + (k / steps)[:, None] * along
         distances: FloatArray = np.sqrt(np.einsum("ij,ij->i", here - points, here - points))
         return distances
+
+
+def _cells(points: FloatArray, grid: FloatArray) -> Int64Array:
+    x0, y0, side, columns, rows = grid.tolist()
+    column = np.clip((points[:, 0] - x0) // side, 0, columns - 1).astype(np.int64)
+    row = np.clip((points[:, 1] - y0) // side, 0, rows - 1).astype(np.int64)
+    cells: Int64Array = row * int(columns) + column
+    return cells
+
+
+def _narrow(indices: Int64Array) -> Int64Array:
+    """`indices` as int32 when they fit (they index and compute as int64 do)."""
+    if indices.size and (int(indices.max()) > 2**31 - 1 or int(indices.min()) < -(2**31)):
+        return indices
+    narrow: Int64Array = indices.astype(np.int32)  # typed as the int64 it stands for
+    return narrow
 
 
 def _xy(lat: FloatArray, lon: FloatArray, lat0: float) -> FloatArray:
@@ -112,8 +234,19 @@ class ScipyRouter(Router):
         self._lat0 = (south + north) / 2
         foot, bike = PlanActivityType.WALKING, PlanActivityType.CYCLING
         self._mode = {activity: bike if activity is bike else foot for activity in PlanActivityType}
+        derived = network.derived
+        if "router.chord_ratio" in derived:
+            # Mapped from the machine's network file: nothing to build.
+            self._arcs = {mode: _Arcs.of(derived, f"router.{mode}.") for mode in (foot, bike)}
+            self._snappers = {
+                mode: _Snapper.of(derived, f"router.{mode}.snap.") for mode in (foot, bike)
+            }
+            self.chord_ratio = float(derived["router.chord_ratio"][0])
+            self._by_lat = derived["router.by_lat"]
+            self._lat_sorted = derived["router.lat_sorted"]
+            return
         self._arcs = {mode: self._build_arcs(mode) for mode in (foot, bike)}
-        self._snappers: dict[PlanActivityType, _Snapper | None] = {}
+        self._snappers = {}
         chords = distances_m(
             network.node_lat[network.edge_from],
             network.node_lon[network.edge_from],
@@ -151,12 +284,20 @@ class ScipyRouter(Router):
         here = _xy(np.array([point.lat]), np.array([point.lon]), self._lat0)[0]
         # The edge of the nearest piece bounds the answer; any nearer point's piece has its
         # midpoint within that bound plus a piece's reach.
-        _, index = snapper.tree.query(here)
-        first = snapper.piece_edge[int(index) : int(index) + 1]
-        bound = float(snapper.nearest_points(first, here)[0])
-        near = snapper.tree.query_ball_point(here, bound + snapper.reach + 1e-6)
-        rows = np.unique(snapper.piece_edge[np.asarray(near, dtype=np.int64)])
-        distances = snapper.nearest_points(rows, here)
+        # Any point within d of `here` has its piece's midpoint within d + reach: once the
+        # cells searched reach that far past the nearest found, it is the nearest of all.
+        radius = SNAP_CELL_M
+        while True:
+            pieces = snapper.pieces_near(here, radius)
+            if pieces.size:
+                rows = np.unique(snapper.piece_edge[pieces])
+                distances = snapper.nearest_points(rows, here)
+                needed = float(distances.min()) + snapper.reach + 1e-6
+                if needed <= radius or snapper.covers(here, radius):
+                    break
+                radius = needed
+            else:
+                radius *= 2
         best = int(np.argmin(distances))
         edge, distance = int(snapper.edge[int(rows[best])]), float(distances[best])
         net = self.network
@@ -207,12 +348,23 @@ class ScipyRouter(Router):
         t = ((offsets + 0.5) / np.repeat(pieces, pieces))[:, None]
         middles = a[owner] + t * (b[owner] - a[owner])
         reach = float(np.max(span / pieces)) / 2 if len(usable) else 0.0
-        from scipy.spatial import cKDTree
+        rows = (usable.astype(np.int64), a, b, steps)
+        return _Snapper.build(middles, owner.astype(np.int64), rows, reach)
 
-        # Sliding-midpoint splits, not medians: the same nearest points, built several times
-        # faster (medians of two million points took most of the build).
-        tree = cKDTree(middles, balanced_tree=False, compact_nodes=False)
-        return _Snapper(tree, owner.astype(np.int64), usable.astype(np.int64), a, b, steps, reach)
+    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """What this router derived from its network, named for a file: a router over a
+        network carrying them (`StreetNetwork.derived`) builds nothing."""
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "router.chord_ratio": np.array([self.chord_ratio]),
+            "router.by_lat": _narrow(self._by_lat),
+            "router.lat_sorted": self._lat_sorted,
+        }
+        for mode, arcs in self._arcs.items():
+            arrays.update(arcs.arrays(f"router.{mode}."))
+            snapper = self._snapper(mode)
+            if snapper is not None:
+                arrays.update(snapper.arrays(f"router.{mode}.snap."))
+        return arrays
 
     def nodes_within(self, point: Point, radius_m: float) -> npt.NDArray[np.intp]:
         net = self.network
@@ -409,6 +561,11 @@ class _Corridor(Corridor):
             limit=np.inf if limit is None else limit,
         )
         return distances, predecessors, arc_costs
+
+
+def router_arrays(network: StreetNetwork) -> dict[str, npt.NDArray[Any]]:
+    """The arrays a router derives from `network` (`ScipyRouter.arrays`), built now."""
+    return ScipyRouter(attrs.evolve(network, derived={})).arrays()
 
 
 class LoadedNetworks:

@@ -14,10 +14,10 @@ Ports:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from enum import IntEnum, IntFlag, StrEnum
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import attrs
 
@@ -203,6 +203,11 @@ class StreetNetwork:
 
     `areas` are the water and green space around it, for the map too; None for a network
     stored before they were kept.
+
+    `derived` holds what the adapters derive from the network at load (a router's arcs and
+    snapping index, the street level's increments), named by each adapter, when a process
+    mapped them from a file shared by every process of the machine; empty, each adapter
+    derives its own (the arrays are then that process's alone).
     """
 
     name: str
@@ -220,6 +225,7 @@ class StreetNetwork:
     edge_name: IndexArray | None = None
     street_names: tuple[str, ...] = attrs.field(default=(), converter=_names)
     areas: NetworkAreas | None = None
+    derived: Mapping[str, npt.NDArray[Any]] = attrs.field(factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
         import numpy as np
