@@ -279,7 +279,7 @@ def open_deployment(
             if not settings.secret_key and key_is_lost(Path(settings.database), settings.key_file):
                 raise lost_key(settings.key_file)
             key = settings.secret_key or load_or_create_key(settings.key_file)
-            store = SqliteStore(settings.database)
+            store = SqliteStore(settings.database, synchronous=settings.sqlite_synchronous)
         store_calls = store_calls_for(settings)
         opened = store
         deployment.opened("the database", lambda: in_thread(opened.close))
