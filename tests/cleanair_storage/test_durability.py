@@ -5,19 +5,25 @@ real processes, in tests/e2e/test_durability.py."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import pytest
 
+from cleanair_core.offload import Offload, here_unless_blocked
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.durability import weakened
 from cleanair_storage.sqlite import SqliteStore
 from support.postgres import PostgresServer
 
+T = TypeVar("T")
 #: `PRAGMA synchronous` as SQLite reports it.
 NORMAL, FULL = 1, 2
 
@@ -83,6 +89,40 @@ def test_the_checkpoint_thread_takes_the_stores_setting(
         finally:
             store.close()
     assert seen == ["full", "normal"]
+
+
+def writes_and_reads_in_a_thread(store: SqliteStore) -> list[str]:
+    """Which of a write and a read, tried on the event loop as the server tries its store
+    calls (`here_unless_blocked`), went to the thread instead."""
+    moved: list[str] = []
+
+    def offload_named(name: str) -> Offload:
+        async def in_thread(work: Callable[[], T], /) -> T:
+            moved.append(name)
+            return await asyncio.to_thread(work)
+
+        return in_thread
+
+    async def both() -> None:
+        write = here_unless_blocked(offload_named("write"))
+        assert await write(lambda: store.hit("key", 0)) == 1
+        read = here_unless_blocked(offload_named("read"))
+        await read(lambda: store.usage("user:alice", datetime.now(UTC)))
+
+    asyncio.run(both())
+    return moved
+
+
+def test_a_commit_synced_to_disk_is_never_waited_for_on_the_event_loop(tmp_path: Path) -> None:
+    # With FULL a commit waits for the disk: the write goes to a thread, the read stays.
+    synced = SqliteStore(tmp_path / "full.db")
+    unsynced = SqliteStore(tmp_path / "normal.db", synchronous="normal")
+    try:
+        assert writes_and_reads_in_a_thread(synced) == ["write"]
+        assert writes_and_reads_in_a_thread(unsynced) == []
+    finally:
+        synced.close()
+        unsynced.close()
 
 
 @pytest.mark.parametrize("mode", ["off", "NORMAL", "full; DROP TABLE users"])

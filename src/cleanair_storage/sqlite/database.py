@@ -206,6 +206,7 @@ class SqliteDatabase:
         self.path = str(path)
         self._busy_timeout = busy_timeout
         self.synchronous: Synchronous = synchronous
+        self._commits_wait_for_disk = synchronous == "full" and self.path != ":memory:"
         if self.path != ":memory:":
             _create_private(Path(self.path))
         self._writer = _open(self.path, busy_timeout, synchronous)
@@ -344,7 +345,10 @@ class SqliteDatabase:
             # after the busy timeout rather than one busy timeout per thread ahead of them.
             if not self._write_lock.acquire(timeout=self._busy_timeout):
                 raise StoreUnavailable()
-        elif not self._write_lock.acquire(blocking=False):
+        elif self._commits_wait_for_disk or not self._write_lock.acquire(blocking=False):
+            # A commit synced to disk waits for the disk (a millisecond or more): that is a
+            # wait like any other, so the work goes to a thread while the event loop goes on
+            # serving, and queueing the charges the next group commit syncs together.
             raise WouldBlock()
         try:
             if not waiting_allowed():
