@@ -36,6 +36,9 @@
 21. Heatmap tiles over the Helsinki network: cold and warm tiles at zooms 12, 15 and 17, a
    map view of 24 tiles for a new hour, and score latency while 64 clients pan the map
    (`bench/heatmap_tiles.py`).
+22. Durability: served score with unsynced against synced commits, SQLite synchronous NORMAL
+   against FULL (the default) and PostgreSQL synchronous_commit off against on, 1 and 2 API
+   processes, alternating rounds (`bench/durability.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -64,6 +67,7 @@ from litestar import Litestar, get
 from bench import (
     alerts,
     cli,
+    durability,
     floors,
     fusion,
     heatmap_tiles,
@@ -548,6 +552,7 @@ async def main() -> None:
     await tiles.main()
     await alerts.main()
     await heatmap_tiles.main()
+    await durability.main()
 
 
 if __name__ == "__main__":
