@@ -272,6 +272,10 @@ def open_deployment(
             from cleanair_storage.postgres import PostgresStore
 
             store = PostgresStore(settings.database)
+            if with_sources:  # the processes that serve or plan: not every CLI command
+                from cleanair_storage.postgres.durability import warn_unless_durable
+
+                warn_unless_durable(settings.database)
             from cleanair_storage.postgres.wakeups import PostgresPlanWakeups
 
             deployment.plan_wakeups = PostgresPlanWakeups(settings.database)

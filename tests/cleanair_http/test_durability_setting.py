@@ -3,6 +3,7 @@ away, a bad value a start-up error, and the store every process opens takes it."
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,24 @@ def test_the_deployments_store_takes_the_setting(
         assert store._writer.execute("PRAGMA synchronous").fetchone()[0] == pragma
     finally:
         deployment.close()
+
+
+def test_postgresql_without_synced_commits_is_told_by_the_processes_that_serve(
+    postgres_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The tests' server runs with fsync and synchronous_commit off. An operator's command
+    # prints what it was asked for alone (tests/cleanair_http/test_cli_schema_too_new.py).
+    key_file = tmp_path / "shared.key"
+    key_file.write_text("ab" * 32 + "\n")
+    settings = Settings.from_env(
+        {"CLEANAIR_DATABASE": postgres_url, "CLEANAIR_SECRET_KEY_FILE": str(key_file)}
+    )
+    caplog.set_level(logging.WARNING, logger="cleanair.storage.postgres")
+    open_deployment(settings, with_sources=False).close()
+    assert caplog.records == []
+    open_deployment(settings).close()
+    warned = [r.getMessage() for r in caplog.records]
+    assert [w.split(":")[0] for w in warned] == [
+        "PostgreSQL fsync is off",
+        "PostgreSQL synchronous_commit is off",
+    ]

@@ -18,8 +18,7 @@ import psycopg
 import pytest
 
 from cleanair_core.offload import Offload, here_unless_blocked
-from cleanair_storage.postgres import PostgresStore
-from cleanair_storage.postgres.durability import weakened
+from cleanair_storage.postgres.durability import warn_unless_durable, weakened
 from cleanair_storage.sqlite import SqliteStore
 from support.postgres import PostgresServer
 
@@ -143,7 +142,7 @@ def test_postgresql_settings_that_trade_durability_away_are_named(
     assert found[0].startswith("fsync is off")
     assert found[1].startswith("synchronous_commit is off")
     caplog.set_level(logging.WARNING, logger="cleanair.storage.postgres")
-    PostgresStore(postgres_url).close()
+    warn_unless_durable(postgres_url)
     warnings = [r.getMessage() for r in caplog.records if r.name == "cleanair.storage.postgres"]
     assert len(warnings) == 2
     assert all("docs/deployment.md, Durability" in w for w in warnings)

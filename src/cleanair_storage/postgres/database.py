@@ -37,7 +37,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
-from cleanair_storage.postgres.durability import warn_unless_durable
 from cleanair_storage.postgres.migrations import migrate
 from cleanair_storage.postgres.schema import MIGRATIONS
 from cleanair_storage.postgres.settle import CREATE_SETTLE
@@ -214,7 +213,6 @@ class PostgresDatabase:
         try:
             with self._pool.connection() as conn:
                 migrate(conn)
-                warn_unless_durable(conn)
         except BaseException:
             self._pool.close()
             raise

@@ -3,8 +3,9 @@
 The service never changes how the server syncs: its sessions keep the server's, role's and
 database's settings. With PostgreSQL's defaults (`fsync=on`, `synchronous_commit=on`) a
 COMMIT returns only once its WAL is flushed, so every answered write survives a power cut of
-the database's machine. An operator may trade that away for speed; the service then says so
-in its log when it opens the database, once per process (docs/deployment.md, "Durability").
+the database's machine. An operator may trade that away for speed; each process that serves
+or plans then says so in its log as it starts (`warn_unless_durable`; the operator's CLI
+commands do not), and goes on (docs/deployment.md, "Durability").
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import logging
 from typing import Any
 
 import psycopg
+
+from cleanair_storage.postgres.database import with_connection_options
 
 log = logging.getLogger("cleanair.storage.postgres")
 
@@ -37,9 +40,12 @@ def weakened(conn: psycopg.Connection[Any]) -> list[str]:
     return found
 
 
-def warn_unless_durable(conn: psycopg.Connection[Any]) -> None:
-    """Log a warning for each setting of this session that trades durability away."""
-    for loss in weakened(conn):
+def warn_unless_durable(url: str) -> None:
+    """Log a warning for each setting that trades durability away in the sessions the
+    service opens on `url` (the server's, the database's or the role's)."""
+    with psycopg.connect(with_connection_options(url)) as conn:
+        losses = weakened(conn)
+    for loss in losses:
         log.warning(
             "PostgreSQL %s (docs/deployment.md, Durability); the service leaves the server's "
             "settings as they are",
