@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from support.postgres import PostgresServer
 
 CONNECTIONS = 8
-REQUESTS = 1500
+REQUESTS = 1200
 ROUNDS = 3
 PROCESSES = (1, 2)
 Stats = tuple[float, float, float]  # requests a second, p50 µs, p99 µs
