@@ -48,7 +48,17 @@ PORT := 8000
 run: install
 	.venv/bin/cleanair serve --host $(HOST) --port $(PORT)
 
+# The durability tests (tests/e2e/test_durability.py) watch the server's syscalls with strace:
+# without it on PATH it is installed when it can be (root with apt-get), as for Chromium
+# below, else the one line to run is said. Never skipped.
+STRACE_HOW := the durability tests need strace: run 'sudo apt-get install -y strace' (Debian, Ubuntu)
 test: install
+	@command -v strace >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian's strace for the durability tests"; \
+	    { apt-get install -y strace || { apt-get update && apt-get install -y strace; }; } \
+	      || { echo "$(STRACE_HOW)" >&2; exit 1; }; \
+	  else echo "$(STRACE_HOW)" >&2; exit 1; fi; }
 	.venv/bin/pytest
 
 # The end-to-end tests start real server processes and take about two minutes.

@@ -42,6 +42,9 @@
    PSS of each process of `cleanair serve` and of `serve --workers 2` after 7 plans on the
    generated million-node city, against each process loading its own copy; and the same with
    plan p50 on a generated 5M-node city (`bench/shared_networks.py`).
+23. Durability: served score with unsynced against synced commits, SQLite synchronous NORMAL
+   against FULL (the default) and PostgreSQL synchronous_commit off against on, 1 and 2 API
+   processes, alternating rounds (`bench/durability.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -70,6 +73,7 @@ from litestar import Litestar, get
 from bench import (
     alerts,
     cli,
+    durability,
     floors,
     fusion,
     heatmap_tiles,
@@ -559,6 +563,7 @@ async def main() -> None:
     await tiles.main()
     await alerts.main()
     await heatmap_tiles.main()
+    await durability.main()
 
 
 if __name__ == "__main__":

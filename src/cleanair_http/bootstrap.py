@@ -297,6 +297,10 @@ def open_deployment(
             from cleanair_storage.postgres import PostgresStore
 
             store = PostgresStore(settings.database)
+            if with_sources:  # the processes that serve or plan: not every CLI command
+                from cleanair_storage.postgres.durability import warn_unless_durable
+
+                warn_unless_durable(settings.database)
             from cleanair_storage.postgres.wakeups import PostgresPlanWakeups
 
             deployment.plan_wakeups = PostgresPlanWakeups(settings.database)
@@ -304,7 +308,7 @@ def open_deployment(
             if not settings.secret_key and key_is_lost(Path(settings.database), settings.key_file):
                 raise lost_key(settings.key_file)
             key = settings.secret_key or load_or_create_key(settings.key_file)
-            store = SqliteStore(settings.database)
+            store = SqliteStore(settings.database, synchronous=settings.sqlite_synchronous)
         store_calls = store_calls_for(settings)
         opened = store
         deployment.opened("the database", lambda: in_thread(opened.close))

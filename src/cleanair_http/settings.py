@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -23,6 +23,7 @@ from cleanair_core.access.tokens import Environment
 from cleanair_core.alerts.destinations import IPNetwork, parse_networks
 from cleanair_core.policy import Policy
 from cleanair_core.routes.plans import POLLS_PER_MINUTE
+from cleanair_storage.sqlite.database import SYNCHRONOUS, SYNCHRONOUS_MODES, Synchronous
 
 T = TypeVar("T")
 
@@ -353,6 +354,14 @@ class Settings:
         help="SQLite file shared by the server processes and the CLI (created 0600), or a "
         "`postgresql://` URL shared by processes on many machines "
         "([docs/deployment.md](docs/deployment.md))",
+    )
+    sqlite_synchronous: Synchronous = _setting(
+        "CLEANAIR_SQLITE_SYNCHRONOUS",
+        lambda raw: cast(Synchronous, _choice(*SYNCHRONOUS_MODES)(raw)),
+        SYNCHRONOUS,
+        help="SQLite commits synced to disk before the answer (`full`: an answered write "
+        "survives a power cut) or only at checkpoints (`normal`: a killed process, not a power "
+        "cut) ([docs/deployment.md](docs/deployment.md#durability))",
     )
     environment: Environment = _setting(
         "CLEANAIR_ENVIRONMENT",

@@ -164,7 +164,9 @@ def test_told_not_to_wait_a_busy_store_says_so_at_once_and_changes_nothing(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "busy.db"
-    store = SqliteStore(path, busy_timeout=60)
+    # NORMAL: under FULL every write is handed over (a synced commit waits for the disk), so
+    # only here does a free store's write run where it is tried.
+    store = SqliteStore(path, busy_timeout=60, synchronous="normal")
     holder = LockHolder(path)
     elsewhere = HandOver(holder)
     handed_over_while_held = elsewhere.while_held
@@ -303,7 +305,8 @@ def test_the_writer_sets_its_busy_timeout_only_when_the_kind_of_write_changes(
     """A server's requests never wait: a run of them sets the writer's busy timeout once,
     not twice per write. A write allowed to wait that follows tries its start itself (see
     the next test), then gets the whole timeout for its statements."""
-    store = SqliteStore(tmp_path / "pragmas.db", busy_timeout=5)
+    # NORMAL: under FULL no write runs where waiting is not allowed (see the test above).
+    store = SqliteStore(tmp_path / "pragmas.db", busy_timeout=5, synchronous="normal")
     statements: list[str] = []
     store._writer.set_trace_callback(statements.append)
     try:

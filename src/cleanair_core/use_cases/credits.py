@@ -129,10 +129,14 @@ class PendingHit:
 def count_pending_hit(ctx: Context, pending: PendingHit) -> bool:
     """Count a pending hit not counted yet; whether it went over the limit (another request
     took the window's last one since the admission read)."""
-    hit = pending.take()
-    if hit is None:
+    if pending.counted:
         return False
-    return ctx.store.hit(hit.key, hit.window_start, hit.window_seconds) > hit.limit
+    hit = pending.hit
+    over = ctx.store.hit(hit.key, hit.window_start, hit.window_seconds) > hit.limit
+    # Marked only once written: a store that would have waited (WouldBlock) wrote nothing,
+    # and the same call, run again in a thread, must still count it.
+    pending.counted = True
+    return over
 
 
 def enforce_rate_limit(ctx: Context, caller: Caller, rule: RateLimit | None = None) -> None:

@@ -1,7 +1,10 @@
 """The SQLite database every port's module works on: connections, migrations, checkpoints.
 
-- WAL journal, so readers never wait for the writer; `synchronous=NORMAL`, so a committed
-  transaction survives the process being killed (it is in the WAL before COMMIT returns).
+- WAL journal, so readers never wait for the writer; `synchronous=FULL` (`SYNCHRONOUS`), so
+  a committed transaction survives a power cut or a kernel crash: COMMIT returns only once
+  the WAL holding it is synced to disk (one sync covers a whole group commit). `normal`
+  trades that away (docs/deployment.md, "Durability"): the transaction is in the WAL before
+  COMMIT returns, so it survives the process being killed, but not the machine losing power.
 - One writer connection per process behind a lock; every read-then-write runs inside
   `BEGIN IMMEDIATE`, which takes the database write lock up front, so two processes cannot
   both read the same balance and both spend it. A busy timeout waits for the other process.
@@ -22,13 +25,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ParamSpec, Self, TypeVar
+from typing import Literal, ParamSpec, Self, TypeVar, get_args
 
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
 from cleanair_core.offload import WouldBlock, waiting_allowed
 from cleanair_storage.migrations import applied_migrations, migrate, migration_names
 
 BUSY_TIMEOUT_MS = 10_000
+#: How far a commit is synced before COMMIT returns (SQLite's `PRAGMA synchronous`, WAL mode):
+#: `full` syncs the WAL at every commit, so an answered write survives a power cut; `normal`
+#: syncs it only at checkpoints, so it survives the process being killed but not the machine
+#: losing power. Every connection a store opens takes the store's one setting.
+Synchronous = Literal["full", "normal"]
+SYNCHRONOUS_MODES: tuple[Synchronous, ...] = get_args(Synchronous)
+#: The default everywhere (the service's CLEANAIR_SQLITE_SYNCHRONOUS too): power-loss durable.
+SYNCHRONOUS: Synchronous = "full"
 #: A unit of work that finds another connection writing tries its start again this often for
 #: `BUSY_POLL_FOR` seconds, then every `BUSY_POLL_LATER`. SQLite's own busy handler sleeps 1,
 #: 2, 5, 10, 15, 20, 25... ms in turn: a charged call waiting out a worker's 15 ms transaction
@@ -104,12 +115,14 @@ def _create_private(path: Path) -> None:
                     name.chmod(mode & ~0o007)
 
 
-def _open(path: str, busy_timeout: float) -> sqlite3.Connection:
+def _open(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite3.Connection:
     conn = sqlite3.connect(
         path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
     )
     conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
-    conn.execute("PRAGMA synchronous = NORMAL")
+    # Per connection (SQLite keeps no such setting in the file): the writer's decides how its
+    # commits are synced, the checkpointer's how checkpoints are; readers write nothing.
+    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
     return conn
@@ -178,12 +191,25 @@ class SqliteDatabase:
     """One SQLite file: its writer and reader connections, migrations and checkpoints; the
     base every port's module builds on."""
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = BUSY_TIMEOUT_MS / 1000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = BUSY_TIMEOUT_MS / 1000,
+        synchronous: Synchronous = SYNCHRONOUS,
+    ) -> None:
+        """Open (creating and migrating) the file at `path`; `synchronous` says how far each
+        commit is synced (see `Synchronous`) on every connection this store opens."""
+        if synchronous not in SYNCHRONOUS_MODES:
+            # The value becomes part of a PRAGMA: nothing else may get that far.
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
         self.path = str(path)
         self._busy_timeout = busy_timeout
+        self.synchronous: Synchronous = synchronous
+        self._commits_wait_for_disk = synchronous == "full" and self.path != ":memory:"
         if self.path != ":memory:":
             _create_private(Path(self.path))
-        self._writer = _open(self.path, busy_timeout)
+        self._writer = _open(self.path, busy_timeout, synchronous)
         self._writer_timeout_ms = round(busy_timeout * 1000)  # as _open set it
         self._write_lock = threading.Lock()
         self._local = threading.local()
@@ -209,7 +235,7 @@ class SqliteDatabase:
             self._checkpointer.start()
 
     def _checkpoint_in_background(self) -> None:
-        conn = _open(self.path, self._busy_timeout)
+        conn = _open(self.path, self._busy_timeout, self.synchronous)
         try:
             while not self._stop.wait(CHECKPOINT_EVERY):
                 # PASSIVE never waits for readers or writers; what it cannot copy now, it
@@ -319,7 +345,10 @@ class SqliteDatabase:
             # after the busy timeout rather than one busy timeout per thread ahead of them.
             if not self._write_lock.acquire(timeout=self._busy_timeout):
                 raise StoreUnavailable()
-        elif not self._write_lock.acquire(blocking=False):
+        elif self._commits_wait_for_disk or not self._write_lock.acquire(blocking=False):
+            # A commit synced to disk waits for the disk (a millisecond or more): that is a
+            # wait like any other, so the work goes to a thread while the event loop goes on
+            # serving, and queueing the charges the next group commit syncs together.
             raise WouldBlock()
         try:
             if not waiting_allowed():
@@ -368,7 +397,7 @@ class SqliteDatabase:
             return self._writer
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _open(self.path, self._busy_timeout)
+            conn = _open(self.path, self._busy_timeout, self.synchronous)
             conn.execute("PRAGMA query_only = ON")
             self._local.conn = conn
             with self._readers_lock:
