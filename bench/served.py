@@ -39,6 +39,7 @@ from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.server import listening_socket
 from cleanair_http.settings import Settings
 from cleanair_storage.postgres import PostgresStore
+from cleanair_storage.postgres.requests import PostgresRequests
 from cleanair_storage.sqlite import SqliteStore
 
 
@@ -68,14 +69,27 @@ def open_store(database: str) -> tuple[Store, Offload]:
     return SqliteStore(database), here_or_in_thread
 
 
+def request_store(store: Store) -> PostgresRequests | None:
+    """The request path's store calls, as the composition root chooses them: PostgreSQL's on
+    the event loop; None (the sync ports on the store-call offload) for any other store."""
+    return PostgresRequests(store, in_thread) if isinstance(store, PostgresStore) else None
+
+
 def serve(database: str, key: bytes, sock: socket.socket, settings: Settings) -> None:
     """One serving process on `sock`."""
     store, store_calls = open_store(database)
+    requests = request_store(store)
     keys = TokenKeys(key)
     policy = Policy(requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9))
     sources = build_sources(Settings(), store, keys, Deployment())
     core = CleanAir(
-        store, keys, policy, sources=sources, offload=in_thread, store_calls=store_calls
+        store,
+        keys,
+        policy,
+        sources=sources,
+        offload=in_thread,
+        store_calls=store_calls,
+        requests=requests,
     )
     app = create_app(core, settings)
     config = uvicorn.Config(
@@ -87,6 +101,8 @@ def serve(database: str, key: bytes, sock: socket.socket, settings: Settings) ->
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
     )
     uvicorn.Server(config).run(sockets=[sock])  # as `cleanair serve --workers` does
+    if requests is not None:
+        requests.close()
     store.close()
 
 
