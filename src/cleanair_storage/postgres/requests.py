@@ -33,7 +33,15 @@ from cleanair_core.credits.ledger import CreditLimits, FinalCharge, Settlement
 from cleanair_core.errors import StoreUnavailable
 from cleanair_core.offload import Offload
 from cleanair_core.ports import AdmissionRead
-from cleanair_storage.postgres.admission import ADMISSION, admission_of_row, admission_params
+from cleanair_storage.postgres.admission import (
+    ADMISSION,
+    ADMISSIONS,
+    admission_of_row,
+    admission_params,
+    admissions_of_rows,
+    admissions_params,
+)
+from cleanair_storage.postgres.batches import Batches
 from cleanair_storage.postgres.database import (
     POOL_SIZE,
     POOL_TIMEOUT_S,
@@ -89,10 +97,18 @@ class PostgresRequests:
         self._pools: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
         self._lock = threading.Lock()
         self._closed = False
+        #: Concurrent requests' admission reads, one statement a batch (`Batches`).
+        self._admissions: Batches[dict[str, str], AdmissionRead] = Batches(self._admit_batch)
 
     async def admission(self, token_hash: str, rate_limit: str, at: datetime) -> AdmissionRead:
-        rows = await self._run(ADMISSION, admission_params(token_hash, rate_limit, at))
-        return admission_of_row(rows[0] if rows else None)
+        return await self._admissions.call(admission_params(token_hash, rate_limit, at))
+
+    async def _admit_batch(self, asked: Sequence[dict[str, str]]) -> list[AdmissionRead]:
+        if len(asked) == 1:  # alone: the single statement, planned for one token
+            rows = await self._run(ADMISSION, asked[0])
+            return [admission_of_row(rows[0] if rows else None)]
+        rows = await self._run(ADMISSIONS, admissions_params(list(asked)))
+        return admissions_of_rows(len(asked), rows)
 
     async def hit(self, key: str, window_start: int, window_seconds: int = 60) -> int:
         rows = await self._run(HIT, {"key": key, "start": window_start, "span": window_seconds})
