@@ -135,3 +135,40 @@ def test_postgresql_calls_serve_one_loop_after_another(postgres_url: str) -> Non
     finally:
         requests.close()
         store.close()
+
+
+def test_postgresql_admissions_made_together_are_one_statement(postgres_url: str) -> None:
+    """Concurrent requests' reads go to the server as one statement, each answered as the
+    sync port answers it alone: tokens of two owners, a revoked one and an unknown one."""
+    store = PostgresStore(postgres_url)
+    requests = PostgresRequests(store, in_a_thread)
+    statements: list[str] = []
+    run_one = requests._run
+
+    async def noted(query: Any, params: Any) -> Any:
+        statements.append(query)
+        return await run_one(query, params)
+
+    requests._run = noted  # type: ignore[method-assign]
+    try:
+        keys = TokenKeys(generate_key())
+        core = CleanAir(store, keys, Policy())
+        hashes = ["unknown"]
+        for user in ("alice", "bob", "carol"):
+            core.add_user(user)
+            issued = core.redeem_pairing_code(core.create_pairing_code(user), "app", "127.0.0.1")
+            hashes.append(keys.hash_token(issued.token))
+        core.set_premium("bob", False)
+        core.revoke_connection(issued.connection.id)
+        store.hit(f"requests:{issued.connection.id}", 600)
+
+        async def together() -> list[AdmissionRead]:
+            return list(
+                await asyncio.gather(*(requests.admission(h, "requests", AT) for h in hashes))
+            )
+
+        assert run(together()) == [store.admission(h, "requests", AT) for h in hashes]
+        assert len(statements) == 1
+    finally:
+        requests.close()
+        store.close()

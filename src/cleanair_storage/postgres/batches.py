@@ -4,7 +4,8 @@ meanwhile queue, and go as the next batch, in one statement.
 On the event loop a call's cost is mostly the driver's work around its round trip (about
 150 µs of CPU with psycopg's asyncio waits, three times a sync call's), not the server's:
 one statement for eight concurrent requests' reads pays it once. A call made while nothing
-runs goes at once, alone, so a quiet service waits for nothing.
+runs goes at the loop's next turn (with any made in the same turn), so a quiet service waits
+for nothing.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ back, which cost a request more CPU than the round trips themselves (docs/archit
   several loops in turn (a test's clients). So each loop gets a small pool of its own on first
   use (at most `pool_size` connections, a call waiting `timeout` for one), made with the sync
   pool's connection string and settings, so one place sets them for both.
+- Concurrent requests' admission reads go as one statement (`Batches`, `ADMISSIONS`), as
+  their final charges do (`GroupCommit`, `SETTLE`): psycopg's asyncio waits cost about
+  150 µs of CPU a call, three times a sync call's, paid once a batch.
 - A connection that failed, or whose call was cancelled mid-statement, is closed, never
   reused. A call that finds the server gone is StoreUnavailable, drops the loop's idle
   connections and tells the database (in a thread: it probes the server), which then
@@ -43,7 +46,6 @@ from cleanair_storage.postgres.admission import (
 )
 from cleanair_storage.postgres.batches import Batches
 from cleanair_storage.postgres.database import (
-    POOL_SIZE,
     POOL_TIMEOUT_S,
     PostgresDatabase,
     _KnownDown,
@@ -56,6 +58,10 @@ from cleanair_storage.postgres.settle import CREATE_SETTLE, SETTLE
 AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
 
 _IS_CLIENT_LABEL = "SELECT 1 FROM client_labels WHERE label = %s"
+#: Connections per event loop, by default: a batch of admissions and one of settlements run
+#: at a time, so two carry the charged requests; the rest serve other routes' rate-limit
+#: hits and client labels (docs/deployment.md: connection pools).
+REQUEST_POOL_SIZE = 4
 
 
 def _finish(connections: list[AsyncConnection]) -> None:
@@ -82,7 +88,7 @@ class PostgresRequests:
         database: PostgresDatabase,
         fallback: Offload,
         *,
-        pool_size: int = POOL_SIZE,
+        pool_size: int = REQUEST_POOL_SIZE,
         timeout: float = POOL_TIMEOUT_S,
     ) -> None:
         self._database = database
