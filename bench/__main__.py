@@ -76,14 +76,20 @@ from bench import (
     workers,
 )
 from bench.harness import SCORE_BODY, run_requests
-from bench.served import (
+from bench.served import (  # the served client's helpers, importable from here as before
     CONNECTIONS,
     ROUTE_WAYPOINTS,
+    SERVED_REQUESTS,  # noqa: F401
     Stats,
+    cpu_seconds,  # noqa: F401
     median_round,
+    post_request,  # noqa: F401
     route_body,
     route_points,
     served,
+    served_round,  # noqa: F401
+    serving_processes,  # noqa: F401
+    wait_until_listening,  # noqa: F401
 )
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
