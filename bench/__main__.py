@@ -5,8 +5,10 @@
    machine noise hits both alike. Floors (`bench/floors.py`): the same HTTP work with no store
    and no model, and the store calls alone, bound what a score request could reach.
 2. Served: one uvicorn process serves the real app and a bare route side by side; a client
-   in this process keeps 8 connections busy. This is what a caller sees, HTTP included; the
-   served matrix also gives the serving processes' CPU time a request.
+   in this process keeps 8 connections busy (`bench/served.py`). This is what a caller sees,
+   HTTP included. The served matrix (`bench/served_matrix.py`, runnable alone): SQLite and
+   PostgreSQL with 1 and 2 API processes, each against the bare endpoint, PostgreSQL against
+   SQLite and 2 processes against 1, with the serving processes' CPU time a request.
 3. Core alone: scoring 10,000 points with the embedded model, no HTTP, no storage.
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
@@ -56,11 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -81,6 +79,7 @@ from bench import (
     planning,
     postgres,
     quality,
+    served_matrix,
     served_plans,
     shared_networks,
     startup,
@@ -89,6 +88,21 @@ from bench import (
     workers,
 )
 from bench.harness import SCORE_BODY, run_requests
+from bench.served import (  # the served client's helpers, importable from here as before
+    CONNECTIONS,
+    ROUTE_WAYPOINTS,
+    SERVED_REQUESTS,  # noqa: F401
+    Stats,
+    cpu_seconds,  # noqa: F401
+    median_round,
+    post_request,  # noqa: F401
+    route_body,
+    route_points,
+    served,
+    served_round,  # noqa: F401
+    serving_processes,  # noqa: F401
+    wait_until_listening,  # noqa: F401
+)
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.exposure import personal_score
 from cleanair_core.credits.ledger import CreditLimits, Debit
@@ -104,45 +118,16 @@ from cleanair_sources.osm_import import import_network
 from cleanair_storage.sqlite import SqliteStore
 
 REQUESTS = 3000
-SERVED_REQUESTS = 3000
-CONNECTIONS = 8
 DEBITS = 9000
 POINTS = 10_000
 ROUNDS = 3
 #: Route enrichment: 100 waypoints (the contract's maximum, 100 credits) on a straight line of
 #: about 4.9 km across Helsinki. Fewer requests than the score endpoint: each does 100x the work.
-ROUTE_WAYPOINTS = 100
-ROUTE_START = Point(60.1699, 24.9384)
-ROUTE_END = Point(60.2055, 24.9900)
 ROUTE_REQUESTS = 400
-SERVED_ROUTE_REQUESTS = 400
 ROUTE_ENRICHMENTS = 300
 COLD_ROUTES = 200
 ROUTE_AIM_MS = 5.0
 ROUTE_NAME = f"POST /v1/airquality/routes, {ROUTE_WAYPOINTS} wp"
-
-Stats = tuple[float, float, float]
-#: Issue 25: the served score endpoint against the bare one, shipped defaults, 1 process.
-SERVED_AIMS = {"SQLite": 0.5, "PostgreSQL": 0.35}
-
-
-def route_points() -> list[Point]:
-    start, end, steps = ROUTE_START, ROUTE_END, ROUTE_WAYPOINTS - 1
-    return [
-        Point(
-            start.lat + (end.lat - start.lat) * i / steps,
-            start.lon + (end.lon - start.lon) * i / steps,
-        )
-        for i in range(ROUTE_WAYPOINTS)
-    ]
-
-
-def route_body() -> bytes:
-    """The request body: bare waypoints leaving now; the server estimates each one's time."""
-    waypoints = [{"lat": point.lat, "lon": point.lon} for point in route_points()]
-    return json.dumps(
-        {"waypoints": waypoints, "start_time": datetime.now(UTC).isoformat()}
-    ).encode()
 
 
 @get("/bare")
@@ -157,10 +142,6 @@ def summary(timings: list[float]) -> Stats:
     ordered = sorted(timings)
     rps = len(ordered) / sum(ordered)
     return rps, ordered[len(ordered) // 2] * 1e6, ordered[int(len(ordered) * 0.99)] * 1e6
-
-
-def median_round(rounds: list[Stats]) -> Stats:
-    return sorted(rounds)[len(rounds) // 2]
 
 
 async def in_process() -> dict[str, Stats]:
@@ -202,141 +183,6 @@ async def in_process() -> dict[str, Stats]:
 
 
 # -- 2. served --------------------------------------------------------------------------------
-
-
-async def served_round(port: int, request: bytes, n: int) -> list[float]:
-    timings: list[float] = []
-    per_connection = n // CONNECTIONS
-
-    async def worker() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        for _ in range(per_connection):
-            started = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            if not head.startswith(b"HTTP/1.1 200"):
-                raise SystemExit(f"served: {head.splitlines()[0]!r}")
-            length = next(
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length")
-            )
-            await reader.readexactly(length)
-            timings.append(time.perf_counter() - started)
-        writer.close()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(CONNECTIONS)))
-    elapsed = time.perf_counter() - started
-    # Throughput is requests over wall time (connections overlap); latency per request.
-    ordered = sorted(timings)
-    return [
-        len(ordered) / elapsed,
-        ordered[len(ordered) // 2] * 1e6,
-        ordered[-len(ordered) // 100] * 1e6,
-    ]
-
-
-def serving_processes(pid: int) -> list[int]:
-    """The bench server's serving processes: the children of `pid` (Linux's /proc)."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(child) for child in children]
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User and system CPU seconds `pids` have used so far."""
-    ticks = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime (proc(5))
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-async def wait_until_listening(port: int) -> None:
-    for _ in range(100):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        return
-    raise SystemExit("the bench server did not start listening")
-
-
-def post_request(path: str, token: str, body: bytes) -> bytes:
-    return (
-        f"POST {path} HTTP/1.1\r\nhost: bench\r\n"
-        f"authorization: Bearer {token}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\n\r\n"
-    ).encode() + body
-
-
-async def served(
-    database: str = "sqlite",
-    processes: int = 1,
-    only: tuple[str, ...] | None = None,
-    *,
-    access_log: str = "info",
-    metrics: str = "on",
-    cpu: dict[str, float] | None = None,
-) -> dict[str, Stats]:
-    """Each request's figures against one bench server (see `bench/served.py`), with the
-    shipped access log and metrics unless told; `only` limits the requests measured. `cpu`,
-    when given, gets each request's server CPU time (µs a request, median round): the
-    serving processes' user and system time, which the client on the same machine does not
-    blur as it does throughput."""
-    # The access log goes to a file, as a service manager's journal takes it: not the terminal.
-    log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the server has ended)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench.served", database, str(processes), access_log, metrics],
-        stdout=subprocess.PIPE,
-        stderr=log_file,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        ready = server.stdout.readline().split()
-        if not ready or ready[0] != "READY":
-            raise SystemExit("the bench server did not start")
-        port, token = int(ready[1]), ready[2]
-        await wait_until_listening(port)
-        # Each request with how many to send per round.
-        requests = {
-            "bare": (b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n", SERVED_REQUESTS),
-            "quota": (
-                (
-                    f"GET /v1/quota HTTP/1.1\r\nhost: bench\r\n"
-                    f"authorization: Bearer {token}\r\n\r\n"
-                ).encode(),
-                SERVED_REQUESTS,
-            ),
-            "score": (post_request("/v1/airquality/score", token, SCORE_BODY), SERVED_REQUESTS),
-            "route": (
-                post_request("/v1/airquality/routes", token, route_body()),
-                SERVED_ROUTE_REQUESTS,
-            ),
-        }
-        if only is not None:
-            requests = {name: request for name, request in requests.items() if name in only}
-        runs: dict[str, list[Stats]] = {name: [] for name in requests}
-        spent: dict[str, list[float]] = {name: [] for name in requests}
-        serving = serving_processes(server.pid) if cpu is not None else []
-        for request, n in requests.values():
-            await served_round(port, request, n // 3)
-        for _ in range(ROUNDS):
-            for name, (request, n) in requests.items():
-                before = cpu_seconds(serving)
-                r = await served_round(port, request, n)
-                spent[name].append((cpu_seconds(serving) - before) / n * 1e6)
-                runs[name].append((r[0], r[1], r[2]))
-        if cpu is not None:
-            cpu.update({name: sorted(v)[len(v) // 2] for name, v in spent.items()})
-        return {name: median_round(rounds) for name, rounds in runs.items()}
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        log_file.close()
 
 
 # -- 3., 4. and 5. core alone --------------------------------------------------------------------
@@ -426,33 +272,6 @@ async def core_routes() -> RouteFigures:
         median_round(runs["enrich"]),
         median_round(runs["points"]),
     )
-
-
-async def served_matrix() -> None:
-    """The score endpoint served by 1 and 2 API processes on SQLite and on PostgreSQL, each
-    as a ratio to the bare endpoint of the same server."""
-    print(
-        f"served score endpoint by database and API processes ({CONNECTIONS} keep-alive "
-        "connections from one client process; ratio to the bare endpoint of the same server):"
-    )
-    for name in ("SQLite", "PostgreSQL"):
-        for processes in (1, 2):
-            location = "sqlite" if name == "SQLite" else postgres.test_server_url()
-            cpu: dict[str, float] = {}
-            figures = await served(location, processes, only=("bare", "score"), cpu=cpu)
-            ratio = figures["score"][0] / figures["bare"][0]
-            print(
-                f"  {name:<10} {processes} process{'es' if processes > 1 else '  '}  "
-                f"bare {figures['bare'][0]:>7,.0f}/s  score {figures['score'][0]:>7,.0f}/s  "
-                f"{ratio:5.2f}x bare  server CPU a request: bare {cpu['bare']:,.0f} µs, "
-                f"score {cpu['score']:,.0f} µs"
-            )
-            if processes == 1:
-                aim = SERVED_AIMS[name]
-                print(
-                    f"    aim (issue 25): score >= {aim}x bare, 1 process: "
-                    f"{'met' if ratio >= aim else 'NOT met'}"
-                )
 
 
 def debits() -> Stats:
@@ -556,7 +375,7 @@ async def main() -> None:
     shared_networks.main(["--nodes", "5000000"])
     postgres.main()
     workers.main()
-    await served_matrix()
+    await served_matrix.main()
     cli.main()
     await fusion.main()
     startup.main()

@@ -1,6 +1,8 @@
-"""A benchmark server: the real app plus a bare JSON route, over a throw-away database.
+"""A benchmark server: the real app plus a bare JSON route, over a throw-away database;
+and the client that measures it (`served`), which the served sections share
+(`bench/__main__.py`'s section 2, `bench/served_matrix.py`).
 
-Started by `bench/__main__.py` in a subprocess:
+The server is started in a subprocess:
 
     python -m bench.served [sqlite | postgresql://...] [processes] [access log] [metrics]
 
@@ -15,11 +17,16 @@ does) and one database: a SQLite file, or the PostgreSQL database given.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
@@ -27,8 +34,10 @@ from litestar import Litestar, get
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
+from bench.harness import SCORE_BODY
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
+from cleanair_core.geo import Point
 from cleanair_core.offload import Offload
 from cleanair_core.ports import Store
 from cleanair_http.access_log import configure_logging, stop_logging
@@ -39,7 +48,22 @@ from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_http.server import listening_socket
 from cleanair_http.settings import Settings
 from cleanair_storage.postgres import PostgresStore
+from cleanair_storage.postgres.requests import PostgresRequests
 from cleanair_storage.sqlite import SqliteStore
+
+SERVED_REQUESTS = 3000
+SERVED_ROUTE_REQUESTS = 400
+#: Keep-alive connections the client keeps busy.
+CONNECTIONS = 8
+#: Alternating rounds of each request; the median round is reported.
+SERVED_ROUNDS = 3
+#: Route enrichment: 100 waypoints (the contract's maximum, 100 credits) on a straight line of
+#: about 4.9 km across Helsinki.
+ROUTE_WAYPOINTS = 100
+ROUTE_START = Point(60.1699, 24.9384)
+ROUTE_END = Point(60.2055, 24.9900)
+#: Requests a second, p50 µs, p99 µs.
+Stats = tuple[float, float, float]
 
 
 @get("/bare")
@@ -68,14 +92,27 @@ def open_store(database: str) -> tuple[Store, Offload]:
     return SqliteStore(database), here_or_in_thread
 
 
+def request_store(store: Store) -> PostgresRequests | None:
+    """The request path's store calls, as the composition root chooses them: PostgreSQL's on
+    the event loop; None (the sync ports on the store-call offload) for any other store."""
+    return PostgresRequests(store, in_thread) if isinstance(store, PostgresStore) else None
+
+
 def serve(database: str, key: bytes, sock: socket.socket, settings: Settings) -> None:
     """One serving process on `sock`."""
     store, store_calls = open_store(database)
+    requests = request_store(store)
     keys = TokenKeys(key)
     policy = Policy(requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9))
     sources = build_sources(Settings(), store, keys, Deployment())
     core = CleanAir(
-        store, keys, policy, sources=sources, offload=in_thread, store_calls=store_calls
+        store,
+        keys,
+        policy,
+        sources=sources,
+        offload=in_thread,
+        store_calls=store_calls,
+        requests=requests,
     )
     app = create_app(core, settings)
     config = uvicorn.Config(
@@ -87,6 +124,8 @@ def serve(database: str, key: bytes, sock: socket.socket, settings: Settings) ->
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
     )
     uvicorn.Server(config).run(sockets=[sock])  # as `cleanair serve --workers` does
+    if requests is not None:
+        requests.close()
     store.close()
 
 
@@ -127,6 +166,167 @@ def main() -> None:
         signal.signal(signal.SIGTERM, stop)
         for child in children:
             os.waitpid(child, 0)
+
+
+# -- the client --------------------------------------------------------------------------------
+
+
+def route_points() -> list[Point]:
+    start, end, steps = ROUTE_START, ROUTE_END, ROUTE_WAYPOINTS - 1
+    return [
+        Point(
+            start.lat + (end.lat - start.lat) * i / steps,
+            start.lon + (end.lon - start.lon) * i / steps,
+        )
+        for i in range(ROUTE_WAYPOINTS)
+    ]
+
+
+def route_body() -> bytes:
+    """The request body: bare waypoints leaving now; the server estimates each one's time."""
+    waypoints = [{"lat": point.lat, "lon": point.lon} for point in route_points()]
+    return json.dumps(
+        {"waypoints": waypoints, "start_time": datetime.now(UTC).isoformat()}
+    ).encode()
+
+
+def median_round(rounds: list[Stats]) -> Stats:
+    return sorted(rounds)[len(rounds) // 2]
+
+
+async def served_round(port: int, request: bytes, n: int) -> list[float]:
+    timings: list[float] = []
+    per_connection = n // CONNECTIONS
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(per_connection):
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise SystemExit(f"served: {head.splitlines()[0]!r}")
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+            await reader.readexactly(length)
+            timings.append(time.perf_counter() - started)
+        writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONNECTIONS)))
+    elapsed = time.perf_counter() - started
+    # Throughput is requests over wall time (connections overlap); latency per request.
+    ordered = sorted(timings)
+    return [
+        len(ordered) / elapsed,
+        ordered[len(ordered) // 2] * 1e6,
+        ordered[-len(ordered) // 100] * 1e6,
+    ]
+
+
+def serving_processes(pid: int) -> list[int]:
+    """The bench server's serving processes: the children of `pid` (Linux's /proc)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in children]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds `pids` have used so far."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (proc(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+async def wait_until_listening(port: int) -> None:
+    for _ in range(100):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        return
+    raise SystemExit("the bench server did not start listening")
+
+
+def post_request(path: str, token: str, body: bytes) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: bench\r\n"
+        f"authorization: Bearer {token}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+async def served(
+    database: str = "sqlite",
+    processes: int = 1,
+    only: tuple[str, ...] | None = None,
+    *,
+    access_log: str = "info",
+    metrics: str = "on",
+    cpu: dict[str, float] | None = None,
+) -> dict[str, Stats]:
+    """Each request's figures against one bench server (see `bench/served.py`), with the
+    shipped access log and metrics unless told; `only` limits the requests measured. `cpu`,
+    when given, gets each request's server CPU time (µs a request, median round): the
+    serving processes' user and system time, which the client on the same machine does not
+    blur as it does throughput."""
+    # The access log goes to a file, as a service manager's journal takes it: not the terminal.
+    log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the server has ended)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.served", database, str(processes), access_log, metrics],
+        stdout=subprocess.PIPE,
+        stderr=log_file,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        ready = server.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            raise SystemExit("the bench server did not start")
+        port, token = int(ready[1]), ready[2]
+        await wait_until_listening(port)
+        # Each request with how many to send per round.
+        requests = {
+            "bare": (b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n", SERVED_REQUESTS),
+            "quota": (
+                (
+                    f"GET /v1/quota HTTP/1.1\r\nhost: bench\r\n"
+                    f"authorization: Bearer {token}\r\n\r\n"
+                ).encode(),
+                SERVED_REQUESTS,
+            ),
+            "score": (post_request("/v1/airquality/score", token, SCORE_BODY), SERVED_REQUESTS),
+            "route": (
+                post_request("/v1/airquality/routes", token, route_body()),
+                SERVED_ROUTE_REQUESTS,
+            ),
+        }
+        if only is not None:
+            requests = {name: request for name, request in requests.items() if name in only}
+        runs: dict[str, list[Stats]] = {name: [] for name in requests}
+        spent: dict[str, list[float]] = {name: [] for name in requests}
+        serving = serving_processes(server.pid) if cpu is not None else []
+        for request, n in requests.values():
+            await served_round(port, request, n // 3)
+        for _ in range(SERVED_ROUNDS):
+            for name, (request, n) in requests.items():
+                before = cpu_seconds(serving)
+                r = await served_round(port, request, n)
+                spent[name].append((cpu_seconds(serving) - before) / n * 1e6)
+                runs[name].append((r[0], r[1], r[2]))
+        if cpu is not None:
+            cpu.update({name: sorted(v)[len(v) // 2] for name, v in spent.items()})
+        return {name: median_round(rounds) for name, rounds in runs.items()}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log_file.close()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@ Storage (`cleanair_storage` ships in-memory, SQLite and PostgreSQL adapters):
     (alerts: subscriptions and their evaluator state), EvaluationClaims (alerts: the due
     subscriptions leased to the evaluation workers), AlertOutbox (alerts: the feed and
     the webhook deliveries owed); gathered into `Store`,
-    whose `transaction()` is the unit of work.
+    whose `transaction()` is the unit of work. RequestStore: the request path's calls
+    (admission, rate-limit hit, client label, final charges) awaited from the event loop;
+    PostgreSQL's runs them there, any other store's sync ports on the offload
+    (`cleanair_core.request_calls`).
 The outside world (`cleanair_sources` ships the adapters), gathered into `Sources`:
     AirQualitySource, WifiGeolocator, IpLocator, PlaceNamer (air); StreetNetworks and its
     Router (routes), UpstreamHealth (a remote source's breaker). TrafficIncrements and
@@ -51,6 +54,7 @@ from cleanair_core.credits.ledger import CreditLedger, Usage
 from cleanair_core.credits.rate_limits import RateLimitStore
 from cleanair_core.metrics import Metrics, Upstream
 from cleanair_core.offload import Offload
+from cleanair_core.request_calls import RequestStore
 from cleanair_core.routes.network import Router, StreetNetworks, StreetNetworkStore
 from cleanair_core.routes.plans import PlanBook, PlanStore
 
@@ -75,6 +79,7 @@ __all__ = [
     "PlaceNamer",
     "PlanStore",
     "RateLimitStore",
+    "RequestStore",
     "Router",
     "Sources",
     "Store",

@@ -48,6 +48,7 @@ from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload, inline
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
+from cleanair_core.request_calls import RequestStore, offloaded
 from cleanair_core.routes.enrichment import EnrichedRoute, Waypoint
 from cleanair_core.routes.network import NetworkSummary, PlanActivityType, StreetNetwork
 from cleanair_core.routes.plans import DEFAULT_STEP, Plan, PlanKind
@@ -111,13 +112,17 @@ class CleanAir:
         offload: Offload = inline,
         store_calls: Offload | None = None,
         metrics: Metrics = NO_METRICS,
+        requests: RequestStore | None = None,
     ) -> None:
         """`offload` runs the async use cases' blocking work (storage waits, path searches):
         give a service with an event loop a thread (`anyio.to_thread.run_sync`).
         `store_calls` runs their one-step store calls (a charge's debit and settlement;
         default: `offload`): `here_unless_blocked(offload)` spares the thread while nothing
         holds the store. `metrics` hears of credits charged and refunded and of plans
-        finished."""
+        finished. `requests` makes the request path's store calls (admission, rate-limit hits,
+        final charges) from the event loop; default: the store's sync ports on
+        `store_calls`."""
+        store_calls = offload if store_calls is None else store_calls
         self.context = Context(
             store=store,
             keys=keys,
@@ -126,8 +131,9 @@ class CleanAir:
             sources=sources,
             randbelow=randbelow,
             offload=offload,
-            store_calls=offload if store_calls is None else store_calls,
+            store_calls=store_calls,
             metrics=metrics,
+            requests=offloaded(store, store_calls) if requests is None else requests,
         )
 
     @property
@@ -341,6 +347,32 @@ class CleanAir:
             user_owned=user_owned,
             defer_hit=defer_hit,
         )
+
+    async def admit_awaited(
+        self,
+        token: str,
+        *,
+        rule: RateLimit | None = None,
+        scope: Scope | None = None,
+        premium: bool = True,
+        user_owned: bool = False,
+        defer_hit: bool = False,
+    ) -> Admitted:
+        """`admit` from the event loop: its store calls awaited on the request path's
+        (`CleanAir(requests=...)`), never run in a thread by PostgreSQL's."""
+        return await admission.admit_awaited(
+            self.context,
+            token,
+            rule=rule,
+            scope=scope,
+            premium=premium,
+            user_owned=user_owned,
+            defer_hit=defer_hit,
+        )
+
+    async def count_pending_hit_awaited(self, pending: PendingHit) -> bool:
+        """`count_pending_hit` from the event loop, on the request path's store calls."""
+        return await credits.count_pending_hit_awaited(self.context, pending)
 
     def count_pending_hit(self, pending: PendingHit) -> bool:
         """Count a request's pending rate-limit hit that its call did not (it failed before

@@ -1,7 +1,8 @@
 """Bearer authentication, the rate limit and authorization: one middleware, one read.
 
 A route declares what its callers need with `opt=requires(...)`; the bearer middleware, which
-runs for every route not excluded from auth, admits the request (`CleanAir.admit`): it checks
+runs for every route not excluded from auth, admits the request (`CleanAir.admit_awaited`,
+whose store calls PostgreSQL makes on the event loop, with no thread hand-over): it checks
 the token, the rate limit and the caller's scope and plan on one read of the store. There are
 no per-route guards: Litestar copies the route handler for every guard it runs, and each guard
 was a trip of its own to the store, which together cost a score request about a tenth of its
@@ -16,7 +17,6 @@ so every request counts against the limit.
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any
 
 import attrs
@@ -92,13 +92,15 @@ def pending_hit_of(connection: AnyConnection) -> PendingHit | None:
     return admitted.pending if isinstance(admitted, Admitted) else None
 
 
-def _checked(core: CleanAir, token: str, access: Access | None) -> AuthenticationResult:
+async def _checked(core: CleanAir, token: str, access: Access | None) -> AuthenticationResult:
     """Authenticate `token`, check the rate limit and authorize, in this order (401, 429, 403):
     one read, and one atomic write at most (the rate-limit hit, unless left to the charge),
-    so it may run on the event loop."""
+    awaited on the request path's store calls (on the event loop for PostgreSQL, right here
+    or in a thread for SQLite's)."""
     if access is None:
-        return AuthenticationResult(user=core.authenticate(token), auth=None)
-    admitted = core.admit(
+        caller = await core.store_calls(lambda: core.authenticate(token))
+        return AuthenticationResult(user=caller, auth=None)
+    admitted = await core.admit_awaited(
         token,
         rule=core.policy.plan_polls if access.polls else None,
         scope=access.scope,
@@ -125,7 +127,7 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
                 # The answer has gone: a store that cannot count the hit now costs the
                 # limit one request, never the caller an error.
                 with contextlib.suppress(StoreUnavailable):
-                    await core.store_calls(functools.partial(core.count_pending_hit, pending))
+                    await core.count_pending_hit_awaited(pending)
 
     async def authenticate_request(self, connection: AnyConnection) -> AuthenticationResult:
         header = connection.headers.get("authorization", "")
@@ -135,4 +137,4 @@ class BearerAuthMiddleware(AbstractAuthenticationMiddleware):
             raise NotAuthenticated()
         core = core_of(connection)
         access: Access | None = connection.route_handler.opt.get(ACCESS)
-        return await core.store_calls(lambda: _checked(core, token, access))
+        return await _checked(core, token, access)

@@ -33,6 +33,7 @@ from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store, UpstreamHealth
+from cleanair_core.request_calls import RequestStore
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
@@ -291,16 +292,24 @@ def open_deployment(
     deployment.database = database_label(settings.database)
     try:
         store: Store
+        requests: RequestStore | None = None  # default: the store's sync ports, offloaded
         if isinstance(settings.database, str):
             # Every process on every machine shares the key: it is given, never made here.
             key = settings.secret_key or load_key(settings.key_file)
             from cleanair_storage.postgres import PostgresStore
 
-            store = PostgresStore(settings.database)
+            store = postgres = PostgresStore(settings.database)
             if with_sources:  # the processes that serve or plan: not every CLI command
                 from cleanair_storage.postgres.durability import warn_unless_durable
 
                 warn_unless_durable(settings.database)
+            from cleanair_storage.postgres.requests import PostgresRequests
+
+            # The request path's calls on the event loop, without the thread hand-over.
+            requests = pg_requests = PostgresRequests(postgres, in_thread)
+            deployment.opened(
+                "the request path's connections", lambda: in_thread(pg_requests.close)
+            )
             from cleanair_storage.postgres.wakeups import PostgresPlanWakeups
 
             deployment.plan_wakeups = PostgresPlanWakeups(settings.database)
@@ -339,6 +348,7 @@ def open_deployment(
             offload=offload,
             store_calls=store_calls,
             metrics=metrics,
+            requests=requests,
         )
     except BaseException:
         deployment.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -29,5 +30,14 @@ def validate_client_label(label: str) -> str:
 def attribution_label(client: str | None, billable: Billable, labels: ClientLabelStore) -> str:
     """`client:<name>` for a recognised label, else the endpoint's own label."""
     if client is not None and CLIENT_LABEL.fullmatch(client) and labels.is_client_label(client):
+        return f"client:{client}"
+    return billable.value
+
+
+async def attribution_label_awaited(
+    client: str | None, billable: Billable, is_client_label: Callable[[str], Awaitable[bool]]
+) -> str:
+    """`attribution_label`, asking `is_client_label` (`RequestStore.is_client_label`)."""
+    if client is not None and CLIENT_LABEL.fullmatch(client) and await is_client_label(client):
         return f"client:{client}"
     return billable.value

@@ -13,7 +13,8 @@ window) answers 429 with nothing charged.
 
 Writes from concurrent requests are committed together (`GroupCommit`): one transaction and
 one commit for whatever is queued, each request answered after the commit that holds its
-own charge.
+own charge. A deployment whose store settles on the event loop (`RequestStore`) hands each
+batch to it; any other runs the ledger's sync `settle_charges` on its offload.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import asyncio
 import functools
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 
@@ -41,6 +42,9 @@ from cleanair_core.credits.rate_limits import RateHit
 from cleanair_core.errors import CreditsExhausted, RateLimited
 from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload, inline
+
+#: A batch's settlement, awaited: `RequestStore.settle_charges`.
+SettleCharges = Callable[[Sequence[FinalCharge], CreditLimits], Awaitable[list[Settlement]]]
 
 
 def retry_after(hit: RateHit, at: datetime) -> int:
@@ -63,10 +67,21 @@ class GroupCommit:
     transaction, one commit; on PostgreSQL one round trip). A request whose task is cancelled
     before its batch starts is left out of it, charged nothing."""
 
-    def __init__(self, ledger: CreditLedger, limits: CreditLimits, offload: Offload = inline):
+    def __init__(
+        self,
+        ledger: CreditLedger,
+        limits: CreditLimits,
+        offload: Offload = inline,
+        *,
+        settle: SettleCharges | None = None,
+    ):
+        """`settle`, when given, settles each batch instead of `ledger.settle_charges` on
+        `offload`; the batch's charges are then built on the event loop, so their builders
+        must not call the store."""
         self._ledger = ledger
         self._limits = limits
         self._offload = offload
+        self._settle = settle
         # One queue per event loop: futures belong to the loop that made them.
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
             weakref.WeakKeyDictionary()
@@ -101,7 +116,10 @@ class GroupCommit:
     ) -> None:
         builders = [charge for charge, _ in batch]
         try:
-            outcomes = await self._offload(functools.partial(self._settle_now, builders))
+            if self._settle is not None:
+                outcomes = await self._settle([build() for build in builders], self._limits)
+            else:
+                outcomes = await self._offload(functools.partial(self._settle_now, builders))
         except Exception as exc:  # the store failed: every charge of the batch hears of it
             for _, settled in batch:
                 if not settled.done():
@@ -122,7 +140,7 @@ class ChargeOnAnswer:
     def __init__(
         self,
         commits: GroupCommit,
-        debit: Callable[[], Debit],
+        debit: Callable[[], Awaitable[Debit]],
         amount: int,
         limits: CreditLimits,
         clock: Clock,
@@ -132,8 +150,9 @@ class ChargeOnAnswer:
         metrics: Metrics = NO_METRICS,
         endpoint: str = "",
     ) -> None:
-        """`hit` takes the request's rate-limit hit when it is not counted yet; `usage` is the
-        pool's usage as read at the request's admission, checked before any work."""
+        """`debit` builds the call's debit (it may read the store: a client label); `hit`
+        takes the request's rate-limit hit when it is not counted yet; `usage` is the pool's
+        usage as read at the request's admission, checked before any work."""
         self._commits = commits
         self._debit = debit
         self._amount = amount
@@ -157,8 +176,9 @@ class ChargeOnAnswer:
     ) -> None:
         if exc_type is not None:
             return  # no answer: nothing written, nothing to undo
+        debit = await self._debit()  # first: a store that fails it leaves the hit pending
         hit = self._hit()
-        outcome = await self._commits.settle(lambda: FinalCharge(self._debit(), hit))
+        outcome = await self._commits.settle(lambda: FinalCharge(debit, hit))
         if isinstance(outcome, OverRateLimit):
             assert hit is not None  # only a charge counting a hit can go over its limit
             raise RateLimited(retry_after(hit, self._clock.now()))

@@ -8,6 +8,9 @@ in one write. Any other request counts its hit at once, a write of its own.
 
 from __future__ import annotations
 
+import functools
+from datetime import datetime
+
 import attrs
 
 from cleanair_core.access.accounts import OwnerKind
@@ -18,8 +21,14 @@ from cleanair_core.credits import rate_limits
 from cleanair_core.credits.final_charges import retry_after
 from cleanair_core.credits.rate_limits import RateLimit, counted_before, hit_of
 from cleanair_core.errors import Forbidden, NotAuthenticated, NotPremium, RateLimited
+from cleanair_core.ports import AdmissionRead
+from cleanair_core.request_calls import offload_of
 from cleanair_core.use_cases.context import Context
-from cleanair_core.use_cases.credits import PendingHit, count_pending_hit
+from cleanair_core.use_cases.credits import (
+    PendingHit,
+    count_pending_hit,
+    count_pending_hit_awaited,
+)
 
 
 @attrs.frozen
@@ -48,32 +57,93 @@ def admit(
 
     With `defer_hit` (and a scope), a request the counter read leaves room for is admitted
     with its hit pending; a request refused authorization counts it before the error."""
-    if token_environment(token) is not ctx.policy.environment:
-        raise NotAuthenticated()
-    token_hash = ctx.keys.hash_token(token)
-    rule = rule or ctx.policy.requests
-    now = ctx.now()
+    token_hash, rule, now = _asked(ctx, token, rule)
     read = ctx.store.admission(token_hash, rule.name, now)
     caller = caller_of(read.connection, token_hash, lambda: bool(read.standing))
-    pending = None
-    if defer_hit and scope is not None:
-        hit = hit_of(rule, str(caller.connection_id), now)
-        if counted_before(read.counter, hit) >= hit.limit:
-            raise RateLimited(retry_after(hit, now))
-        pending = PendingHit(hit, read.usage)
-    else:
+    pending = _deferred(read, rule, caller, now) if defer_hit and scope is not None else None
+    if pending is None:
         rate_limits.enforce(ctx.store, rule, str(caller.connection_id), now)
     if scope is None:
         return Admitted(caller)
-
-    def check_premium() -> None:
-        if caller.owner.kind is OwnerKind.USER and not read.standing:
-            raise NotPremium()
-
     try:
-        proof = authorize_with(caller, scope, check_premium, premium=premium, user_owned=user_owned)
+        proof = _authorized(caller, read, scope, premium=premium, user_owned=user_owned)
     except Forbidden:
         if pending is not None:  # a refused request counts against the limit too
             count_pending_hit(ctx, pending)
         raise
     return Admitted(caller, proof, pending)
+
+
+async def admit_awaited(
+    ctx: Context,
+    token: str,
+    *,
+    rule: RateLimit | None = None,
+    scope: Scope | None = None,
+    premium: bool = True,
+    user_owned: bool = False,
+    defer_hit: bool = False,
+) -> Admitted:
+    """`admit` from the event loop: its read and writes awaited on the request path's store
+    calls (`Context.requests`), which spare PostgreSQL's the thread hand-over."""
+    offload = offload_of(ctx.requests)
+    if offload is not None:  # the sync ports: the read and the write in one hand-over
+        return await offload(
+            functools.partial(
+                admit,
+                ctx,
+                token,
+                rule=rule,
+                scope=scope,
+                premium=premium,
+                user_owned=user_owned,
+                defer_hit=defer_hit,
+            )
+        )
+    token_hash, rule, now = _asked(ctx, token, rule)
+    read = await ctx.requests.admission(token_hash, rule.name, now)
+    caller = caller_of(read.connection, token_hash, lambda: bool(read.standing))
+    pending = _deferred(read, rule, caller, now) if defer_hit and scope is not None else None
+    if pending is None:
+        subject = str(caller.connection_id)
+        count = await ctx.requests.hit(
+            f"{rule.name}:{subject}", rule.window_start(now), rule.window_seconds
+        )
+        if count > rule.limit:
+            raise RateLimited(rule.retry_after(now))
+    if scope is None:
+        return Admitted(caller)
+    try:
+        proof = _authorized(caller, read, scope, premium=premium, user_owned=user_owned)
+    except Forbidden:
+        if pending is not None:  # a refused request counts against the limit too
+            await count_pending_hit_awaited(ctx, pending)
+        raise
+    return Admitted(caller, proof, pending)
+
+
+def _asked(ctx: Context, token: str, rule: RateLimit | None) -> tuple[str, RateLimit, datetime]:
+    """The token's keyed hash (NotAuthenticated for another environment's token), the rule
+    applied and the instant of the request."""
+    if token_environment(token) is not ctx.policy.environment:
+        raise NotAuthenticated()
+    return ctx.keys.hash_token(token), rule or ctx.policy.requests, ctx.now()
+
+
+def _deferred(read: AdmissionRead, rule: RateLimit, caller: Caller, now: datetime) -> PendingHit:
+    """The request's hit, left pending for its charge: RateLimited when the counter read
+    leaves no room for it."""
+    hit = hit_of(rule, str(caller.connection_id), now)
+    if counted_before(read.counter, hit) >= hit.limit:
+        raise RateLimited(retry_after(hit, now))
+    return PendingHit(hit, read.usage)
+
+
+def _authorized(
+    caller: Caller, read: AdmissionRead, scope: Scope, *, premium: bool, user_owned: bool
+) -> Authorized:
+    def check_premium() -> None:
+        if caller.owner.kind is OwnerKind.USER and not read.standing:
+            raise NotPremium()
+
+    return authorize_with(caller, scope, check_premium, premium=premium, user_owned=user_owned)

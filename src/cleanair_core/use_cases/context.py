@@ -19,6 +19,7 @@ from cleanair_core.metrics import NO_METRICS, Metrics
 from cleanair_core.offload import Offload, inline
 from cleanair_core.policy import Policy
 from cleanair_core.ports import Sources, Store
+from cleanair_core.request_calls import RequestStore, offloaded
 from cleanair_core.routes.network_air import NetworkAir
 
 
@@ -46,11 +47,22 @@ class Context:
     tile_cache: TileCache = attrs.field(factory=TileCache)
     #: Hears of credits charged and refunded and of plans finished.
     metrics: Metrics = NO_METRICS
-    #: Where final charges queue to be committed together (on `store_calls`).
+    #: The request path's store calls (admission, rate-limit hits, final charges), awaited
+    #: from the event loop: the store's sync ports on `store_calls` unless an adapter gives
+    #: its own (PostgreSQL's runs them on the loop).
+    requests: RequestStore = attrs.field(
+        default=attrs.Factory(lambda self: offloaded(self.store, self.store_calls), takes_self=True)
+    )
+    #: Where final charges queue to be committed together (on `requests`).
     final_charges: GroupCommit = attrs.field(
         init=False,
         default=attrs.Factory(
-            lambda self: GroupCommit(self.store, self.policy.credits, self.store_calls),
+            lambda self: GroupCommit(
+                self.store,
+                self.policy.credits,
+                self.store_calls,
+                settle=self.requests.settle_charges,
+            ),
             takes_self=True,
         ),
     )

@@ -11,7 +11,11 @@ import attrs
 from cleanair_core.access.accounts import Owner, OwnerKind
 from cleanair_core.access.connections import Caller
 from cleanair_core.credits import rate_limits
-from cleanair_core.credits.attribution import attribution_label, validate_client_label
+from cleanair_core.credits.attribution import (
+    attribution_label,
+    attribution_label_awaited,
+    validate_client_label,
+)
 from cleanair_core.credits.charging import Charge
 from cleanair_core.credits.final_charges import ChargeOnAnswer, retry_after
 from cleanair_core.credits.ledger import (
@@ -139,6 +143,15 @@ def count_pending_hit(ctx: Context, pending: PendingHit) -> bool:
     return over
 
 
+async def count_pending_hit_awaited(ctx: Context, pending: PendingHit) -> bool:
+    """`count_pending_hit` from the event loop, on the request path's store calls."""
+    hit = pending.take()
+    if hit is None:
+        return False
+    count = await ctx.requests.hit(hit.key, hit.window_start, hit.window_seconds)
+    return count > hit.limit
+
+
 def enforce_rate_limit(ctx: Context, caller: Caller, rule: RateLimit | None = None) -> None:
     """Count a request of `caller` against `rule` (default: the general request limit)."""
     rule = rule or ctx.policy.requests
@@ -161,7 +174,19 @@ def charge_on_answer(
     """The charge of a call that depends on no upstream, as an async context manager: the
     block computes the answer, then leaving it counts the request's `pending` hit and debits
     the cost in one write, with no hold (`cleanair_core.credits.final_charges`)."""
-    debit = _debit_of(ctx, caller, billable, units, client, ctx.now(), hold=False)
+    now = ctx.now()
+
+    async def debit() -> Debit:
+        # Awaited on the request path's store calls: no store call blocks the event loop.
+        label = await attribution_label_awaited(client, billable, ctx.requests.is_client_label)
+        return Debit(
+            pool=caller.owner.key,
+            connection_id=str(caller.connection_id),
+            label=label,
+            amount=cost_of(billable, units),
+            at=now,
+        )
+
     return ChargeOnAnswer(
         ctx.final_charges,
         debit,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import psycopg
 import psycopg.errors
@@ -72,6 +73,65 @@ def _refusal(debit: Debit, usage: Usage, limits: CreditLimits) -> CreditsExhaust
     except CreditsExhausted as exc:
         return exc
     raise AssertionError("the settle function refused a debit that fits")
+
+
+def settle_arguments(
+    charges: Sequence[FinalCharge], limits: CreditLimits
+) -> tuple[list[int], tuple[object, ...]]:
+    """The order `SETTLE` takes `charges` in (indexes into them) and its arguments.
+
+    Pools in one order in every batch (see `settle`), so batches never deadlock; a pool's
+    own charges keep theirs, as the port promises."""
+    order = sorted(range(len(charges)), key=lambda i: charges[i].debit.pool)
+    batch = [charges[i] for i in order]
+    debits = [c.debit for c in batch]
+    return order, (
+        [None if c.hit is None else c.hit.key for c in batch],
+        [0 if c.hit is None else c.hit.window_start for c in batch],
+        [0 if c.hit is None else c.hit.window_seconds for c in batch],
+        [0 if c.hit is None else c.hit.limit for c in batch],
+        [d.pool for d in debits],
+        [d.connection_id for d in debits],
+        [d.label for d in debits],
+        [d.amount for d in debits],
+        [d.at for d in debits],
+        [month_key(d.at) for d in debits],
+        [day_key(d.at) for d in debits],
+        limits.monthly,
+        limits.daily,
+    )
+
+
+def settlements(
+    charges: Sequence[FinalCharge],
+    order: list[int],
+    rows: Sequence[tuple[Any, ...]],
+    limits: CreditLimits,
+) -> list[Settlement]:
+    """What `SETTLE`'s `rows` say of each of `charges`, in their order."""
+    settled: list[Settlement | None] = [None] * len(charges)
+    for n, entry_id, month_used, day_used, granted, day_granted in rows:
+        index = order[n - 1]
+        debit = charges[index].debit
+        outcome: Settlement
+        if entry_id is not None:
+            outcome = LedgerEntry(
+                int(entry_id),
+                debit.pool,
+                debit.connection_id,
+                debit.label,
+                debit.amount,
+                debit.at,
+                month_key(debit.at),
+                day_key(debit.at),
+            )
+        elif month_used is None:
+            outcome = OverRateLimit()
+        else:
+            usage = Usage(month_used, day_used, granted, day_granted)
+            outcome = _refusal(debit, usage, limits)
+        settled[index] = outcome
+    return [s for s in settled if s is not None]
 
 
 class PostgresLedger(PostgresDatabase):
@@ -226,52 +286,10 @@ class PostgresLedger(PostgresDatabase):
     ) -> list[Settlement]:
         if not charges:
             return []
-        # Pools in one order in every batch (see `settle`), so batches never deadlock; a
-        # pool's own charges keep theirs, as the port promises.
-        order = sorted(range(len(charges)), key=lambda i: charges[i].debit.pool)
-        batch = [charges[i] for i in order]
-        debits = [c.debit for c in batch]
+        order, params = settle_arguments(charges, limits)
         with self._statement() as conn:  # one round trip, one transaction
-            rows = conn.execute(
-                SETTLE,
-                (
-                    [None if c.hit is None else c.hit.key for c in batch],
-                    [0 if c.hit is None else c.hit.window_start for c in batch],
-                    [0 if c.hit is None else c.hit.window_seconds for c in batch],
-                    [0 if c.hit is None else c.hit.limit for c in batch],
-                    [d.pool for d in debits],
-                    [d.connection_id for d in debits],
-                    [d.label for d in debits],
-                    [d.amount for d in debits],
-                    [d.at for d in debits],
-                    [month_key(d.at) for d in debits],
-                    [day_key(d.at) for d in debits],
-                    limits.monthly,
-                    limits.daily,
-                ),
-            ).fetchall()
-        settled: list[Settlement | None] = [None] * len(charges)
-        for n, entry_id, month_used, day_used, granted, day_granted in rows:
-            debit = debits[n - 1]
-            outcome: Settlement
-            if entry_id is not None:
-                outcome = LedgerEntry(
-                    int(entry_id),
-                    debit.pool,
-                    debit.connection_id,
-                    debit.label,
-                    debit.amount,
-                    debit.at,
-                    month_key(debit.at),
-                    day_key(debit.at),
-                )
-            elif month_used is None:
-                outcome = OverRateLimit()
-            else:
-                usage = Usage(month_used, day_used, granted, day_granted)
-                outcome = _refusal(debit, usage, limits)
-            settled[order[n - 1]] = outcome
-        return [s for s in settled if s is not None]
+            rows = conn.execute(SETTLE, params).fetchall()
+        return settlements(charges, order, rows, limits)
 
     def refund(self, entry_id: int, at: datetime) -> LedgerEntry | None:
         with self._conn() as conn:

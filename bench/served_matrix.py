@@ -1,0 +1,79 @@
+"""Section 2's served matrix: the score endpoint served by 1 and 2 API processes on SQLite and
+on PostgreSQL, each against the bare endpoint of the same server in the same run.
+
+    PYTHONPATH=. .venv/bin/python -m bench.served_matrix
+
+Per configuration: requests a second of the bare endpoint and of a score, their ratio, the
+serving processes' CPU time a request; then PostgreSQL against SQLite (1 process: the aim of
+issue 34 is 0.8x) and 2 processes against 1 on PostgreSQL (aim 1.5x), and the served aims
+(score against bare, 1 process: 0.25x on SQLite, 0.2x on PostgreSQL). The client shares the
+2-core machine with the servers (and PostgreSQL's own processes): compare ratios of one run,
+and say how loaded the machine was (the load averages are printed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from bench import postgres
+from bench.served import CONNECTIONS, Stats, served
+
+#: Issue 34: served score against the bare endpoint of the same server, 1 API process.
+SERVED_AIMS = {"SQLite": 0.25, "PostgreSQL": 0.2}
+#: Issue 34: PostgreSQL's served score against SQLite's, 1 API process each.
+POSTGRES_VS_SQLITE_AIM = 0.8
+#: Issue 34: PostgreSQL's served score with 2 API processes against 1.
+TWO_PROCESSES_AIM = 1.5
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min), {os.cpu_count()} cores"
+
+
+async def main() -> dict[tuple[str, int], Stats]:
+    """Print the matrix; its score figures by (database, processes)."""
+    print(
+        f"served score endpoint by database and API processes ({CONNECTIONS} keep-alive "
+        f"connections from one client process; ratio to the bare endpoint of the same server; "
+        f"{load()}):"
+    )
+    scores: dict[tuple[str, int], Stats] = {}
+    for name in ("SQLite", "PostgreSQL"):
+        for processes in (1, 2):
+            location = "sqlite" if name == "SQLite" else postgres.test_server_url()
+            cpu: dict[str, float] = {}
+            figures = await served(location, processes, only=("bare", "score"), cpu=cpu)
+            scores[name, processes] = figures["score"]
+            ratio = figures["score"][0] / figures["bare"][0]
+            print(
+                f"  {name:<10} {processes} process{'es' if processes > 1 else '  '}  "
+                f"bare {figures['bare'][0]:>7,.0f}/s  score {figures['score'][0]:>7,.0f}/s  "
+                f"{ratio:5.2f}x bare  server CPU a request: bare {cpu['bare']:,.0f} µs, "
+                f"score {cpu['score']:,.0f} µs"
+            )
+            if processes == 1:
+                aim = SERVED_AIMS[name]
+                print(
+                    f"    aim (issue 34): score >= {aim}x bare, 1 process: "
+                    f"{'met' if ratio >= aim else 'NOT met'}"
+                )
+    for processes in (1, 2):
+        versus = scores["PostgreSQL", processes][0] / scores["SQLite", processes][0]
+        met = "met" if versus >= POSTGRES_VS_SQLITE_AIM else "NOT met"
+        verdict = f" (aim {POSTGRES_VS_SQLITE_AIM}x: {met})" if processes == 1 else ""
+        print(
+            f"  PostgreSQL vs SQLite, {processes} process{'es' if processes > 1 else ''}: "
+            f"{versus:.2f}x{verdict}"
+        )
+    scaling = scores["PostgreSQL", 2][0] / scores["PostgreSQL", 1][0]
+    print(
+        f"  PostgreSQL, 2 processes vs 1: {scaling:.2f}x (aim {TWO_PROCESSES_AIM}x: "
+        f"{'met' if scaling >= TWO_PROCESSES_AIM else 'NOT met'}); {load()}"
+    )
+    return scores
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
