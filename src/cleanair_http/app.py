@@ -35,8 +35,8 @@ from cleanair_http.controllers.tiles import ROUTE_HANDLERS as TILES
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker
-from cleanair_http.settings import Settings
 from cleanair_http.upkeep import charge_upkeep, observation_upkeep
+from cleanair_runtime.composition.settings import Settings
 
 
 def create_app(

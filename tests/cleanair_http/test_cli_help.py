@@ -8,7 +8,7 @@ from importlib.metadata import version
 
 import pytest
 
-from cleanair_http import cli
+from cleanair_runtime import cli
 
 
 def parsers(

@@ -20,9 +20,9 @@ from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air.observations import Observation, Station
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.geo import Point
-from cleanair_http import cli
-from cleanair_http.cli import _Progress
-from cleanair_http.spool import Spool
+from cleanair_runtime import cli
+from cleanair_runtime.cli import _Progress
+from cleanair_runtime.cli.spool import Spool
 from cleanair_storage.sqlite import SqliteStore
 
 CLI = Path(sys.executable).parent / "cleanair"

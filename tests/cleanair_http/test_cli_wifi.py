@@ -11,9 +11,9 @@ import pytest
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.geo import Point, distance_m
-from cleanair_http import cli
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.settings import Settings
+from cleanair_runtime import cli
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
 
 A, B, C = "a4:2b:b0:11:22:01", "a4:2b:b0:11:22:02", "a4:2b:b0:11:22:03"
 WEST, EAST = Point(52.52, 13.40), Point(52.52, 13.4029)  # about 200 m apart

@@ -10,7 +10,7 @@ from litestar import Request
 from litestar.types import HTTPScope
 
 from cleanair_http.client_address import client_address
-from cleanair_http.settings import ProxyNetwork, Settings
+from cleanair_runtime.composition.settings import ProxyNetwork, Settings
 
 
 def request_from(peer: str, forwarded: str | None) -> Request[Any, Any, Any]:
@@ -69,7 +69,7 @@ def test_every_line_of_the_header_counts_in_order() -> None:
 
 
 def test_bad_proxy_settings_fail_clearly() -> None:
-    from cleanair_http.settings import SettingsError
+    from cleanair_runtime.composition.settings import SettingsError
 
     with pytest.raises(SettingsError, match="CLEANAIR_TRUSTED_PROXIES"):
         Settings.from_env({"CLEANAIR_TRUSTED_PROXIES": "not-an-ip"})

