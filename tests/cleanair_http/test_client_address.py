@@ -9,8 +9,9 @@ import pytest
 from litestar import Request
 from litestar.types import HTTPScope
 
+from cleanair_http.app_settings import ProxyNetwork
 from cleanair_http.client_address import client_address
-from cleanair_runtime.composition.settings import ProxyNetwork, Settings
+from cleanair_runtime.composition.settings import Settings
 
 
 def request_from(peer: str, forwarded: str | None) -> Request[Any, Any, Any]:

@@ -23,10 +23,10 @@ from cleanair_core.access.tokens import Environment
 from cleanair_core.alerts.destinations import IPNetwork, parse_networks
 from cleanair_core.policy import Policy
 from cleanair_core.routes.plans import POLLS_PER_MINUTE
+from cleanair_http.app_settings import AppSettings, ProxyNetwork
 
 T = TypeVar("T")
 
-ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 OPEN_METEO_URL = "https://air-quality-api.open-meteo.com"
 OPENAQ_URL = "https://api.openaq.org/v3"
 #: (south, west, north, east) in degrees.
@@ -337,6 +337,9 @@ def _setting(
 #: The core's defaults: settings that become `Policy` fields default to these, so each
 #: default is written once, in `cleanair_core.policy`.
 _CORE = Policy()
+#: The app's defaults, written once in `cleanair_http.app_settings` (`create_app` without
+#: settings takes them).
+_APP = AppSettings()
 SECONDS_PER_DAY = 24 * 3600
 #: Every timeout a client or the upstream could otherwise stretch without end.
 _TIMEOUT = Bounds(0.1, 120, "seconds")
@@ -432,13 +435,13 @@ class Settings:
     trusted_proxies: tuple[ProxyNetwork, ...] = _setting(
         "CLEANAIR_TRUSTED_PROXIES",
         _networks,
-        (),
+        _APP.trusted_proxies,
         help="addresses/networks whose `X-Forwarded-For` is believed",
     )
     cors_allow_origins: tuple[str, ...] = _setting(
         "CLEANAIR_CORS_ALLOW_ORIGINS",
         _origins,
-        (),
+        _APP.cors_allow_origins,
         help="comma-separated origins (`https://app.example`) whose browser apps may call the "
         "API: preflights are answered, `Authorization` and `If-None-Match` are allowed and "
         "`Retry-After` and `ETag` readable; "
@@ -470,7 +473,7 @@ class Settings:
     air_quality_source: str = _setting(
         "CLEANAIR_AIR_QUALITY_SOURCE",
         _choice("embedded", "open-meteo"),
-        "embedded",
+        _APP.air_quality_source,
         help="`embedded` (offline model) or `open-meteo`",
     )
     open_meteo_url: str = _setting(
@@ -550,7 +553,7 @@ class Settings:
     plan_workers: int = _setting(
         "CLEANAIR_PLAN_WORKERS",
         _whole,
-        2,
+        _APP.plan_workers,
         bounds=Bounds(0),
         help="route plans worked on at once beside each API process of `cleanair serve`, in "
         "a plan process it starts (in the API process itself on an in-memory database); 0 "
@@ -559,7 +562,7 @@ class Settings:
     plan_worker_idle_seconds: float = _setting(
         "CLEANAIR_PLAN_WORKER_IDLE_SECONDS",
         _seconds,
-        1.0,
+        _APP.plan_worker_idle_seconds,
         # Each look is a write transaction, so not much more often than this; and a plan
         # submitted to a process without runners waits up to this long, so not much longer.
         bounds=Bounds(0.1, 120, "seconds"),
@@ -691,7 +694,7 @@ class Settings:
     metrics: str = _setting(
         "CLEANAIR_METRICS",
         _choice("off", "on"),
-        "on",
+        "on" if _APP.metrics_enabled else "off",
         help="`on` serves Prometheus metrics at `/metrics`, with no token, on the API's port "
         "unless `CLEANAIR_METRICS_PORT` is set; `off` collects none "
         "([docs/deployment.md](docs/deployment.md))",
@@ -699,7 +702,7 @@ class Settings:
     metrics_port: int | None = _setting(
         "CLEANAIR_METRICS_PORT",
         _port,
-        None,
+        _APP.metrics_port,
         help="serve the metrics on this port of `CLEANAIR_METRICS_HOST` instead, "
         "for all the processes of `cleanair serve --workers N` together; the only way "
         "`cleanair worker` serves its plan metrics",
