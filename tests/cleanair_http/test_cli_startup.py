@@ -86,7 +86,7 @@ def test_stations_import_imports_no_heavy_library(existing_database: Path) -> No
 
 
 def test_help_imports_no_heavy_library(tmp_path: Path) -> None:
-    probe = "import sys\nfrom cleanair_runtime.cli import _parser\n_parser()\n" + (
+    probe = "import sys\nfrom cleanair_runtime.cli import build_parser\nbuild_parser()\n" + (
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     )
     done = subprocess.run(
