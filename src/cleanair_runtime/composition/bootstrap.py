@@ -37,9 +37,9 @@ from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_runtime.composition.network_reload import NetworkReloader
+from cleanair_runtime.composition.setting_parsers import Box
 from cleanair_runtime.composition.settings import (
     SECONDS_PER_DAY,
-    Box,
     Settings,
     SettingsError,
     database_label,
