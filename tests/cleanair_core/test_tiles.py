@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cleanair_core.air.fused_air import GriddedFusedAir, fused_air
+from cleanair_core.air.gridded_fused_air import GriddedFusedAir, fused_air
 from cleanair_core.air.indexes.registry import INDEX_CODES, OFFICIAL_INDEXES
 from cleanair_core.air.pollutants import SCORED, Pollutant
 from cleanair_core.air.score import clean_air_score

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cleanair_core import CleanAir, ManualClock
-from cleanair_core.air.fused_air import fused_air
+from cleanair_core.air.gridded_fused_air import fused_air
 from cleanair_core.air.observations import Observation, Station
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.ports import Sources

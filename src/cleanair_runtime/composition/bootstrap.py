@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cleanair_core.air.fused_air import fused_air
+from cleanair_core.air.gridded_fused_air import fused_air
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, street_level_air
 from cleanair_core.air.wifi import WifiGeolocator
