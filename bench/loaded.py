@@ -60,7 +60,7 @@ DEADLINE_S = 600.0
 #: `cleanair serve` as it was before plan processes: the API process plans itself.
 PLANS_IN_API = """
 import sys
-from cleanair_http.access_log import configure_logging
+from cleanair_runtime.logs import configure_logging
 from cleanair_runtime.processes.server import _serve_alone, listening_socket
 from cleanair_runtime.composition.settings import Settings
 

@@ -31,11 +31,11 @@ from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.offload import Offload
 from cleanair_core.ports import Store
-from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.offloading import here_or_in_thread, in_thread
 from cleanair_runtime.composition.bootstrap import Deployment, build_sources
 from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.logs import configure_logging, stop_logging
 from cleanair_runtime.processes.connection_deadlines import with_deadlines
 from cleanair_runtime.processes.server import listening_socket
 from cleanair_storage.postgres import PostgresStore

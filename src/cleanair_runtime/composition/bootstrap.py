@@ -334,7 +334,7 @@ def build_sources(
     joins `deployment.background`. `offload` runs the downscaling of large batches."""
     # Imported here: only the server needs the adapters (and httpx, Litestar), and the CLI
     # starts faster without.
-    from cleanair_http.access_log import quiet_upstream_urls
+    from cleanair_runtime.logs import quiet_upstream_urls
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.ichnaea import IchnaeaGeolocator

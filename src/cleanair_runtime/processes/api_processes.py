@@ -33,8 +33,8 @@ from typing import Protocol
 
 import attrs
 
-from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.logs import configure_logging, stop_logging
 from cleanair_runtime.processes.plan_processes import (
     STEADY_S,
     STOP_HEARD_WITHIN_S,

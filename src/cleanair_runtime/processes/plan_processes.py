@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 
 from cleanair_core.routes.plans import Subscription
-from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.logs import configure_logging, stop_logging
 from cleanair_runtime.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
@@ -303,7 +303,7 @@ class PlanProcesses:
 
 def _forget_metrics(pid: int) -> None:
     if "prometheus_client" in sys.modules:  # metrics are on
-        from cleanair_http.metrics import mark_process_dead
+        from cleanair_runtime.processes.metrics_port import mark_process_dead
 
         mark_process_dead(pid)
 

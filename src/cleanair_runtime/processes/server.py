@@ -44,11 +44,11 @@ import attrs
 import uvicorn
 
 from cleanair_core import CleanAir
-from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.app import create_app, with_access_log
 from cleanair_http.plan_worker import PlanWorker
 from cleanair_runtime.composition.bootstrap import open_deployment
 from cleanair_runtime.composition.settings import Settings, database_label
+from cleanair_runtime.logs import configure_logging, stop_logging
 from cleanair_runtime.processes.api_processes import ApiProcesses, Forked, spawn, wait_for_change
 from cleanair_runtime.processes.connection_deadlines import with_deadlines
 from cleanair_runtime.processes.open_files import (
@@ -184,7 +184,7 @@ def _metrics_port(settings: Settings) -> Callable[[], None] | None:
     Raises OSError when it cannot listen there."""
     if settings.metrics_port is None:
         return None
-    from cleanair_http.metrics import serve_metrics
+    from cleanair_runtime.processes.metrics_port import serve_metrics
 
     return serve_metrics(settings.metrics_host, settings.metrics_port)
 
@@ -318,7 +318,7 @@ def _supervise(
 
 
 def _forget_metrics(pid: int) -> None:
-    from cleanair_http.metrics import mark_process_dead
+    from cleanair_runtime.processes.metrics_port import mark_process_dead
 
     mark_process_dead(pid)
 
