@@ -109,9 +109,9 @@ from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_core.geo import Point, distance_m
 from cleanair_core.routes.enrichment import enrich_route
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE, Deployment, build_sources
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE, Deployment, build_sources
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.osm_import import import_network

@@ -71,9 +71,9 @@ from cleanair_core.geo import Point
 from cleanair_core.ports import Store
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.use_cases import alert_rounds
-from cleanair_http.bootstrap import load_or_create_key, open_deployment
 from cleanair_http.offloading import in_abandoned_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import load_or_create_key, open_deployment
+from cleanair_runtime.composition.settings import Settings
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
 from cleanair_storage.sqlite.database import timestamp

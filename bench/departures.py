@@ -36,7 +36,7 @@ from cleanair_core.routes.network import PlanActivityType, StreetNetwork
 from cleanair_core.routes.network_air import NetworkAir
 from cleanair_core.routes.planner import plan_routes
 from cleanair_core.routes.plans import DeparturesRequest, PlanRequest
-from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
+from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.osm_import import import_network

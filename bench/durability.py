@@ -38,7 +38,7 @@ from cleanair_storage.sqlite import SqliteStore, Synchronous
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from support.postgres import PostgresServer
 
-CONNECTIONS = 8
+CONNECTIONS = served.CONNECTIONS
 REQUESTS = 1200
 ROUNDS = 3
 PROCESSES = (1, 2)
@@ -98,42 +98,10 @@ def bench_server(database: str, processes: int, synchronous: Synchronous) -> Ite
 
 
 async def requests(port: int, request: bytes, n: int) -> Stats:
-    """`n` requests over `CONNECTIONS` keep-alive connections, each answered 200."""
-    timings: list[float] = []
-
-    async def connection() -> None:
-        for _ in range(100):  # the server may still be starting to listen
-            try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
-        else:
-            raise SystemExit("the bench server does not listen")
-        for _ in range(n // CONNECTIONS):
-            started = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            if not head.startswith(b"HTTP/1.1 200"):
-                raise SystemExit(f"durability: {head.splitlines()[0]!r}")
-            length = next(
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length")
-            )
-            await reader.readexactly(length)
-            timings.append(time.perf_counter() - started)
-        writer.close()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(connection() for _ in range(CONNECTIONS)))
-    elapsed = time.perf_counter() - started
-    ordered = sorted(timings)
-    return (
-        len(ordered) / elapsed,
-        ordered[len(ordered) // 2] * 1e6,
-        ordered[-len(ordered) // 100] * 1e6,
-    )
+    """`n` requests over the served client's keep-alive connections, each answered 200."""
+    await served.wait_until_listening(port)
+    rate, p50, p99 = await served.served_round(port, request, n)
+    return (rate, p50, p99)
 
 
 def median(rounds: list[Stats]) -> Stats:

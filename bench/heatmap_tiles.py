@@ -28,9 +28,9 @@ from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.air.tiles.geometry import px_of, py_of
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import Deployment, build_sources
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import Deployment, build_sources
+from cleanair_runtime.composition.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
 
 CENTRE = (60.1700, 24.9440)

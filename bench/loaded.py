@@ -44,7 +44,7 @@ from bench.planning import city_grid
 from cleanair_core import CleanAir, Policy, TokenKeys
 from cleanair_core.geo import distance_m
 from cleanair_core.routes.network import StreetNetwork
-from cleanair_http.bootstrap import load_or_create_key
+from cleanair_runtime.composition.bootstrap import load_or_create_key
 from cleanair_storage.sqlite import SqliteStore
 
 GRID = 1000
@@ -60,9 +60,9 @@ DEADLINE_S = 600.0
 #: `cleanair serve` as it was before plan processes: the API process plans itself.
 PLANS_IN_API = """
 import sys
-from cleanair_http.access_log import configure_logging
-from cleanair_http.server import _serve_alone, listening_socket
-from cleanair_http.settings import Settings
+from cleanair_runtime.logs import configure_logging
+from cleanair_runtime.processes.server import _serve_alone, listening_socket
+from cleanair_runtime.composition.settings import Settings
 
 settings = Settings.from_env()
 configure_logging(settings.log_level, settings.access_log)

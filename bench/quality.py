@@ -373,7 +373,7 @@ async def main(network: StreetNetwork) -> None:
 if __name__ == "__main__":
     import asyncio
 
-    from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
+    from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE
     from cleanair_sources.osm_import import import_network
 
     asyncio.run(main(import_network(DEFAULT_NETWORK_FILE, "helsinki")))

@@ -40,13 +40,13 @@ from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.geo import Point
 from cleanair_core.offload import Offload
 from cleanair_core.ports import Store
-from cleanair_http.access_log import configure_logging, stop_logging
 from cleanair_http.app import create_app, with_access_log
-from cleanair_http.bootstrap import Deployment, build_sources
-from cleanair_http.connection_deadlines import with_deadlines
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.server import listening_socket
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import Deployment, build_sources
+from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.logs import configure_logging, stop_logging
+from cleanair_runtime.processes.connection_deadlines import with_deadlines
+from cleanair_runtime.processes.server import listening_socket
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.requests import PostgresRequests
 from cleanair_storage.sqlite import SqliteStore

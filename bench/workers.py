@@ -36,7 +36,7 @@ import psycopg
 from bench.planning import walk_pairs
 from cleanair_core import generate_key
 from cleanair_core.geo import Point
-from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
+from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
 from cleanair_sources.osm_import import import_network
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))

@@ -35,7 +35,7 @@ def test_the_embedding_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_readme_configuration_table_is_the_settings_table() -> None:
     """Every variable `Settings.from_env` reads, with its default and meaning, in order: a
     setting changed in the code and not in the README (or the other way round) fails here."""
-    from cleanair_http.settings import RETIRED, SETTINGS
+    from cleanair_runtime.composition.settings import RETIRED, SETTINGS
 
     readme = (DOCS.parent / "README.md").read_text()
     documented = re.findall(

@@ -17,6 +17,7 @@ from litestar.types import ASGIApp, ControllerRouterHandler, Middleware
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
+from cleanair_http.app_settings import AppSettings, HttpSettings
 from cleanair_http.auth import BearerAuthMiddleware
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
@@ -35,13 +36,12 @@ from cleanair_http.controllers.tiles import ROUTE_HANDLERS as TILES
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker
-from cleanair_http.settings import Settings
 from cleanair_http.upkeep import charge_upkeep, observation_upkeep
 
 
 def create_app(
     core: CleanAir,
-    settings: Settings | None = None,
+    settings: HttpSettings | None = None,
     extra_route_handlers: Sequence[ControllerRouterHandler] = (),
     *,
     on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),
@@ -64,9 +64,12 @@ def create_app(
     With `settings.plan_workers` above 0 the app works on plans itself, and a plan submitted
     to it wakes its runners; otherwise a submitted plan calls `wake_planners`, if given (the
     plan processes' `WakePipe`).
+
+    `settings` is what the app reads of the deployment's (`HttpSettings`): the runtime's
+    `Settings` as `cleanair serve` passes it, or `AppSettings`; none takes the shipped defaults.
     """
 
-    settings = settings or Settings()
+    settings = settings or AppSettings()
     worker = (
         PlanWorker(
             core,
@@ -177,7 +180,7 @@ COMPRESSION = CompressionConfig(
 )
 
 
-def cors_config(settings: Settings) -> CORSConfig | None:
+def cors_config(settings: HttpSettings) -> CORSConfig | None:
     """Cross-origin calls from the configured origins only (none by default). Tokens travel
     in `Authorization`, never in cookies, so credentials stay off; `Retry-After` is exposed
     because a browser app cannot honour a 429 or 503 it cannot read, and `ETag` (with

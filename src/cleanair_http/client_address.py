@@ -8,7 +8,7 @@ from typing import Any
 
 from litestar.connection import ASGIConnection
 
-from cleanair_http.settings import ProxyNetwork
+from cleanair_http.app_settings import ProxyNetwork
 
 
 def _trusted(address: str, proxies: Sequence[ProxyNetwork]) -> bool:

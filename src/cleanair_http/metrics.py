@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Protocol
 
 from litestar import Response, get
@@ -37,7 +37,6 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
-    start_http_server,
 )
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -480,35 +479,12 @@ class MetricsController(PrometheusController):
         )
 
 
-def serve_metrics(host: str, port: int) -> Callable[[], None]:
-    """Serve the metrics on `host:port` from a thread; the function that stops it. Raises
-    OSError when it cannot listen there."""
-    server, thread = start_http_server(port, addr=host, registry=scrape_registry())
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-    return stop
-
-
-def mark_process_dead(pid: int) -> None:
-    """Forget the live gauges (requests in progress) of a serving process that has ended."""
-    if MULTIPROCESS_DIR in os.environ:
-        from prometheus_client import multiprocess
-
-        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
-
-
 __all__ = [
     "METRICS_PATH",
     "MetricsController",
     "PrometheusMetrics",
     "RequestTallies",
     "count_requests",
-    "mark_process_dead",
     "prometheus_metrics",
     "scrape_registry",
-    "serve_metrics",
 ]

@@ -9,7 +9,7 @@ The request body carries BSSIDs and the URL may carry an API key, so neither is 
 nor put into an exception: every failure becomes a bare `SourceUnavailable` raised `from None`
 (no chained httpx exception holding the request). httpx itself logs each request URL, key
 included, at INFO on the `httpx` logger; the composition root raises that logger to WARNING
-(`cleanair_http.access_log.quiet_upstream_urls`).
+(`cleanair_runtime.logs.quiet_upstream_urls`).
 """
 
 from __future__ import annotations

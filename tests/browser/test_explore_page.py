@@ -31,7 +31,7 @@ from playwright.sync_api import (
     expect,
 )
 
-from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
+from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
 from cleanair_sources.osm_import import import_network
 from support.browser_pages import Visit, guarded_page
 from support.servers import Server, pair, running_server, server_env

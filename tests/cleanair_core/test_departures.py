@@ -409,7 +409,7 @@ def test_helsinki_departures_report_the_enrichment_endpoints_doses() -> None:
     changes report each route's dose within 1 % of what enrichment gives (bench/departures.py
     measures more walks)."""
     from cleanair_core.air.street_level import street_level_air
-    from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
+    from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.osm_import import import_network

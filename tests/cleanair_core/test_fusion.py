@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cleanair_core.air.fused_air import FusedAir, GriddedFusedAir, fused_air, unfused_of
+from cleanair_core.air.fused_air import FusedAir, unfused_of
 from cleanair_core.air.fusion import (
     FUSION_PARAMETERS,
     MAX_LEAD,
@@ -31,6 +31,7 @@ from cleanair_core.air.fusion_evaluation import (
     model_statistics,
     rmse_ratios,
 )
+from cleanair_core.air.gridded_fused_air import GriddedFusedAir, fused_air
 from cleanair_core.air.observations import Observation, Station, StationType
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import GriddedAir, Sample

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cleanair_core.air import fused_air as fused_air_module
-from cleanair_core.air.fused_air import FusedAir, FusedValue, GriddedFusedAir, fit_day
+from cleanair_core.air.fused_air import FusedAir, FusedValue, fit_day
 from cleanair_core.air.fusion import (
     FUSION_PARAMETERS,
     HOUR,
@@ -39,6 +39,7 @@ from cleanair_core.air.fusion_fit import (
     fit_parameters,
     leave_one_out,
 )
+from cleanair_core.air.gridded_fused_air import GriddedFusedAir
 from cleanair_core.air.observations import Observation, Station, StationType
 from cleanair_core.air.pollutants import SCORED, Concentrations, Pollutant
 from cleanair_core.air.quality_source import Sample

@@ -69,7 +69,7 @@ class HourlyCells:
 
 @pytest.fixture(scope="module")
 def helsinki() -> tuple[StreetNetwork, AirQualitySource]:
-    from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
+    from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE
     from cleanair_sources.osm_import import import_network
     from cleanair_sources.street_increments import NetworkIncrements
 

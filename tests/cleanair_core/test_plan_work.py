@@ -128,7 +128,7 @@ def test_a_route_without_air_fails_the_batch_as_it_fails_alone() -> None:
 @pytest.fixture(scope="module")
 def helsinki() -> tuple[StreetNetwork, GriddedAir]:
     from cleanair_core.air.street_level import street_level_air
-    from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
+    from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.osm_import import import_network

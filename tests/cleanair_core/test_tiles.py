@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cleanair_core.air.fused_air import GriddedFusedAir, fused_air
+from cleanair_core.air.gridded_fused_air import GriddedFusedAir, fused_air
 from cleanair_core.air.indexes.registry import INDEX_CODES, OFFICIAL_INDEXES
 from cleanair_core.air.pollutants import SCORED, Pollutant
 from cleanair_core.air.score import clean_air_score
@@ -37,7 +37,7 @@ from cleanair_core.air.tiles.layers import LAYERS
 from cleanair_core.air.tiles.render import render_png
 from cleanair_core.routes.network import RoadClass
 from cleanair_core.use_cases.tiles import streets_of
-from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE
+from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.osm_import import import_network

@@ -13,9 +13,9 @@ from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app, with_access_log
-from cleanair_http.bootstrap import load_or_create_key
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import KEY_FILE_NAME, Settings
+from cleanair_runtime.composition.bootstrap import load_or_create_key
+from cleanair_runtime.composition.settings import KEY_FILE_NAME, Settings
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
 from support.http import Client, MakeClient

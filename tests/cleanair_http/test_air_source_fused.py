@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from cleanair_core import CleanAir, ManualClock
-from cleanair_core.air.fused_air import FusedAir, fused_air
+from cleanair_core.air.fused_air import FusedAir
+from cleanair_core.air.gridded_fused_air import fused_air
 from cleanair_core.air.observations import Observation, Station
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.geo import Point

@@ -17,7 +17,7 @@ from cleanair_core.credits.ledger import Billable, CreditLimits
 from cleanair_core.errors import RETRY_AFTER_UNAVAILABLE, SourceUnavailable
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from support.fakes import (
     AIR,
     FINNISH_ADDRESS,

@@ -13,7 +13,7 @@ import pytest
 from cleanair_core import CleanAir, ManualClock
 from cleanair_core.access.scopes import Scope
 from cleanair_core.alerts.outbox import NewEvent
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from support.http import Client, MakeClient, bearer, pair, partner_token, user_token
 
 FEED = "/ext/v1/alerts/events"

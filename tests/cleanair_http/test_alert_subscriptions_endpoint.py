@@ -37,9 +37,9 @@ from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.ports import Sources
 from cleanair_core.use_cases.alerts import ROTATION_OVERLAP
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import policy_from
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import Settings, SettingsError
+from cleanair_runtime.composition.bootstrap import policy_from
+from cleanair_runtime.composition.settings import Settings, SettingsError
 from cleanair_storage.memory import MemoryStore
 from cleanair_storage.sqlite import SqliteStore
 from support.http import Client, MakeClient, bearer, pair, partner_token, user_token

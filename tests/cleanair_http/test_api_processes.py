@@ -12,8 +12,12 @@ import signal
 import attrs
 import pytest
 
-from cleanair_http.api_processes import ApiProcesses
-from cleanair_http.plan_processes import RESTART_DELAYS_S, STEADY_S, STOP_HEARD_WITHIN_S
+from cleanair_runtime.processes.api_processes import ApiProcesses
+from cleanair_runtime.processes.plan_processes import (
+    RESTART_DELAYS_S,
+    STEADY_S,
+    STOP_HEARD_WITHIN_S,
+)
 
 
 @attrs.define

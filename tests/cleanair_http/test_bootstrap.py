@@ -17,8 +17,8 @@ from cleanair_core.air.street_level import StreetLevelAir
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.geo import Point
 from cleanair_core.keys import TokenKeys, generate_key
-from cleanair_http.bootstrap import Deployment, build_sources, open_deployment
-from cleanair_http.settings import Settings, SettingsError
+from cleanair_runtime.composition.bootstrap import Deployment, build_sources, open_deployment
+from cleanair_runtime.composition.settings import Settings, SettingsError
 from cleanair_sources.embedded_model import EmbeddedModel
 from cleanair_sources.gazetteer import Gazetteer
 from cleanair_sources.ichnaea import IchnaeaGeolocator

@@ -23,10 +23,10 @@ from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
 from cleanair_core.service import CleanAir
 from cleanair_core.use_cases import alert_operators
-from cleanair_http import cli
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import Deployment, open_deployment
-from cleanair_http.settings import Settings
+from cleanair_runtime import cli
+from cleanair_runtime.composition.bootstrap import Deployment, open_deployment
+from cleanair_runtime.composition.settings import Settings
 from support.http import Client, bearer, pair
 from support.subscriptions import T0, make_subscription
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cleanair_http import cli
-from cleanair_http.terminal import CLOSED_PIPE_STATUS, quiet_on_closed_pipe
+from cleanair_runtime import cli
+from cleanair_runtime.terminal import CLOSED_PIPE_STATUS, quiet_on_closed_pipe
 
 CLI = Path(sys.executable).parent / "cleanair"
 HEADER = "location_id,sensors_id,location,datetime,lat,lon,parameter,units,value"

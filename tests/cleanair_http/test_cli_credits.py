@@ -13,10 +13,10 @@ from litestar.testing import TestClient
 
 from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import CreditsExhausted, Limit
-from cleanair_http import cli
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import Deployment, open_deployment
-from cleanair_http.settings import Settings
+from cleanair_runtime import cli
+from cleanair_runtime.composition.bootstrap import Deployment, open_deployment
+from cleanair_runtime.composition.settings import Settings
 from support.http import Client, bearer, pair
 
 

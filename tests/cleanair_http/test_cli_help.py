@@ -8,7 +8,8 @@ from importlib.metadata import version
 
 import pytest
 
-from cleanair_http import cli
+from cleanair_runtime import cli
+from cleanair_runtime.cli.parser import build_parser
 
 
 def parsers(
@@ -30,7 +31,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_option_says_its_default() -> None:
     checked = 0
-    for path, parser in parsers(cli._parser()):
+    for path, parser in parsers(build_parser()):
         shown = " ".join(parser.format_help().split())  # the wrapping undone
         for action in parser._actions:
             if not action.option_strings or action.default is argparse.SUPPRESS:
@@ -46,7 +47,7 @@ def test_every_option_says_its_default() -> None:
 
 
 def test_a_flag_shows_off_and_a_value_shows_itself() -> None:
-    help_of = {path: p.format_help() for path, p in parsers(cli._parser())}
+    help_of = {path: p.format_help() for path, p in parsers(build_parser())}
     assert "(default: 8000)" in help_of["cleanair serve"]
     assert "(default: 127.0.0.1)" in help_of["cleanair serve"]
     assert "(default: off)" in " ".join(help_of["cleanair usage"].split())
@@ -55,7 +56,7 @@ def test_a_flag_shows_off_and_a_value_shows_itself() -> None:
 #: Positionals another change owns for now (the `credits grant` arm and parser).
 def test_every_positional_and_command_has_help() -> None:
     checked = 0
-    for path, parser in parsers(cli._parser()):
+    for path, parser in parsers(build_parser()):
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for choice in action._choices_actions:  # each command listed in the usage
@@ -71,7 +72,7 @@ def test_every_positional_and_command_has_help() -> None:
 
 
 def test_the_alerts_commands_are_listed_with_their_options() -> None:
-    help_of = {path: " ".join(p.format_help().split()) for path, p in parsers(cli._parser())}
+    help_of = {path: " ".join(p.format_help().split()) for path, p in parsers(build_parser())}
     assert "alerts see every user's alert subscriptions, disable one" in help_of["cleanair"]
     for action in ("list", "show", "disable"):
         assert f" {action} " in help_of["cleanair alerts"]
@@ -83,7 +84,7 @@ def test_the_alerts_commands_are_listed_with_their_options() -> None:
 
 
 def test_since_and_until_say_a_date_or_no_offset_is_utc() -> None:
-    (evaluate,) = [p for path, p in parsers(cli._parser()) if path == "cleanair stations evaluate"]
+    (evaluate,) = [p for path, p in parsers(build_parser()) if path == "cleanair stations evaluate"]
     shown = " ".join(evaluate.format_help().split())
     assert "an ISO 8601 date (its midnight) or date and time, in UTC unless it has an offset" in (
         shown
@@ -94,7 +95,7 @@ def test_the_import_help_states_the_line_bound() -> None:
     from cleanair_sources.text_files import MAX_LINE_CHARS
 
     (station_import,) = [
-        p for path, p in parsers(cli._parser()) if path == "cleanair stations import"
+        p for path, p in parsers(build_parser()) if path == "cleanair stations import"
     ]
     assert f"at most {MAX_LINE_CHARS:,} characters" in " ".join(
         station_import.format_help().split()

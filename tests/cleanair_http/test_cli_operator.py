@@ -17,9 +17,9 @@ import pytest
 
 from cleanair_core.credits.ledger import Billable
 from cleanair_core.errors import NotAuthenticated
-from cleanair_http import cli
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.settings import Settings
+from cleanair_runtime import cli
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
 
 CLI = Path(sys.executable).with_name("cleanair")
 KEY = "ab" * 32

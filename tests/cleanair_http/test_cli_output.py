@@ -24,10 +24,10 @@ from cleanair_core.access.accounts import Owner, OwnerKind
 from cleanair_core.access.connections import new_connection
 from cleanair_core.access.scopes import USER_SCOPES
 from cleanair_core.service import CleanAir
-from cleanair_http import cli
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.settings import Settings
-from cleanair_http.terminal import escape_nonprintable, natural_key
+from cleanair_runtime import cli
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.terminal import escape_nonprintable, natural_key
 from support.networks import grid
 
 #: ESC-sequences that clear the screen and home the cursor, a carriage return that lets the

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from cleanair_http import cli
+from cleanair_runtime import cli
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.migrations import latest_version
 from support.sqlite_files import migrated_by_a_newer_release
@@ -94,7 +94,7 @@ def test_every_command_refuses_a_database_newer_than_the_code(
 ) -> None:
     # Were the database accepted, `serve` and `worker` would run until stopped.
     monkeypatch.setattr("uvicorn.Server.run", never_runs)
-    monkeypatch.setattr("cleanair_http.worker.anyio.run", never_runs)
+    monkeypatch.setattr("cleanair_runtime.processes.worker.anyio.run", never_runs)
     assert cli.main(argv) == 2
     out, err = capsys.readouterr()
     assert out == ""

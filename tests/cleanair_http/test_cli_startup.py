@@ -21,7 +21,7 @@ HEAVY = ("litestar", "httpx", "numpy", "sqlite_utils", "uvicorn", "psycopg")
 
 PROBE = """
 import json, sys
-from cleanair_http.cli import main
+from cleanair_runtime.cli import main
 codes = [main(argv) for argv in json.loads(sys.argv[1])]
 heavy = sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)
 print(json.dumps({"codes": codes, "heavy": heavy}))
@@ -86,7 +86,7 @@ def test_stations_import_imports_no_heavy_library(existing_database: Path) -> No
 
 
 def test_help_imports_no_heavy_library(tmp_path: Path) -> None:
-    probe = "import sys\nfrom cleanair_http.cli import _parser\n_parser()\n" + (
+    probe = "import sys\nfrom cleanair_runtime.cli import build_parser\nbuild_parser()\n" + (
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     )
     done = subprocess.run(
@@ -100,7 +100,8 @@ def test_the_server_starts_without_scipy() -> None:
     start-up): the street-level fields are convolved with NumPy's FFT, and the router imports
     SciPy at its first search."""
     probe = (
-        "import sys\nimport cleanair_http.server, cleanair_http.app, cleanair_http.bootstrap\n"
+        "import sys\nimport cleanair_runtime.processes.server, cleanair_http.app\n"
+        "import cleanair_runtime.composition.bootstrap\n"
         "import cleanair_sources.street_increments, cleanair_sources.street_router\n"
         "import cleanair_sources.embedded_model, cleanair_sources.gazetteer\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"

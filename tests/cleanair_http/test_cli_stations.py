@@ -20,9 +20,10 @@ from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air.observations import Observation, Station
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.geo import Point
-from cleanair_http import cli
-from cleanair_http.cli import _Progress
-from cleanair_http.spool import Spool
+from cleanair_runtime import cli
+from cleanair_runtime.cli import stations
+from cleanair_runtime.cli.spool import Spool
+from cleanair_runtime.cli.stations import _Progress
 from cleanair_storage.sqlite import SqliteStore
 
 CLI = Path(sys.executable).parent / "cleanair"
@@ -296,8 +297,8 @@ def test_progress_goes_to_stderr(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(cli, "PROGRESS_EVERY_ROWS", 1_000)
-    monkeypatch.setattr(cli, "IMPORT_BATCH_SIZE", 1_000)
+    monkeypatch.setattr(stations, "PROGRESS_EVERY_ROWS", 1_000)
+    monkeypatch.setattr(stations, "IMPORT_BATCH_SIZE", 1_000)
     day = archive(tmp_path, "big.csv.gz", *(row(1 + h % 5, h // 5, 1.0) for h in range(2_500)))
     status, out, err = run(["stations", "import", str(day)], capsys)
     assert status == 0

@@ -11,9 +11,10 @@ import pytest
 from cleanair_core.air.wifi import WifiAccessPoint
 from cleanair_core.air.wifi_location import LocalWifiGeolocator
 from cleanair_core.geo import Point, distance_m
-from cleanair_http import cli
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.settings import Settings
+from cleanair_runtime import cli
+from cleanair_runtime.cli import wifi
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
 
 A, B, C = "a4:2b:b0:11:22:01", "a4:2b:b0:11:22:02", "a4:2b:b0:11:22:03"
 WEST, EAST = Point(52.52, 13.40), Point(52.52, 13.4029)  # about 200 m apart
@@ -81,8 +82,8 @@ def test_progress_and_batches_for_a_large_file(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(cli, "IMPORT_BATCH_SIZE", 100)
-    monkeypatch.setattr(cli, "PROGRESS_EVERY_ROWS", 1_000)
+    monkeypatch.setattr(wifi, "IMPORT_BATCH_SIZE", 100)
+    monkeypatch.setattr(wifi, "PROGRESS_EVERY_ROWS", 1_000)
     rows = [
         f"00:11:22:{i >> 16:02x}:{(i >> 8) & 255:02x}:{i & 255:02x},52.5,13.4" for i in range(2_500)
     ]

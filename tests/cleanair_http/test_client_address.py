@@ -9,8 +9,9 @@ import pytest
 from litestar import Request
 from litestar.types import HTTPScope
 
+from cleanair_http.app_settings import ProxyNetwork
 from cleanair_http.client_address import client_address
-from cleanair_http.settings import ProxyNetwork, Settings
+from cleanair_runtime.composition.settings import Settings
 
 
 def request_from(peer: str, forwarded: str | None) -> Request[Any, Any, Any]:
@@ -69,7 +70,7 @@ def test_every_line_of_the_header_counts_in_order() -> None:
 
 
 def test_bad_proxy_settings_fail_clearly() -> None:
-    from cleanair_http.settings import SettingsError
+    from cleanair_runtime.composition.settings import SettingsError
 
     with pytest.raises(SettingsError, match="CLEANAIR_TRUSTED_PROXIES"):
         Settings.from_env({"CLEANAIR_TRUSTED_PROXIES": "not-an-ip"})

@@ -14,8 +14,8 @@ from cleanair_core.air.observations import Observation, Station
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
-from cleanair_http.bootstrap import Deployment, build_sources
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import Deployment, build_sources
+from cleanair_runtime.composition.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
 from support.http import Client, bearer, pair
 

@@ -19,8 +19,12 @@ import uvicorn
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cleanair_http.connection_deadlines import MAX_FRAMING_BYTES, MAX_QUEUED, with_deadlines
-from cleanair_http.server import listening_socket
+from cleanair_runtime.processes.connection_deadlines import (
+    MAX_FRAMING_BYTES,
+    MAX_QUEUED,
+    with_deadlines,
+)
+from cleanair_runtime.processes.server import listening_socket
 
 #: The read deadlines of the server under test: short, so a test waits little for them.
 DEADLINE_S = 0.5

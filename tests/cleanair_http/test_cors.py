@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cleanair_core import CleanAir
-from cleanair_http.settings import Settings, SettingsError
+from cleanair_runtime.composition.settings import Settings, SettingsError
 from support.http import Client, MakeClient, bearer, pair
 
 APP = "https://app.example"

@@ -130,7 +130,8 @@ def test_the_cli_says_the_database_is_unavailable_and_exits_3(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from cleanair_http import bootstrap, cli
+    from cleanair_runtime import cli
+    from cleanair_runtime.composition import bootstrap
 
     monkeypatch.setenv("CLEANAIR_DATABASE", str(tmp_path / "cleanair.db"))
     monkeypatch.setattr(bootstrap, "SqliteStore", partial(SqliteStore, busy_timeout=0.05))

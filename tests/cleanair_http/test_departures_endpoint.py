@@ -23,7 +23,7 @@ from cleanair_core.air.quality_source import Sample
 from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
 from cleanair_core.routes.plans import DeparturesRequest, PlanKind
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from support.fakes import FakeIp, FakeNamer
 from support.http import Client, MakeClient, bearer, pair, partner_token, user_token

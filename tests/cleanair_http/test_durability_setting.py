@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.settings import Settings, SettingsError
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings, SettingsError
 from cleanair_storage.sqlite import SqliteStore
 
 

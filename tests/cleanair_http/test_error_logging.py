@@ -16,7 +16,7 @@ from litestar.types import Message
 from cleanair_core import CleanAir
 from cleanair_http.app import create_app
 from cleanair_http.errors import UnhandledErrors, exception_handlers
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from support.http import Client, MakeClient, bearer, pair
 
 

@@ -16,8 +16,8 @@ from cleanair_core import CleanAir
 from cleanair_core.ports import Sources
 from cleanair_core.routes.network import RoadClass
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import DEFAULT_NETWORK_NAME
 from cleanair_http.explore.tiles import MAX_TILE_EDGES, MAX_ZOOM
+from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_NAME
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from cleanair_core import CleanAir, ManualClock
-from cleanair_core.air.fused_air import fused_air
+from cleanair_core.air.gridded_fused_air import fused_air
 from cleanair_core.air.observations import Observation, Station
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.ports import Sources
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeSource

@@ -26,7 +26,6 @@ from cleanair_core.errors import RateLimited
 from cleanair_core.ports import Sources
 from cleanair_core.routes.network import AreaKind, NetworkAreas, RoadClass, StreetNetwork
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
 from cleanair_http.explore.tiles import (
     MAX_ZOOM,
     UNIT,
@@ -37,6 +36,7 @@ from cleanair_http.explore.tiles import (
     shown_classes,
     tile_bounds,
 )
+from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_FILE, DEFAULT_NETWORK_NAME
 from cleanair_sources.osm_import import import_network
 from cleanair_sources.street_router import LoadedNetworks
 from support.fakes import FakeSource

@@ -16,8 +16,8 @@ import pytest
 
 from cleanair_core import CleanAir, ManualClock
 from cleanair_http import extension_schemas as ext
-from cleanair_http.settings import Settings
 from cleanair_http.violations import MAX_VIOLATIONS
+from cleanair_runtime.composition.settings import Settings
 from support.http import Client, MakeClient, bearer, pair
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)

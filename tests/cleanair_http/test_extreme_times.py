@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cleanair_core import CleanAir, ManualClock
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from support.http import Client, MakeClient, bearer, pair
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)

@@ -30,7 +30,7 @@ from cleanair_core.ports import Sources
 from cleanair_core.routes.plans import POLLS_PER_MINUTE
 from cleanair_http.app import create_app
 from cleanair_http.errors import VALIDATION_FAILED
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.memory import MemoryStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource

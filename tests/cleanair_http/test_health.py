@@ -21,9 +21,9 @@ from cleanair_core.use_cases.health import (
     SCHEMA_NOT_CURRENT,
 )
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import open_deployment
 from cleanair_http.offloading import in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cleanair_core import CleanAir
-from cleanair_http.access_log import configure_logging, flush_logs, stop_logging
+from cleanair_runtime.logs import configure_logging, flush_logs, stop_logging
 from support.http import MakeClient, bearer, pair
 
 

@@ -13,7 +13,7 @@ from litestar.params import JSONBody
 
 from cleanair_core import CleanAir
 from cleanair_http import schemas
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from support.http import Client, MakeClient, bearer, pair
 
 VALIDATION_FAILED = {"detail": "Request validation failed"}

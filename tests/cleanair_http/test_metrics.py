@@ -24,9 +24,10 @@ from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.ports import Sources
 from cleanair_http.access_log import AccessLog
 from cleanair_http.app import create_app, with_access_log
-from cleanair_http.metrics import prometheus_metrics, serve_metrics
+from cleanair_http.metrics import prometheus_metrics
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import Settings, SettingsError
+from cleanair_runtime.composition.settings import Settings, SettingsError
+from cleanair_runtime.processes.metrics_port import serve_metrics
 from cleanair_sources.ichnaea import IchnaeaGeolocator
 from cleanair_sources.open_meteo import OpenMeteoSource
 from cleanair_sources.openaq import OpenAQClient, OpenAQPoller

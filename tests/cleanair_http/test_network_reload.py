@@ -12,8 +12,8 @@ import pytest
 
 from cleanair_core.ports import Store
 from cleanair_core.routes.network import StreetNetwork
-from cleanair_http.network_reload import NetworkReloader
 from cleanair_http.offloading import in_thread
+from cleanair_runtime.composition.network_reload import NetworkReloader
 from cleanair_sources.street_increments import NetworkIncrements
 from cleanair_sources.street_router import LoadedNetworks
 from support.networks import grid

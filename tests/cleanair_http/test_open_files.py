@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from cleanair_http.open_files import ACCEPT_ERROR_EVERY_S, AcceptErrors, RefusalLines
+from cleanair_runtime.processes.open_files import ACCEPT_ERROR_EVERY_S, AcceptErrors, RefusalLines
 
 
 class Clock:

@@ -15,14 +15,14 @@ from litestar.testing import AsyncTestClient
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import (
+from cleanair_http.offloading import in_thread
+from cleanair_runtime.composition.bootstrap import (
     NETWORK_MARGIN_KM,
     Deployment,
     build_sources,
     openaq_boxes,
 )
-from cleanair_http.offloading import in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.openaq import OpenAQClient, OpenAQPoller
 from cleanair_storage.memory import MemoryStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource

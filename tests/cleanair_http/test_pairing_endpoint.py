@@ -11,7 +11,7 @@ from litestar.testing import TestClient
 from cleanair_core import CleanAir, Environment, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_storage.postgres import PostgresStore
 from support.http import Client, MakeClient, bearer, pair
 

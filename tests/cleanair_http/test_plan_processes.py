@@ -19,14 +19,14 @@ from litestar.testing import TestClient
 from cleanair_core import CleanAir
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_abandoned_thread
-from cleanair_http.plan_processes import (
+from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.processes.plan_processes import (
     RESTART_DELAYS_S,
     PlanProcesses,
     WakePipe,
     plans_in_processes,
     restart_delay,
 )
-from cleanair_http.settings import Settings
 from support.http import bearer, pair
 
 #: Bounded waits for other threads: generous on a busy machine, never reached when it works.

@@ -36,7 +36,7 @@ from cleanair_core.use_cases.routes import AIR_PREPARATION_LEAD
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
 from cleanair_http.plan_worker import PRUNE_SECONDS, PlanWorker
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.sqlite import SqliteStore
 from support.http import MakeClient, bearer, pair

@@ -21,7 +21,7 @@ from cleanair_core.errors import StoreUnavailable
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_storage.postgres import PostgresStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
 from support.http import Client, bearer, pair

@@ -17,7 +17,7 @@ from cleanair_core.errors import StoreUnavailable
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.requests import PostgresRequests
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from cleanair_core import CleanAir, ManualClock
-from cleanair_core.air.fused_air import fused_air
 from cleanair_core.air.fusion import FUSION_PARAMETERS, persistence, residual_field
+from cleanair_core.air.gridded_fused_air import fused_air
 from cleanair_core.air.observations import Observation, Station
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.geo import Point

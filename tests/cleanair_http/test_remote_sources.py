@@ -16,8 +16,8 @@ from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.score import clean_air_score
 from cleanair_core.ports import Sources
-from cleanair_http.access_log import quiet_upstream_urls
 from cleanair_http.app import create_app
+from cleanair_runtime.logs import quiet_upstream_urls
 from cleanair_sources.ichnaea import IchnaeaGeolocator
 from cleanair_sources.open_meteo import OpenMeteoSource
 from cleanair_storage.sqlite import SqliteStore

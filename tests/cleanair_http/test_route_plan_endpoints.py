@@ -27,7 +27,7 @@ from cleanair_core.geo import Point, distance_m
 from cleanair_core.ports import Sources
 from cleanair_core.routes.plans import Plan, PlanRequest, PlanStatus
 from cleanair_http.app import create_app
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.street_router import LoadedNetworks
 from support.fakes import FakeIp, FakeNamer
 from support.http import Client, MakeClient, bearer, pair, partner_token, user_token

@@ -9,7 +9,7 @@ import signal
 import pytest
 import uvicorn
 
-from cleanair_http.server import _Server
+from cleanair_runtime.processes.server import _Server
 
 
 async def app(scope: object, receive: object, send: object) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cleanair_http.cli import main
-from cleanair_http.server import listening_socket
+from cleanair_runtime.cli import main
+from cleanair_runtime.processes.server import listening_socket
 
 
 def test_connections_on_the_shared_socket_are_not_delayed_by_nagle() -> None:

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from cleanair_http.settings import OPEN_METEO_URL, Settings, SettingsError, database_label
+from cleanair_runtime.composition.settings import (
+    OPEN_METEO_URL,
+    Settings,
+    SettingsError,
+    database_label,
+)
 
 
 def test_defaults_work_offline() -> None:
@@ -51,7 +56,7 @@ def test_bad_source_settings_fail_naming_the_variable(env: dict[str, str], named
 
 
 def test_plan_settings_reach_the_policy() -> None:
-    from cleanair_http.bootstrap import policy_from
+    from cleanair_runtime.composition.bootstrap import policy_from
 
     defaults = Settings.from_env({})
     assert (defaults.plan_workers, defaults.default_network) == (2, True)
@@ -95,7 +100,7 @@ def test_bad_plan_settings_fail_naming_the_variable(name: str, raw: str) -> None
 
 
 def test_the_default_network_is_imported_once_and_only_when_wanted() -> None:
-    from cleanair_http.bootstrap import DEFAULT_NETWORK_NAME, street_networks
+    from cleanair_runtime.composition.bootstrap import DEFAULT_NETWORK_NAME, street_networks
     from cleanair_storage.memory import MemoryStore
 
     store = MemoryStore()
@@ -110,7 +115,7 @@ def test_the_default_network_is_imported_once_and_only_when_wanted() -> None:
 
 
 def test_the_pairing_guess_budget_reaches_the_policy() -> None:
-    from cleanair_http.bootstrap import policy_from
+    from cleanair_runtime.composition.bootstrap import policy_from
 
     assert policy_from(Settings.from_env({})).pairing_guess_budget == 100
     settings = Settings.from_env({"CLEANAIR_PAIRING_GUESS_BUDGET": "40"})
@@ -131,14 +136,14 @@ def test_retired_variables_stop_start_up_instead_of_being_ignored(retired: str) 
 def test_the_defaults_are_the_cores_own() -> None:
     """Settings that become the policy default to `Policy()`'s values, not to a copy of them."""
     from cleanair_core import Policy
-    from cleanair_http.bootstrap import policy_from
+    from cleanair_runtime.composition.bootstrap import policy_from
 
     assert policy_from(Settings.from_env({})) == Policy()
     assert policy_from(Settings()) == Policy()
 
 
 def test_the_observation_retention_reaches_the_policy_and_0_keeps_for_ever() -> None:
-    from cleanair_http.bootstrap import policy_from
+    from cleanair_runtime.composition.bootstrap import policy_from
 
     assert Settings.from_env({}).observation_retention_days == 400
     for days in ("0", "30", "36500"):
@@ -169,7 +174,7 @@ def test_the_access_log_level_is_read_in_any_case() -> None:
 
 
 def test_every_default_is_within_its_bounds() -> None:
-    from cleanair_http.settings import SETTINGS
+    from cleanair_runtime.composition.settings import SETTINGS
 
     bounded = [s for s in SETTINGS if s.bounds is not None]
     assert len(bounded) > 10

@@ -19,9 +19,9 @@ from litestar.testing import TestClient
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import store_calls_for
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import store_calls_for
+from cleanair_runtime.composition.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
 from support.http import bearer, pair
 

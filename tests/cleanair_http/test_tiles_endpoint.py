@@ -23,9 +23,9 @@ from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.geo import Point
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
-from cleanair_http.bootstrap import Deployment, build_sources
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import Deployment, build_sources
+from cleanair_runtime.composition.settings import Settings
 from cleanair_storage.sqlite import SqliteStore
 from support.fakes import FakeGeolocator, FakeIp, FakeNamer, FakeSource
 from support.http import Client, bearer, pair, user_token
@@ -359,7 +359,7 @@ def test_a_source_answering_samples_draws_its_values(tmp_path: Path, clock: Manu
 
 
 def test_the_operator_sets_the_daily_tile_allowance() -> None:
-    from cleanair_http.bootstrap import policy_from
+    from cleanair_runtime.composition.bootstrap import policy_from
 
     assert policy_from(Settings.from_env({})).tiles_per_day == 20_000
     assert policy_from(Settings.from_env({"CLEANAIR_TILES_PER_DAY": "50"})).tiles_per_day == 50

@@ -15,7 +15,7 @@ from cleanair_core import CleanAir, ManualClock, TokenKeys, generate_key
 from cleanair_core.errors import RETRY_AFTER_UNAVAILABLE
 from cleanair_core.ports import Sources
 from cleanair_http.app import create_app
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 from cleanair_sources.open_meteo import OpenMeteoSource
 from cleanair_sources.street_router import LoadedNetworks
 from cleanair_storage.sqlite import SqliteStore

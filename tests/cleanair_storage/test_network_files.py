@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import FloatArray, PlanActivityType, StreetNetwork
-from cleanair_http.network_reload import NetworkReloader
 from cleanair_http.offloading import in_thread
+from cleanair_runtime.composition.network_reload import NetworkReloader
 from cleanair_sources.network_derivation import DERIVATION, derive
 from cleanair_sources.street_increments import NetworkIncrements
 from cleanair_sources.street_router import LoadedNetworks, ScipyRouter

@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from cleanair_core.access.scopes import Scope
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import PlanActivityType
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
 from support.servers import (
     CLI,
     STARTUP_S,

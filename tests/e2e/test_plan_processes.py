@@ -18,8 +18,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cleanair_http.plan_processes import PLAN_NICENESS
-from cleanair_http.server import listening_socket
+from cleanair_runtime.processes.plan_processes import PLAN_NICENESS
+from cleanair_runtime.processes.server import listening_socket
 from support.servers import (
     STARTUP_S,
     children_of,

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from cleanair_core import Billable
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
 from support.servers import STARTUP_S, cli, running_server, server_env, spawn
 
 pytestmark = pytest.mark.e2e

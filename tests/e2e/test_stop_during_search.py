@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cleanair_http.bootstrap import load_or_create_key
+from cleanair_runtime.composition.bootstrap import load_or_create_key
 from cleanair_storage.sqlite import SqliteStore
 from support.networks import city_grid
 from support.servers import STARTUP_S, pair, plan_row, running_server, server_env, worker_process

@@ -14,7 +14,7 @@ from cleanair_core.access.accounts import Owner, OwnerKind
 from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope
 from cleanair_core.access.tokens import issue_token
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 
 #: A test client of any app: the tests call the app over HTTP and never look at its type,
 #: which is a Litestar app or one behind the access log.

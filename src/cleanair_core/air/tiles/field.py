@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from cleanair_core.air.fused_air import GriddedFusedAir
+from cleanair_core.air.gridded_fused_air import GriddedFusedAir
 from cleanair_core.air.pollutants import SCORED, Pollutant
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir, Sample
 from cleanair_core.air.street_level import GriddedStreetLevelAir

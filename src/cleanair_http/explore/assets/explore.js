@@ -23,7 +23,7 @@
   const KEEP_TILES = 300;
   // The Earth's circumference in metres (Web Mercator's sphere).
   const EARTH_M = 40_075_016.686;
-  // The shipped network's name (cleanair_http.bootstrap.DEFAULT_NETWORK_NAME): shown first
+  // The shipped network's name (cleanair_runtime.composition.bootstrap.DEFAULT_NETWORK_NAME): shown first
   // when several are loaded, as it holds the city the service ships for.
   const SHIPPED_NETWORK = "helsinki";
   // The planner's longest alternative, against the direct route (planner.MAX_DETOUR).

@@ -8,7 +8,8 @@ again soon after it started waits longer each time, and each death is logged wit
 (its status) and when the next starts.
 
 The first N are forked, before the command starts any thread. A replacement is a fresh
-interpreter (`python -P -m cleanair_http.api_processes`), as a plan process is: by then the
+interpreter (`python -P -m cleanair_runtime.processes.api_processes`), as a plan process is:
+by then the
 command runs threads (the plan processes' watchers, the metrics port), and a fork could copy
 a lock one of them held. It is handed the listening socket and the wake pipe's writing end,
 which the command keeps open for it, and reads the settings from the environment as the
@@ -32,8 +33,9 @@ from typing import Protocol
 
 import attrs
 
-from cleanair_http.access_log import configure_logging, stop_logging
-from cleanair_http.plan_processes import (
+from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.logs import configure_logging, stop_logging
+from cleanair_runtime.processes.plan_processes import (
     STEADY_S,
     STOP_HEARD_WITHIN_S,
     WakePipe,
@@ -41,8 +43,7 @@ from cleanair_http.plan_processes import (
     plans_in_processes,
     restart_delay,
 )
-from cleanair_http.settings import Settings
-from cleanair_http.terminal import escape_nonprintable
+from cleanair_runtime.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
 
@@ -246,7 +247,7 @@ def spawn(host: str, listening: socket.socket, wakeups: WakePipe | None, index: 
                 sys.executable,
                 "-P",
                 "-m",
-                "cleanair_http.api_processes",
+                "cleanair_runtime.processes.api_processes",
                 str(os.getpid()),
                 host,
                 str(listening.fileno()),
@@ -277,7 +278,7 @@ def main(argv: Sequence[str]) -> int:
         die_with(command, signal.SIGTERM)
         settings = Settings.from_env()
         configure_logging(settings.log_level, settings.access_log, settings.log_file)
-        from cleanair_http.server import serve_on
+        from cleanair_runtime.processes.server import serve_on
 
         listening = socket.socket(fileno=listen_fd)
         status = serve_on(

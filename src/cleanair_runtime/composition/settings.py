@@ -10,7 +10,6 @@ and the README's description of it. `SETTINGS` lists them as the configuration t
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from enum import Enum
@@ -20,18 +19,36 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from cleanair_core.access.tokens import Environment
-from cleanair_core.alerts.destinations import IPNetwork, parse_networks
+from cleanair_core.alerts.destinations import IPNetwork
 from cleanair_core.policy import Policy
 from cleanair_core.routes.plans import POLLS_PER_MINUTE
+from cleanair_http.app_settings import AppSettings, ProxyNetwork
+from cleanair_runtime.composition import setting_parsers as parsers
+from cleanair_runtime.composition.setting_parsers import Box
 from cleanair_storage.sqlite.database import SYNCHRONOUS, SYNCHRONOUS_MODES, Synchronous
 
 T = TypeVar("T")
 
-ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+#: The parsers by the names the rows below use.
+_box = parsers.box
+_choice = parsers.choice
+_database = parsers.database
+_environment = parsers.environment
+_flag = parsers.flag
+_host = parsers.host
+_log_level = parsers.log_level
+_networks = parsers.networks
+_origins = parsers.origins
+_port = parsers.port
+_seconds = parsers.seconds
+_secret = parsers.secret
+_url = parsers.url
+_webhook_networks = parsers.webhook_networks
+_webhook_ports = parsers.webhook_ports
+_whole = parsers.whole
+
 OPEN_METEO_URL = "https://air-quality-api.open-meteo.com"
 OPENAQ_URL = "https://api.openaq.org/v3"
-#: (south, west, north, east) in degrees.
-Box = tuple[float, float, float, float]
 #: Why a PostgreSQL deployment needs an explicit key.
 KEY_REQUIRED = (
     "CLEANAIR_SECRET_KEY or CLEANAIR_SECRET_KEY_FILE: required when CLEANAIR_DATABASE is a "
@@ -136,41 +153,7 @@ class Setting:
         return f"`{text}`"
 
 
-# Parsers: each turns a variable's text into its value, or raises ValueError worded for the
-# start-up message. Ranges are not theirs to check: a row's `Bounds` does it.
-
-
-def _environment(raw: str) -> Environment:
-    try:
-        return Environment(raw)
-    except ValueError:
-        raise ValueError("must be tst or pdn") from None
-
-
-def _whole(raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError("must be a whole number") from None
-
-
-def _seconds(raw: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError("must be a number of seconds") from None
-
-
 _DEFAULT_DATABASE: Path | str = Path("var/cleanair.db")
-#: URL schemes of a PostgreSQL database (anything else is a SQLite file path).
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def _database(raw: str) -> Path | str:
-    """A SQLite file path, or a PostgreSQL URL kept as written (a path would fold its `//`)."""
-    if raw.startswith(POSTGRES_SCHEMES):
-        return raw
-    return Path(raw)
 
 
 def database_label(database: Path | str) -> str:
@@ -188,124 +171,6 @@ def database_label(database: Path | str) -> str:
     user = credentials.split(":", 1)[0]
     place = f"{user}@{hosts}" if at and user else hosts
     return f"{scheme}://{place}{slash}{path}"
-
-
-def _secret(raw: str) -> bytes:
-    # Never echo the value: it is the server's key.
-    if len(raw) < 32:
-        raise ValueError("must be at least 32 characters")
-    return raw.encode()
-
-
-def _networks(raw: str) -> tuple[ProxyNetwork, ...]:
-    networks = []
-    for part in raw.replace(",", " ").split():
-        try:
-            networks.append(ipaddress.ip_network(part, strict=False))
-        except ValueError:
-            raise ValueError(f"{part!r} is not an IP address or network") from None
-    return tuple(networks)
-
-
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
-        value = raw.strip().lower()
-        if value not in allowed:
-            raise ValueError("must be one of " + ", ".join(allowed))
-        return value
-
-    return parse
-
-
-def _url(raw: str) -> str:
-    url = raw.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")) or len(url) < len("http://x"):
-        raise ValueError("must be an http:// or https:// URL")
-    return url
-
-
-def _origins(raw: str) -> tuple[str, ...]:
-    """Browser origins, exactly as a browser sends them: `scheme://host[:port]`, no path."""
-    origins = []
-    for part in raw.split(","):
-        origin = part.strip()
-        if not origin:
-            continue
-        scheme, sep, host = origin.partition("://")
-        if (
-            scheme not in ("http", "https")
-            or not sep
-            or not host
-            or any(c in host for c in "/?#*@ ")
-            or origin != origin.lower()
-        ):
-            # Echoing the entry is safe: it is the operator's own configuration, not a secret.
-            raise ValueError(
-                f"{origin!r} is not an origin: write each as scheme://host[:port] in lower "
-                "case, with no path and no wildcard"
-            )
-        origins.append(origin)
-    return tuple(origins)
-
-
-def _box(raw: str) -> Box:
-    parts = raw.split(",")
-    try:
-        south, west, north, east = (float(part) for part in parts)
-    except ValueError:
-        raise ValueError("must be four numbers: south,west,north,east (degrees)") from None
-    if not (-90 <= south < north <= 90 and -180 <= west < east <= 180):
-        raise ValueError(
-            "must be south,west,north,east with south < north within -90..90 and "
-            "west < east within -180..180"
-        )
-    return (south, west, north, east)
-
-
-def _flag(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError("must be true or false")
-
-
-def _port(raw: str) -> int:
-    # Checked here rather than by `Bounds`: the setting is unset by default, not a number.
-    port = _whole(raw)
-    if not 1 <= port <= 65535:
-        raise ValueError("must be a port number, 1 to 65535")
-    return port
-
-
-def _host(raw: str) -> str:
-    host = raw.strip()
-    if not host or any(c.isspace() for c in host):
-        raise ValueError("must be an IP address or a host name")
-    return host
-
-
-def _webhook_networks(raw: str) -> tuple[IPNetwork, ...]:
-    # Strict, unlike the trusted proxies: a CIDR with host bits set is likely a typo, and
-    # here it would open a network to the service's own requests.
-    return parse_networks(part for part in raw.replace(",", " ").split())
-
-
-def _webhook_ports(raw: str) -> frozenset[int] | None:
-    if raw.strip().lower() == "any":
-        return None
-    ports = frozenset(_port(part) for part in raw.replace(",", " ").split())
-    if not ports:
-        raise ValueError("must be port numbers, comma-separated, or any")
-    return ports
-
-
-def _log_level(raw: str) -> str:
-    level = raw.upper()
-    if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
-    return level
 
 
 _DEFINITION = "cleanair.setting"
@@ -338,6 +203,9 @@ def _setting(
 #: The core's defaults: settings that become `Policy` fields default to these, so each
 #: default is written once, in `cleanair_core.policy`.
 _CORE = Policy()
+#: The app's defaults, written once in `cleanair_http.app_settings` (`create_app` without
+#: settings takes them).
+_APP = AppSettings()
 SECONDS_PER_DAY = 24 * 3600
 #: Every timeout a client or the upstream could otherwise stretch without end.
 _TIMEOUT = Bounds(0.1, 120, "seconds")
@@ -441,13 +309,13 @@ class Settings:
     trusted_proxies: tuple[ProxyNetwork, ...] = _setting(
         "CLEANAIR_TRUSTED_PROXIES",
         _networks,
-        (),
+        _APP.trusted_proxies,
         help="addresses/networks whose `X-Forwarded-For` is believed",
     )
     cors_allow_origins: tuple[str, ...] = _setting(
         "CLEANAIR_CORS_ALLOW_ORIGINS",
         _origins,
-        (),
+        _APP.cors_allow_origins,
         help="comma-separated origins (`https://app.example`) whose browser apps may call the "
         "API: preflights are answered, `Authorization` and `If-None-Match` are allowed and "
         "`Retry-After` and `ETag` readable; "
@@ -479,7 +347,7 @@ class Settings:
     air_quality_source: str = _setting(
         "CLEANAIR_AIR_QUALITY_SOURCE",
         _choice("embedded", "open-meteo"),
-        "embedded",
+        _APP.air_quality_source,
         help="`embedded` (offline model) or `open-meteo`",
     )
     open_meteo_url: str = _setting(
@@ -559,7 +427,7 @@ class Settings:
     plan_workers: int = _setting(
         "CLEANAIR_PLAN_WORKERS",
         _whole,
-        2,
+        _APP.plan_workers,
         bounds=Bounds(0),
         help="route plans worked on at once beside each API process of `cleanair serve`, in "
         "a plan process it starts (in the API process itself on an in-memory database); 0 "
@@ -568,7 +436,7 @@ class Settings:
     plan_worker_idle_seconds: float = _setting(
         "CLEANAIR_PLAN_WORKER_IDLE_SECONDS",
         _seconds,
-        1.0,
+        _APP.plan_worker_idle_seconds,
         # Each look is a write transaction, so not much more often than this; and a plan
         # submitted to a process without runners waits up to this long, so not much longer.
         bounds=Bounds(0.1, 120, "seconds"),
@@ -710,7 +578,7 @@ class Settings:
     metrics: str = _setting(
         "CLEANAIR_METRICS",
         _choice("off", "on"),
-        "on",
+        "on" if _APP.metrics_enabled else "off",
         help="`on` serves Prometheus metrics at `/metrics`, with no token, on the API's port "
         "unless `CLEANAIR_METRICS_PORT` is set; `off` collects none "
         "([docs/deployment.md](docs/deployment.md))",
@@ -718,7 +586,7 @@ class Settings:
     metrics_port: int | None = _setting(
         "CLEANAIR_METRICS_PORT",
         _port,
-        None,
+        _APP.metrics_port,
         help="serve the metrics on this port of `CLEANAIR_METRICS_HOST` instead, "
         "for all the processes of `cleanair serve --workers N` together; the only way "
         "`cleanair worker` serves its plan metrics",

@@ -44,21 +44,26 @@ import attrs
 import uvicorn
 
 from cleanair_core import CleanAir
-from cleanair_http.access_log import configure_logging, stop_logging
-from cleanair_http.api_processes import ApiProcesses, Forked, spawn, wait_for_change
 from cleanair_http.app import create_app, with_access_log
-from cleanair_http.bootstrap import open_deployment
-from cleanair_http.connection_deadlines import with_deadlines
-from cleanair_http.open_files import (
+from cleanair_http.plan_worker import PlanWorker
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings, database_label
+from cleanair_runtime.logs import configure_logging, stop_logging
+from cleanair_runtime.processes.api_processes import ApiProcesses, Forked, spawn, wait_for_change
+from cleanair_runtime.processes.connection_deadlines import with_deadlines
+from cleanair_runtime.processes.open_files import (
     AcceptErrors,
     max_connections,
     quiet_refusals,
     raise_open_files_limit,
 )
-from cleanair_http.plan_processes import PlanProcesses, WakePipe, die_with, plans_in_processes
-from cleanair_http.plan_worker import PlanWorker
-from cleanair_http.settings import Settings, database_label
-from cleanair_http.terminal import cannot_listen, escape_nonprintable
+from cleanair_runtime.processes.plan_processes import (
+    PlanProcesses,
+    WakePipe,
+    die_with,
+    plans_in_processes,
+)
+from cleanair_runtime.terminal import cannot_listen, escape_nonprintable
 
 log = logging.getLogger("cleanair")
 
@@ -179,7 +184,7 @@ def _metrics_port(settings: Settings) -> Callable[[], None] | None:
     Raises OSError when it cannot listen there."""
     if settings.metrics_port is None:
         return None
-    from cleanair_http.metrics import serve_metrics
+    from cleanair_runtime.processes.metrics_port import serve_metrics
 
     return serve_metrics(settings.metrics_host, settings.metrics_port)
 
@@ -313,7 +318,7 @@ def _supervise(
 
 
 def _forget_metrics(pid: int) -> None:
-    from cleanair_http.metrics import mark_process_dead
+    from cleanair_runtime.processes.metrics_port import mark_process_dead
 
     mark_process_dead(pid)
 
@@ -368,7 +373,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 def _alert_loops(core: CleanAir, settings: Settings) -> Callable[[], Coroutine[Any, Any, None]]:
     """The alert loops (`worker.alert_worker`) as work for the app's lifetime."""
-    from cleanair_http.worker import alert_worker
+    from cleanair_runtime.processes.worker import alert_worker
 
     async def run() -> None:
         async with alert_worker(core, settings).running():

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cleanair_http.settings import Settings
+from cleanair_runtime.composition.settings import Settings
 
 log = logging.getLogger("cleanair.server")
 

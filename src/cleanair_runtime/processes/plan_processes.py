@@ -31,9 +31,9 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 
 from cleanair_core.routes.plans import Subscription
-from cleanair_http.access_log import configure_logging, stop_logging
-from cleanair_http.settings import Settings
-from cleanair_http.terminal import escape_nonprintable
+from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.logs import configure_logging, stop_logging
+from cleanair_runtime.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
 
@@ -167,7 +167,8 @@ class PlanProcesses:
     """The plan processes of one `cleanair serve`. A plan process that ends by itself (killed
     for its memory, say) is logged and started again, after `restart_delay`, until `stop`.
 
-    Each is a fresh interpreter (`python -P -m cleanair_http.plan_processes`, reading the
+    Each is a fresh interpreter (`python -P -m cleanair_runtime.processes.plan_processes`,
+    reading the
     settings from the environment as the command did) rather than a fork: it may be started
     again while the process that watches it runs threads, and a fork then could copy a lock
     some thread held. Each is started, watched and restarted by a thread of its own, which
@@ -289,7 +290,7 @@ class PlanProcesses:
                 sys.executable,
                 "-P",
                 "-m",
-                "cleanair_http.plan_processes",
+                "cleanair_runtime.processes.plan_processes",
                 str(os.getpid()),
                 str(read),
             ],
@@ -302,7 +303,7 @@ class PlanProcesses:
 
 def _forget_metrics(pid: int) -> None:
     if "prometheus_client" in sys.modules:  # metrics are on
-        from cleanair_http.metrics import mark_process_dead
+        from cleanair_runtime.processes.metrics_port import mark_process_dead
 
         mark_process_dead(pid)
 
@@ -343,7 +344,7 @@ def main(argv: Sequence[str]) -> int:
         # Plans are background work, requests are waited for: on a busy machine a request's
         # turn on the CPU comes before a search's.
         os.nice(PLAN_NICENESS)
-        from cleanair_http.worker import run_plans
+        from cleanair_runtime.processes.worker import run_plans
 
         status = run_plans(
             settings,

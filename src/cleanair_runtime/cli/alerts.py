@@ -25,7 +25,7 @@ from cleanair_core.use_cases.alert_operators import (
     OPERATOR_PREFIX,
     SubscriptionDetails,
 )
-from cleanair_http.terminal import escape_nonprintable
+from cleanair_runtime.terminal import escape_nonprintable
 
 P = TypeVar("P", bound=argparse.ArgumentParser)
 

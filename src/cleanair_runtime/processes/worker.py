@@ -26,13 +26,13 @@ import anyio
 
 from cleanair_core import CleanAir
 from cleanair_core.routes.plans import PlanWakeups
-from cleanair_http.access_log import configure_logging, flush_logs
-from cleanair_http.alert_worker import AlertWorker
-from cleanair_http.bootstrap import open_deployment
 from cleanair_http.offloading import in_abandoned_thread
 from cleanair_http.plan_worker import PlanWorker
-from cleanair_http.settings import Settings
-from cleanair_http.terminal import cannot_listen
+from cleanair_runtime.composition.bootstrap import open_deployment
+from cleanair_runtime.composition.settings import Settings
+from cleanair_runtime.logs import configure_logging, flush_logs
+from cleanair_runtime.processes.alert_worker import AlertWorker
+from cleanair_runtime.terminal import cannot_listen
 
 log = logging.getLogger("cleanair")
 
@@ -42,7 +42,7 @@ def work(settings: Settings, concurrency: int) -> int:
     configure_logging(settings.log_level, file=settings.log_file)
     stop_metrics = None
     if settings.metrics_enabled and settings.metrics_port is not None:
-        from cleanair_http.metrics import serve_metrics
+        from cleanair_runtime.processes.metrics_port import serve_metrics
 
         try:
             stop_metrics = serve_metrics(settings.metrics_host, settings.metrics_port)

@@ -1,0 +1,1 @@
+"""The process runtime, composition root, settings and operator CLI of cleanair."""
