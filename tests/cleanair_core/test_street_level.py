@@ -382,7 +382,9 @@ def test_a_single_sample_is_downscaled_as_in_a_batch(lat: float, lon: float, min
     exactly what the batch path gives the same sample."""
     base = ConstantBackground()
     air = StreetLevelAir(base, base, BandTraffic())
-    sample = Sample(Point(lat, lon), datetime(2026, 11, 23, tzinfo=UTC) + timedelta(minutes=minutes))
+    sample = Sample(
+        Point(lat, lon), datetime(2026, 11, 23, tzinfo=UTC) + timedelta(minutes=minutes)
+    )
     (alone,) = asyncio.run(air.concentrations([sample]))
     in_batch, _ = asyncio.run(air.concentrations([sample, sample]))
     assert alone == in_batch
