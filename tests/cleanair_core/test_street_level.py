@@ -354,3 +354,37 @@ def test_cell_means_of_many_points_are_each_points_own(offsets: list[tuple[float
         assert means[row].tolist() == (mean.tolist() if mean is not None else [math.nan] * 4) or (
             mean is None and np.isnan(means[row]).all()
         )
+
+
+class BandTraffic:
+    """Increments that vary with the point inside lat 60..60.4 (NaN elsewhere); a cell mean
+    only for cells north of 60.2: a point may be outside, inside without a mean, or downscaled."""
+
+    def at(self, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
+        result = np.full((lats.size, 4), np.nan)
+        inside = (lats >= 60.0) & (lats < 60.4)
+        result[inside] = np.column_stack(
+            [(lons[inside] - 24.0) * 90.0, -lats[inside], lats[inside] - 60.0, lons[inside]]
+        )
+        return result
+
+    def cell_mean(self, cell: GridCell) -> np.ndarray | None:
+        return None if cell.south < 60.2 else np.array([cell.west, 1.0, -2.0, cell.south])
+
+
+@given(
+    st.floats(59.9, 60.5, allow_nan=False),
+    st.floats(24.0, 24.5, allow_nan=False),
+    st.integers(0, 24 * 7 * 60),
+)
+def test_a_single_sample_is_downscaled_as_in_a_batch(lat: float, lon: float, minutes: int) -> None:
+    """A score's one sample takes its own path (plain floats, no index arrays): it gives
+    exactly what the batch path gives the same sample."""
+    base = ConstantBackground()
+    air = StreetLevelAir(base, base, BandTraffic())
+    sample = Sample(
+        Point(lat, lon), datetime(2026, 11, 23, tzinfo=UTC) + timedelta(minutes=minutes)
+    )
+    (alone,) = asyncio.run(air.concentrations([sample]))
+    in_batch, _ = asyncio.run(air.concentrations([sample, sample]))
+    assert alone == in_batch

@@ -271,13 +271,19 @@ class FusedAir:
         for sample in samples:
             by_hour.setdefault(observation_hour(sample.at), []).append(sample)
         for hour_of_samples, these in by_hour.items():
-            lats = np.array([s.point.lat for s in these])
-            lons = np.array([s.point.lon for s in these])
+            # Built for the first field that needs them: without observations (or with fields
+            # keeping all of the pattern) a score builds none.
+            points: tuple[FloatArray, FloatArray] | None = None
             for pollutant, hour in latest[hour_of_samples].items():
                 field = fields.get((pollutant, hour.hour_end))
                 if field is None or field.params.background_share == 1.0:
                     continue
-                reached = field.reaches(lats, lons)
+                if points is None:
+                    points = (
+                        np.array([s.point.lat for s in these]),
+                        np.array([s.point.lon for s in these]),
+                    )
+                reached = field.reaches(*points)
                 for sample, inside in zip(these, reached.tolist(), strict=True):
                     if inside and sample.at != field.middle:
                         wanted[Sample(sample.point, field.middle)] = None

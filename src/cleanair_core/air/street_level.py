@@ -330,6 +330,11 @@ class StreetLevelAir:
         import numpy as np
 
         current = self._current
+        if len(samples) == 1:
+            # A score asks for one point: no generator, no index array (this path is most of a
+            # served score's air; it gives what the batch path below gives, see the tests).
+            answers[0] = self._downscaled_one(current, samples[0], answers[0])
+            return answers
         lats = np.fromiter((s.point.lat for s in samples), dtype=np.float64, count=len(samples))
         lons = np.fromiter((s.point.lon for s in samples), dtype=np.float64, count=len(samples))
         local = current[0].at(lats, lons)
@@ -345,6 +350,21 @@ class StreetLevelAir:
                 traffic_factor(sample.point.lon, sample.at),
             )
         return answers
+
+    def _downscaled_one(
+        self, current: _Current, sample: Sample, answer: Concentrations
+    ) -> Concentrations:
+        """`_downscaled` of one sample: the background's `answer` where no network covers it."""
+        import numpy as np
+
+        lat, lon = sample.point.lat, sample.point.lon
+        local = current[0].at(np.array([lat]), np.array([lon]))[0]
+        if math.isnan(local[0]):
+            return answer
+        mean = self._cell_mean(current, lat, lon)
+        if mean is None:
+            return answer
+        return downscale(answer, local.tolist(), mean.tolist(), traffic_factor(lon, sample.at))
 
     def _cell_means_of(self, current: _Current, lats: FloatArray, lons: FloatArray) -> FloatArray:
         """Each point's cell mean (a row per point; NaN where the networks miss its cell).
