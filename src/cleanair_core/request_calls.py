@@ -10,8 +10,8 @@ call run on the offload it was given (SQLite's `here_or_in_thread`: right here u
 store would wait), as before; a store whose commits wait for the disk and that commits
 writes together on a thread of its own (`GroupWrites`: SQLite's with `synchronous=FULL`)
 takes the writes (rate-limit hits, final charges) there directly, never tried on the loop
-first, so hits and charges of concurrent requests share one sync. Sync callers (the CLI, an embedder without an event loop)
-never meet this port: they call the sync ports.
+first, so hits and charges of concurrent requests share one sync. Sync callers (the CLI, an
+embedder without an event loop) never meet this port: they call the sync ports.
 """
 
 from __future__ import annotations

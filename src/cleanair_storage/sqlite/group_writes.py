@@ -14,6 +14,7 @@ one call into each loop per batch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -101,10 +102,9 @@ class GroupWriter:
             for (_, loop, done), outcome in zip(batch, outcomes, strict=True):
                 by_loop.setdefault(loop, []).append((done, outcome))
             for loop, settled in by_loop.items():
-                try:
+                # That loop has closed: nobody is waiting.
+                with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(_settle, settled)
-                except RuntimeError:  # that loop has closed: nobody is waiting
-                    pass
 
     def _commit(self, batch: list[_Queued]) -> list[object]:
         """Each work's result, or the exception it raised; every one of them the error, when
