@@ -7,8 +7,11 @@ here rather than hand sync calls to an offload, so that an adapter whose driver 
 asyncio (PostgreSQL's, `cleanair_storage.postgres.requests`) runs them on the event loop
 with no thread hand-over. Any other store keeps its sync ports and gets `offloaded`: each
 call run on the offload it was given (SQLite's `here_or_in_thread`: right here unless the
-store would wait), as before. Sync callers (the CLI, an embedder without an event loop)
-never meet this port: they call the sync ports.
+store would wait), as before; a store whose commits wait for the disk and that commits
+writes together on a thread of its own (`GroupWrites`: SQLite's with `synchronous=FULL`)
+takes the writes (rate-limit hits, final charges) there directly, never tried on the loop
+first, so hits and charges of concurrent requests share one sync. Sync callers (the CLI, an
+embedder without an event loop) never meet this port: they call the sync ports.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cleanair_core.credits.ledger import CreditLimits, FinalCharge, Settlement
 from cleanair_core.offload import Offload
@@ -48,12 +51,25 @@ class RequestStore(Protocol):
         ...
 
 
+@runtime_checkable
+class GroupWrites(Protocol):
+    """A store that can commit the request path's writes together away from the loop."""
+
+    def group_writes(self) -> Offload | None:
+        """The offload its writes go to, committed together with whatever else is queued
+        (one sync for them all); None when its writes may be tried right here instead."""
+        ...
+
+
 class _Offloaded:
-    """`RequestStore` over a sync store: each call run on `offload`."""
+    """`RequestStore` over a sync store: each call run on `offload`, and its writes on the
+    store's `GroupWrites` when it has them."""
 
     def __init__(self, store: Store, offload: Offload) -> None:
         self._store = store
         self._offload = offload
+        together = store.group_writes() if isinstance(store, GroupWrites) else None
+        self._writes = offload if together is None else together
 
     async def admission(self, token_hash: str, rate_limit: str, at: datetime) -> AdmissionRead:
         return await self._offload(
@@ -61,7 +77,7 @@ class _Offloaded:
         )
 
     async def hit(self, key: str, window_start: int, window_seconds: int = 60) -> int:
-        return await self._offload(
+        return await self._writes(
             functools.partial(self._store.hit, key, window_start, window_seconds)
         )
 
@@ -71,7 +87,7 @@ class _Offloaded:
     async def settle_charges(
         self, charges: Sequence[FinalCharge], limits: CreditLimits
     ) -> list[Settlement]:
-        return await self._offload(functools.partial(self._store.settle_charges, charges, limits))
+        return await self._writes(functools.partial(self._store.settle_charges, charges, limits))
 
 
 def offloaded(store: Store, offload: Offload) -> RequestStore:
@@ -85,4 +101,8 @@ def offload_of(requests: RequestStore) -> Offload | None:
     """The offload an `offloaded` request store runs its calls on; None for an adapter's
     own. A use case making several calls in a row runs them there as one piece of work
     instead: one hand-over at most, as before there was this port."""
-    return requests._offload if isinstance(requests, _Offloaded) else None
+    if not isinstance(requests, _Offloaded) or requests._writes is not requests._offload:
+        # A store with group writes: its read here, its write queued for the group commit;
+        # as one piece, the read was tried on the loop, then done again in a thread.
+        return None
+    return requests._offload

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Literal, ParamSpec, Self, TypeVar, get_args
 
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
-from cleanair_core.offload import WouldBlock, waiting_allowed
+from cleanair_core.offload import Offload, WouldBlock, waiting_allowed
 from cleanair_storage.migrations import applied_migrations, migrate, migration_names
+from cleanair_storage.sqlite.group_writes import GroupWriter
 
 BUSY_TIMEOUT_MS = 10_000
 #: How far a commit is synced before COMMIT returns (SQLite's `PRAGMA synchronous`, WAL mode):
@@ -222,6 +223,7 @@ class SqliteDatabase:
             self._writer.close()
             raise
         self._stop = threading.Event()
+        self._group_writer = GroupWriter(self.transaction, self._writer.execute)
         self._checkpointer: threading.Thread | None = None
         if self.path != ":memory:":
             # Checkpoints copy the WAL into the database and fsync it: done by the writer on
@@ -260,6 +262,7 @@ class SqliteDatabase:
     def close(self) -> None:
         """Stop the checkpoint thread and close every connection (the last connection of the
         last process checkpoints the WAL and removes it)."""
+        self._group_writer.stop()
         self._stop.set()
         if self._checkpointer is not None:
             self._checkpointer.join()
@@ -269,6 +272,14 @@ class SqliteDatabase:
             self._readers.clear()
         with self._write_lock:
             self._writer.close()
+
+    def group_writes(self) -> Offload | None:
+        """Where the request path's writes go when a commit waits for the disk: queued for
+        this store's writer thread, which commits whatever is queued together (one sync) and
+        never runs on the event loop (`group_writes.GroupWriter`). None when a commit does
+        not wait (`normal`, or a database in memory): the writes are then tried right where
+        they are made, as `here_unless_blocked` does."""
+        return self._group_writer.write if self._commits_wait_for_disk else None
 
     @contextmanager
     def transaction(self) -> Iterator[Self]:
