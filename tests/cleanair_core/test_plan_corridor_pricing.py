@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cleanair_core.routes.budgets as budgets
 import cleanair_core.routes.planner as planner
 from cleanair_core.air.quality_source import AirQualitySource, GriddedAir
 from cleanair_core.errors import PlanRejected
@@ -117,7 +118,7 @@ def price_every_edge(monkeypatch: pytest.MonkeyPatch) -> None:
         return supported_routes(every_edge, lengths, doses, shortest, **options)
 
     monkeypatch.setattr(planner, "supported_routes", whole_network_frontier)
-    budget_search = planner.BudgetSearch
+    budget_search = budgets.BudgetSearch
     monkeypatch.setattr(
         planner,
         "BudgetSearch",
