@@ -7,7 +7,6 @@ import subprocess
 
 import pytest
 
-import cleanair_runtime.processes.plan_processes as plan_processes
 from cleanair_runtime.processes.plan_processes import PlanProcesses
 
 
@@ -27,7 +26,7 @@ def test_a_plan_process_is_started_with_one_malloc_arena_unless_told_otherwise(
         started.append(env)
         raise OSError("not started in this test")
 
-    monkeypatch.setattr(plan_processes.subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     monkeypatch.setenv("CLEANAIR_TEST_MARK", "kept")
     started_once()
