@@ -191,6 +191,16 @@ class TimedCorridor:
         with self._router.timing():
             return self._corridor.lengths_from(origin, limit)
 
+    @property
+    def edges(self) -> npt.NDArray[np.intp]:
+        return self._corridor.edges
+
+    def path_on_edges(
+        self, origin: int, destination: int, costs: FloatArray, limit: float | None = None
+    ) -> Path | None:
+        with self._router.timing():
+            return self._corridor.path_on_edges(origin, destination, costs, limit)
+
 
 class TimedNetworks:
     """The `StreetNetworks` port over one timed router."""

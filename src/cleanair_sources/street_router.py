@@ -495,6 +495,9 @@ class _Corridor(Corridor):
         group_ends = np.r_[arcs.starts[1:], len(arcs.edge)]
         first, last = arcs.starts[groups], group_ends[groups]
         self._edge = arcs.edge[_ranges(first, last)]
+        # Each arc's edge among the corridor's own (`edges`), for costs given for those alone.
+        unique, self._position = np.unique(self._edge, return_inverse=True)
+        self._edges: npt.NDArray[np.intp] = unique.astype(np.intp, copy=False)
         sizes = last - first
         self._starts = np.cumsum(sizes) - sizes
         rows = local[arcs.pairs_from[groups]]
@@ -502,15 +505,35 @@ class _Corridor(Corridor):
         self._keys = rows * k + self._columns  # increasing, as the router's keys
         self._indptr = np.searchsorted(rows, np.arange(k + 1))
 
+    @property
+    def edges(self) -> npt.NDArray[np.intp]:
+        return self._edges
+
     def path(
         self, origin: int, destination: int, costs: FloatArray, limit: float | None = None
     ) -> Path | None:
+        return self._path(origin, destination, costs, self._edge, limit)
+
+    def path_on_edges(
+        self, origin: int, destination: int, costs: FloatArray, limit: float | None = None
+    ) -> Path | None:
+        return self._path(origin, destination, costs, self._position, limit)
+
+    def _path(
+        self,
+        origin: int,
+        destination: int,
+        costs: FloatArray,
+        of_arcs: npt.NDArray[Any],
+        limit: float | None,
+    ) -> Path | None:
+        """The cheapest path for `costs`, each arc's being `costs[of_arcs]`."""
         local = self._local
         if local[origin] < 0 or local[destination] < 0:
             return None
         if origin == destination:
             return Path([origin], [])
-        searched = self._search(int(local[origin]), costs, limit)
+        searched = self._search(int(local[origin]), costs, of_arcs, limit)
         if searched is None:
             return None
         distances, predecessors, arc_costs = searched
@@ -535,17 +558,17 @@ class _Corridor(Corridor):
         if self._local[origin] < 0:
             return lengths
         lengths[origin] = 0.0
-        searched = self._search(int(self._local[origin]), self._lengths, limit)
+        searched = self._search(int(self._local[origin]), self._lengths, self._edge, limit)
         if searched is not None:
             lengths[self._nodes] = searched[0]
         return lengths
 
     def _search(
-        self, origin: int, costs: FloatArray, limit: float | None
+        self, origin: int, costs: FloatArray, of_arcs: npt.NDArray[Any], limit: float | None
     ) -> tuple[FloatArray, npt.NDArray[np.int32], FloatArray] | None:
         if len(self._edge) == 0:
             return None
-        arc_costs = np.asarray(costs, dtype=np.float64)[self._edge]
+        arc_costs = np.asarray(costs, dtype=np.float64)[of_arcs]
         cheapest = np.minimum.reduceat(arc_costs, self._starts)
         k = self._nodes.size
         from scipy.sparse import csr_matrix

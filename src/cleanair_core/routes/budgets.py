@@ -70,19 +70,24 @@ class BudgetSearch:
         doses: FloatArray,
         origin: int,
         destination: int,
+        edges: npt.NDArray[np.intp] | None = None,
     ) -> None:
+        """`edges`, when given, holds every edge `activity` may use with a finite dose, in
+        increasing order (a plan's corridor): the network's other edges are not looked at."""
         import numpy as np
 
-        access = network.edge_access
-        finite = np.isfinite(doses)
+        among = np.arange(network.edge_count) if edges is None else edges
+        access = network.edge_access[among]
+        finite = np.isfinite(doses[among])
         if activity is PlanActivityType.CYCLING:
             forward = ((access & np.uint8(Access.BIKE_FORWARD)) != 0) & finite
             backward = ((access & np.uint8(Access.BIKE_BACKWARD)) != 0) & finite
         else:
             forward = backward = ((access & np.uint8(Access.FOOT)) != 0) & finite
-        edge = np.concatenate((np.flatnonzero(forward), np.flatnonzero(backward)))
-        tail = np.concatenate((network.edge_from[forward], network.edge_to[backward]))
-        head = np.concatenate((network.edge_to[forward], network.edge_from[backward]))
+        ahead, behind = among[forward], among[backward]
+        edge = np.concatenate((ahead, behind))
+        tail = np.concatenate((network.edge_from[ahead], network.edge_to[behind]))
+        head = np.concatenate((network.edge_to[ahead], network.edge_from[behind]))
         # Compact node numbers: only the nodes these arcs touch (and the two ends) count.
         nodes, index = np.unique(
             np.concatenate((tail, head, [origin, destination])), return_inverse=True

@@ -363,6 +363,18 @@ class Corridor(Protocol):
         arcs: `inf` at every node outside it."""
         ...
 
+    @property
+    def edges(self) -> npt.NDArray[np.intp]:
+        """The network edges its arcs run along, in increasing order."""
+        ...
+
+    def path_on_edges(
+        self, origin: int, destination: int, costs: FloatArray, limit: float | None = None
+    ) -> Path | None:
+        """As `path`, with `costs` given for `edges` alone (in their order): a search of a
+        city-scale network then costs no pass over every edge to price it."""
+        ...
+
 
 class Router(Protocol):
     """Shortest paths on one network with costs chosen per search."""

@@ -3,7 +3,8 @@
 Step 3 of a plan (see `planner.py` and docs/routing.md): the air at the ellipse's nodes at the
 time each can first be reached (`walked_air`), the least a route within the detour limit can
 meet at each (`least_loads`, for what the baseline's words prove), each node's air load and
-each edge's dose (`node_loads`, `edge_doses`).
+each edge's dose (`node_loads`, `edge_doses`; `edges_between` and `edge_doses_on` for the
+edges a plan can use alone: a city-scale network's other millions need no pricing).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 NodeIndices: TypeAlias = "npt.NDArray[np.intp]"
+EdgeIndices: TypeAlias = "npt.NDArray[np.intp]"
 
 
 async def least_loads(
@@ -212,4 +214,27 @@ def edge_doses(network: StreetNetwork, loads: FloatArray) -> FloatArray:
 
     mean = (loads[network.edge_from] + loads[network.edge_to]) / 2
     doses: FloatArray = np.where(np.isnan(mean), np.inf, network.edge_length * mean)
+    return doses
+
+
+def edges_between(network: StreetNetwork, nodes: NodeIndices) -> EdgeIndices:
+    """The edges with both ends among `nodes`, in increasing order: those `edge_doses` can
+    give a finite dose when only `nodes` have loads."""
+    import numpy as np
+
+    member = np.zeros(network.node_count, dtype=np.bool_)
+    member[nodes] = True
+    # Two passes over booleans: a fifth of the time `edge_doses` takes over every edge.
+    inside = member[network.edge_from]
+    inside &= member[network.edge_to]
+    edges: EdgeIndices = np.flatnonzero(inside)
+    return edges
+
+
+def edge_doses_on(network: StreetNetwork, loads: FloatArray, edges: EdgeIndices) -> FloatArray:
+    """`edge_doses(network, loads)[edges]`, the same numbers, without a pass over every edge."""
+    import numpy as np
+
+    mean = (loads[network.edge_from[edges]] + loads[network.edge_to[edges]]) / 2
+    doses: FloatArray = np.where(np.isnan(mean), np.inf, network.edge_length[edges] * mean)
     return doses

@@ -62,6 +62,7 @@ from cleanair_core.routes.frontier import (
     Frontier,
     Search,
     best_within,
+    dose_scale,
     hull_weight,
     lower_bound,
     supported_routes,
@@ -72,12 +73,14 @@ from cleanair_core.routes.network import (
     Path,
     PlanActivityType,
     Router,
+    StreetNetwork,
     StreetNetworks,
 )
 from cleanair_core.routes.network_air import NetworkAir
 from cleanair_core.routes.plan_air import (
     dose_columns,
-    edge_doses,
+    edge_doses_on,
+    edges_between,
     least_loads,
     node_loads,
     walked_air,
@@ -149,6 +152,9 @@ class PlanGraph:
     #: The plan's searches run on it: every edge with a finite dose, and every route no
     #: longer than MAX_DETOUR over the baseline, lies in it.
     corridor: Corridor
+    #: `frontier.dose_scale(lengths, doses)`, measured on the edges that can have a dose
+    #: (None: measure it over every edge).
+    scale: float | None = None
 
     @property
     def shortest(self) -> float:
@@ -162,6 +168,14 @@ class PlanGraph:
 
         def search(costs: FloatArray, limit: float | None) -> Path | None:
             return self.corridor.path(self.origin, self.destination, costs, limit)
+
+        return search
+
+    def search_on_edges(self) -> Search:
+        """As `search`, with costs given for the corridor's `edges` alone, in their order."""
+
+        def search(costs: FloatArray, limit: float | None) -> Path | None:
+            return self.corridor.path_on_edges(self.origin, self.destination, costs, limit)
 
         return search
 
@@ -226,11 +240,30 @@ async def plan_graph(
     least = await least_loads(
         kept, network, nodes, (earliest, latest), source, request.start_time, (loads, columns), run
     )
-    doses = await run(lambda: edge_doses(network, loads))
-    least_doses = doses if least is loads else await run(lambda: edge_doses(network, least))
+    # Only the edges between the ellipse's nodes can have a dose (the others' have an end
+    # without air): priced alone, and the network's other millions left at inf.
+    priced = await run(lambda: edges_between(network, nodes))
+    doses, scale = await run(lambda: _doses_of(network, loads, priced))
+    if least is not loads:
+        least_doses, _ = await run(lambda: _doses_of(network, least, priced))
+    else:
+        least_doses = doses
     return PlanGraph(
-        router, origin, destination, baseline_path, lengths, doses, least_doses, corridor
+        router, origin, destination, baseline_path, lengths, doses, least_doses, corridor, scale
     )
+
+
+def _doses_of(
+    network: StreetNetwork, loads: FloatArray, priced: EdgeIndices
+) -> tuple[FloatArray, float]:
+    """`edge_doses(network, loads)` when only `priced` edges can have a finite dose, and its
+    `dose_scale`: the same numbers, measured on those edges."""
+    import numpy as np
+
+    some = edge_doses_on(network, loads, priced)
+    doses = np.full(network.edge_count, np.inf)
+    doses[priced] = some
+    return doses, dose_scale(network.edge_length[priced], some)
 
 
 async def plan_routes(
@@ -250,7 +283,7 @@ async def plan_routes(
     graph = await plan_graph(request, networks, source, offload, network_air)
     shortest = graph.shortest
     longest = shortest * (1 + MAX_DETOUR)
-    search = graph.search(request.activity)
+    search = graph.search_on_edges()
     frontier = await run(
         lambda: supported_routes(
             search,
@@ -259,6 +292,8 @@ async def plan_routes(
             graph.baseline,
             max_searches=MAX_SEARCHES,
             max_length=longest,
+            edges=graph.corridor.edges,
+            scale=graph.scale,
         )
     )
     budgets = await run(lambda: budget_routes(graph, request.activity, frontier))
@@ -310,7 +345,12 @@ def budget_routes(
             continue
         if search is None:
             search = BudgetSearch(
-                graph.router.network, activity, graph.doses, graph.origin, graph.destination
+                graph.router.network,
+                activity,
+                graph.doses,
+                graph.origin,
+                graph.destination,
+                edges=graph.corridor.edges,
             )
         found.append(search.within(budget, larac, hull_weight(corners, budget)))
     return found
@@ -337,7 +377,8 @@ def _proven(
     frontier: Frontier, widest: Budgeted, longest: float, graph: PlanGraph, search: Search
 ) -> float | None:
     """The least share of the baseline's dose any route up to `longest` can have, as far as
-    the searches proved it; None when they proved nothing.
+    the searches proved it; None when they proved nothing. `search` is given costs for the
+    corridor's edges alone (`PlanGraph.search_on_edges`).
 
     Within one hour that is the bound of the budget search at `longest` (`widest`). Across
     an hour change a detour reaches some nodes later than the search weighed them, and may
@@ -354,7 +395,8 @@ def _proven(
     if not frontier.complete:
         return None
     weight = hull_weight(frontier.corners, longest)
-    path = search(graph.least_doses + weight * graph.lengths, None)
+    priced = graph.corridor.edges
+    path = search(graph.least_doses[priced] + weight * graph.lengths[priced], None)
     if path is None:
         return None
     edges = np.asarray(path.edges, dtype=np.int64)
