@@ -75,6 +75,12 @@ def counted_before(counter: tuple[int, int] | None, hit: RateHit) -> int:
 
 def enforce(store: RateLimitStore, rule: RateLimit, subject: str, at: datetime) -> None:
     """Count this request and raise RateLimited when it is over the rule's limit."""
-    count = store.hit(f"{rule.name}:{subject}", rule.window_start(at), rule.window_seconds)
+    hit = hit_of(rule, subject, at)
+    refuse_over(rule, store.hit(hit.key, hit.window_start, hit.window_seconds), at)
+
+
+def refuse_over(rule: RateLimit, count: int, at: datetime) -> None:
+    """Raise RateLimited when a window's `count`, this request's hit included, is over the
+    rule's limit: whichever store call counted it (`enforce`, or an awaited one)."""
     if count > rule.limit:
         raise RateLimited(rule.retry_after(at))

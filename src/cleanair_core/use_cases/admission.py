@@ -105,12 +105,9 @@ async def admit_awaited(
     caller = caller_of(read.connection, token_hash, lambda: bool(read.standing))
     pending = _deferred(read, rule, caller, now) if defer_hit and scope is not None else None
     if pending is None:
-        subject = str(caller.connection_id)
-        count = await ctx.requests.hit(
-            f"{rule.name}:{subject}", rule.window_start(now), rule.window_seconds
-        )
-        if count > rule.limit:
-            raise RateLimited(rule.retry_after(now))
+        hit = hit_of(rule, str(caller.connection_id), now)
+        count = await ctx.requests.hit(hit.key, hit.window_start, hit.window_seconds)
+        rate_limits.refuse_over(rule, count, now)
     if scope is None:
         return Admitted(caller)
     try:
