@@ -41,7 +41,9 @@ class Counted:
         return await in_thread(work)
 
 
-def serving(store: PostgresStore, store_calls: Counted) -> tuple[CleanAir, PostgresRequests]:
+def serving(
+    store: PostgresStore, store_calls: Counted, policy: Policy | None = None
+) -> tuple[CleanAir, PostgresRequests]:
     """A core over `store` as `open_deployment` wires one for PostgreSQL: local air (the
     shipped embedded model's kind, charged once answered) and the request path's own calls."""
     requests = PostgresRequests(store, in_thread)
@@ -49,7 +51,7 @@ def serving(store: PostgresStore, store_calls: Counted) -> tuple[CleanAir, Postg
     core = CleanAir(
         store,
         TokenKeys(generate_key()),
-        Policy(charge_hold_seconds=3600),
+        policy or Policy(charge_hold_seconds=3600),
         ManualClock(),
         sources=sources,
         offload=in_thread,
@@ -111,6 +113,28 @@ def test_a_refused_request_counts_its_hit_on_the_loop(client: Client, counted: C
     read = core.store.admission(connection.token_hash, core.policy.requests.name, core.clock.now())
     assert read.counter is not None
     assert read.counter[1] == 1
+
+
+def test_the_request_limit_refuses_on_the_loop_with_the_windows_rest(
+    postgres_url: str, counted: Counted
+) -> None:
+    """An uncharged route's hit is counted at admission on the request path's own calls: over
+    the limit, 429 and Retry-After the seconds until the window resets (the contract's
+    common rules, section 4)."""
+    store = PostgresStore(postgres_url)
+    core, requests = serving(
+        store, counted, Policy(charge_hold_seconds=3600, requests_per_minute=2)
+    )
+    try:
+        with TestClient(create_app(core, Settings(plan_workers=0))) as client:
+            token = pair(core, client)
+            at = core.clock.now()
+            answers = [client.get("/v1/quota", headers=bearer(token)) for _ in range(3)]
+        assert [a.status_code for a in answers] == [200, 200, 429]
+        assert answers[2].headers["retry-after"] == str(core.policy.requests.retry_after(at))
+    finally:
+        requests.close()
+        store.close()
 
 
 def test_an_outage_answers_503_charges_nothing_and_the_request_path_recovers(
