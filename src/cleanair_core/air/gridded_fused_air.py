@@ -5,7 +5,7 @@ source needs. The fusion itself, and the sample-by-sample path, are `cleanair_co
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from cleanair_core.air.fused_air import FusedAir, _Fields
@@ -150,6 +150,46 @@ class GriddedFusedAir(FusedAir):
                 backgrounds = None if middle is None else middle[:, SCORED.index(pollutant)]
                 corrections[pollutant] = field.at(lat, lon, backgrounds) * fade
         return apply_residuals(air, corrections) if corrections else air
+
+    def air_at_times(
+        self, lats: FloatArray, lons: FloatArray, timestamps: FloatArray
+    ) -> FloatArray | None:
+        """See `AirAtTimes`: the unfused rows when no station observation is known for any
+        of the samples' hours (the fusion leaves such samples as they are: what
+        `concentrations` gives); None otherwise, or when the observations are due to be read
+        again or the unfused source cannot answer so (ask `concentrations`)."""
+        inner = getattr(self._gridded, "air_at_times", None)
+        state = self._fresh()
+        if inner is None or state is None:
+            return None
+        hours = _observation_hours(timestamps)
+        if hours is None:
+            return None
+        known = self._known_latest(state, hours)
+        if known is None or any(known.values()):
+            return None
+        rows: FloatArray | None = inner(lats, lons, timestamps)
+        return rows
+
+
+def _observation_hours(timestamps: FloatArray) -> set[datetime] | None:
+    """`observation_hour` of each instant (POSIX seconds), from whole microseconds, each
+    hour once; None beyond the years a float holds whole microseconds of."""
+    import numpy as np
+
+    from cleanair_core.air.fusion import HOUR
+
+    if timestamps.size == 0 or float(np.abs(timestamps).max()) > _EXACT_SECONDS:
+        return None
+    micros = np.rint(np.asarray(timestamps, dtype=np.float64) * 1e6).astype(np.int64)
+    per_hour = 3_600_000_000
+    ends = np.unique(-(-micros // per_hour)).tolist()
+    return {_EPOCH + HOUR * end for end in ends}
+
+
+#: Up to about the year 2286 a float of POSIX seconds rounds back to its whole microseconds.
+_EXACT_SECONDS = 1e10
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def fused_air(
