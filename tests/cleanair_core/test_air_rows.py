@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cleanair_core.air.activities import ActivityType
 from cleanair_core.air.exposure import EnvironmentType, personal_score
 from cleanair_core.air.pollutants import SCORED, Concentrations
-from cleanair_core.air.rows import as_rows, personal_score_rows, sub_indices
+from cleanair_core.air.rows import as_rows, personal_score_rows, rounded, sub_indices
 from cleanair_core.air.score import EEA_2024_BOUNDS, sub_index
 from cleanair_core.geo import Point
 from cleanair_core.routes.enrichment import enrich
@@ -120,3 +120,25 @@ def test_a_waypoint_without_air_has_no_score_and_no_value() -> None:
     assert "no2" not in route.measures
     assert not math.isnan(route.summary.clean_air_score.score)  # type: ignore[union-attr]
     assert route.summary.inhaled_dose is None  # no pollutant known along the whole route
+
+
+# Values whose hundredths are exact or near halves in binary and decimal, and beyond.
+roundable = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(-1e4, 1e4),
+    st.integers(-(10**7), 10**7).map(lambda n: n / 1000),  # 2.675, 0.125, 1.005 ...
+    st.integers(-(10**7), 10**7).map(lambda n: (n + 0.5) / 100),
+    st.integers(0, 2**60).map(float),
+)
+
+
+@settings(max_examples=500)
+@given(st.lists(roundable, min_size=1, max_size=40), st.sampled_from([1, 2]))
+@example([2.675, 0.125, 1.005, 0.285, -0.125, -2.675, 1e300, 5e-324, -0.0], 2)
+def test_rounded_values_are_pythons_round_of_each(found: list[float], digits: int) -> None:
+    got = rounded(np.array(found, dtype=np.float64), digits)
+    expected = [None if math.isnan(v) else round(v, digits) for v in found]
+    assert got == expected
+    assert [math.copysign(1.0, v) for v in got if v is not None] == [
+        math.copysign(1.0, v) for v in expected if v is not None
+    ]

@@ -9,7 +9,8 @@ would differ in the last bit). tests/cleanair_core/test_air_rows.py compares the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from cleanair_core.air.activities import ActivityType
@@ -129,23 +130,30 @@ def dose_of_rows(
 
 
 def rounded(values: FloatArray, digits: int) -> list[float | None]:
-    """Each value `round`ed to `digits` as Python rounds it (None where NaN)."""
-    import itertools
+    """Each value `round`ed to `digits` as Python rounds it (None where NaN).
 
+    Python rounds the exact binary value half to even at the decimal digit and gives the
+    float nearest that decimal; `rint(x · 10^d) / 10^d` gives the same wherever the product
+    (rounded itself) is more than an ulp from a half: then the exact product lies on the
+    same side of it, `rint` picks the same integer, and the division is correctly rounded.
+    The rest (within an ulp of a half, too large to hold fractions, NaN) are rounded one by
+    one by `round` itself."""
     import numpy as np
 
-    listed: list[float | None] = list(values.tolist())
-    unknown = np.isnan(values)
-    if not unknown.any():
-        # `round` over the list in C: the values Python's `round` gives, no bytecode each.
-        return list(map(_round, listed, itertools.repeat(digits, len(listed))))
-    return [
-        None if value is None or gap else round(value, digits)
-        for value, gap in zip(listed, unknown.tolist(), strict=True)
-    ]
-
-
-_round: Callable[[float | None, int], float | None] = round  # type: ignore[assignment]
+    scale = 10.0**digits
+    # Overflow and NaN are among the doubtful, rounded one by one: no warnings.
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = values * scale
+        result = np.rint(scaled) / scale
+        magnitude = np.abs(scaled)
+        from_half = np.abs(magnitude - np.floor(magnitude) - 0.5)
+        doubtful = ~((from_half > 2.0 * np.spacing(magnitude)) & (magnitude < 2.0**52))
+    listed: list[float | None] = list(result.tolist())
+    if doubtful.any():
+        for index in np.flatnonzero(doubtful).tolist():
+            value = float(values[index])
+            listed[index] = None if math.isnan(value) else round(value, digits)
+    return listed
 
 
 def as_rows(airs: Sequence[Concentrations]) -> FloatArray:

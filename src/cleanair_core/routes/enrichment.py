@@ -177,9 +177,9 @@ def _enriched_from_rows(
         return None
     import numpy as np
 
-    from cleanair_core.routes.enrichment_rows import enrich_rows, timestamps
+    from cleanair_core.routes.enrichment_rows import enrich_many, timestamps
 
-    if any(len(route_points) != len(route_times) for route_points, route_times in routes):
+    if any(not points or len(points) != len(times) for points, times in routes):
         return None  # the waypoint path says what is wrong
     points = [point for route_points, _ in routes for point in route_points]
     times = [at for _, route_times in routes for at in route_times]
@@ -190,13 +190,8 @@ def _enriched_from_rows(
     )
     if rows is None:
         return None
-    enriched: list[EnrichedRoute] = []
-    first = 0
-    for route_points, route_times in routes:
-        last = first + len(route_points)
-        route = enrich_rows(route_points, route_times, rows[first:last], activity, environment)
+    enriched = enrich_many(routes, rows, activity, environment)
+    for route in enriched:
         if not route.has_data:
             raise SourceUnavailable("No air-quality data is available along this route")
-        enriched.append(route)
-        first = last
     return enriched

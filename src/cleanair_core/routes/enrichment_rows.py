@@ -57,28 +57,53 @@ def enrich_rows(
 ) -> EnrichedRoute:
     """`enrich` with the outdoor air at each point and time given as `rows` (a row per
     point, a column per `SCORED` pollutant, NaN unknown): the same route, bit for bit."""
+    [route] = enrich_many([(points, times)], rows, activity, environment)
+    return route
+
+
+def enrich_many(
+    routes: Sequence[tuple[Sequence[Point], Sequence[datetime]]],
+    rows: FloatArray,
+    activity: ActivityType = ActivityType.OTHER,
+    environment: EnvironmentType = EnvironmentType.OUTDOOR,
+) -> list[EnrichedRoute]:
+    """`enrich_rows` of each of `routes`, whose waypoints' rows follow one another in
+    `rows`: what is per waypoint (scores, breathed and rounded values) computed once for
+    all, what is per route (means, the dose) route by route."""
     import numpy as np
 
-    if not len(points) == len(times) == rows.shape[0] or not points:
+    if sum(len(points) for points, _ in routes) != rows.shape[0]:
         raise ValueError("one time and one air per point, and at least one point")
     breathed = breathed_rows(rows, environment)
-    weights = np.array(time_weights(times), dtype=np.float64)
-    scores, scored = personal_score_rows(rows, activity, environment)
-    measures: dict[str, list[float | None]] = {SCORE_MEASURE: list(optional_ints(scores, scored))}
-    averages: dict[Pollutant, float] = {}
-    for column, pollutant in enumerate(SCORED):
-        values = breathed[:, column]
-        mean = weighted_mean(values, weights)
-        if mean is None:
-            continue
-        measures[pollutant.value] = rounded(values, 2)
-        averages[pollutant] = round(mean, 2)
-    if not scored.any():
-        del measures[SCORE_MEASURE]
-    route_score = weighted_mean(np.where(scored, scores, np.nan), weights)
-    summary = RouteSummary(
-        clean_air_score=None if route_score is None else banded(round(route_score, 1)),
-        inhaled_dose=dose_of_rows(breathed, weights, ventilation_ratio(activity)),
-        average_pollutants=averages,
-    )
-    return EnrichedRoute(list(points), list(times), measures, summary)
+    all_scores, all_scored = personal_score_rows(rows, activity, environment)
+    score_values = np.where(all_scored, all_scores, np.nan)
+    score_list = optional_ints(all_scores, all_scored)
+    values = [rounded(breathed[:, column], 2) for column in range(len(SCORED))]
+    ventilation = ventilation_ratio(activity)
+    enriched: list[EnrichedRoute] = []
+    first = 0
+    for points, times in routes:
+        if not len(points) == len(times) or not points:
+            raise ValueError("one time and one air per point, and at least one point")
+        last = first + len(points)
+        mine = breathed[first:last]
+        weights = np.array(time_weights(times), dtype=np.float64)
+        measures: dict[str, list[float | None]] = {SCORE_MEASURE: score_list[first:last]}
+        averages: dict[Pollutant, float] = {}
+        for column, pollutant in enumerate(SCORED):
+            mean = weighted_mean(mine[:, column], weights)
+            if mean is None:
+                continue
+            measures[pollutant.value] = values[column][first:last]
+            averages[pollutant] = round(mean, 2)
+        if not all_scored[first:last].any():
+            del measures[SCORE_MEASURE]
+        route_score = weighted_mean(score_values[first:last], weights)
+        summary = RouteSummary(
+            clean_air_score=None if route_score is None else banded(round(route_score, 1)),
+            inhaled_dose=dose_of_rows(mine, weights, ventilation),
+            average_pollutants=averages,
+        )
+        enriched.append(EnrichedRoute(list(points), list(times), measures, summary))
+        first = last
+    return enriched
