@@ -88,7 +88,7 @@ def enrich_many(
         last = first + len(points)
         mine = breathed[first:last]
         weights = np.array(time_weights(times), dtype=np.float64)
-        measures: dict[str, list[float | None]] = {SCORE_MEASURE: score_list[first:last]}
+        measures: dict[str, list[float | None]] = {SCORE_MEASURE: list(score_list[first:last])}
         averages: dict[Pollutant, float] = {}
         for column, pollutant in enumerate(SCORED):
             mean = weighted_mean(mine[:, column], weights)
