@@ -720,6 +720,8 @@ class EmbeddedModel:
         A route plan asks for tens of thousands of samples at once; the batch is computed in
         slices that hand the event loop back in between, so other requests keep being served.
         """
+        if len(samples) == 1:  # a score: no slices
+            return [self.concentrations_at(samples[0].point, samples[0].at)]
         answers: list[Concentrations] = []
         for start in range(0, len(samples), YIELD_EVERY):
             if start:

@@ -367,13 +367,19 @@ class StreetLevelAir:
         import numpy as np
 
         lat, lon = sample.point.lat, sample.point.lon
-        local = current[0].at(np.array([lat]), np.array([lon]))[0]
-        if math.isnan(local[0]):
+        # Increments that answer one point in plain floats (`NetworkIncrements.at_one`) give
+        # the row `at` gives, without setting up arrays: a third of a score's street level.
+        at_one = getattr(current[0], "at_one", None)
+        if at_one is not None:
+            local: list[float] | None = at_one(lat, lon)
+        else:
+            local = current[0].at(np.array([lat]), np.array([lon]))[0].tolist()
+        if local is None or math.isnan(local[0]):
             return answer
         mean = self._cell_mean(current, lat, lon)
         if mean is None:
             return answer
-        return downscale(answer, local.tolist(), mean.tolist(), traffic_factor(lon, sample.at))
+        return downscale(answer, local, mean.tolist(), traffic_factor(lon, sample.at))
 
     def _cell_means_of(self, current: _Current, lats: FloatArray, lons: FloatArray) -> FloatArray:
         """Each point's cell mean (a row per point; NaN where the networks miss its cell).
