@@ -109,6 +109,43 @@ def weighted_mean(values: FloatArray, weights: FloatArray) -> float | None:
     return float(min(max(mean, float(value.min())), float(value.max())))
 
 
+def weighted_means(rows: FloatArray, weights: FloatArray) -> list[float | None]:
+    """`weighted_mean` of each column of `rows`: the columns known at every row at once
+    (sums in order down the column, as Python's `sum` adds), the others one by one."""
+    import numpy as np
+
+    full: npt.NDArray[np.bool_] = np.asarray(~np.isnan(rows).any(axis=0))
+    means: list[float | None] = [
+        None if full[column] else weighted_mean(rows[:, column], weights)
+        for column in range(rows.shape[1])
+    ]
+    if not full.any():
+        return means
+    known = rows[:, full]
+    # `sum` starts from 0 and adds in order: an accumulation from a row of zeros.
+    total = sum(weights.tolist())
+    if total <= 0:
+        found = _in_order(known) / known.shape[0]
+    else:
+        found = _in_order(known * weights[:, np.newaxis]) / total
+        # Float rounding must not put the mean outside the values it averages.
+        least, most = known.min(axis=0), known.max(axis=0)
+        found = np.where(least > found, least, found)
+        found = np.where(most < found, most, found)
+    for column, mean in zip(np.flatnonzero(full).tolist(), found.tolist(), strict=True):
+        means[column] = mean
+    return means
+
+
+def _in_order(values: FloatArray) -> FloatArray:
+    """Each column's sum, added in order from 0.0 (as Python's `sum` of floats)."""
+    import numpy as np
+
+    padded = np.vstack([np.zeros((1, values.shape[1])), values])
+    sums: FloatArray = np.add.accumulate(padded, axis=0)[-1]
+    return sums
+
+
 def dose_of_rows(
     breathed: FloatArray, weights: FloatArray, ventilation_ratio: float
 ) -> float | None:

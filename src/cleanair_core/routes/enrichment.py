@@ -177,20 +177,21 @@ def _enriched_from_rows(
         return None
     import numpy as np
 
-    from cleanair_core.routes.enrichment_rows import enrich_many, timestamps
+    from cleanair_core.routes.enrichment_rows import enrich_many, microseconds
 
     if any(not points or len(points) != len(times) for points, times in routes):
         return None  # the waypoint path says what is wrong
     points = [point for route_points, _ in routes for point in route_points]
     times = [at for _, route_times in routes for at in route_times]
+    micros = microseconds(times)
     rows = air_at_times(
         np.array([p.lat for p in points], dtype=np.float64),
         np.array([p.lon for p in points], dtype=np.float64),
-        timestamps(times),
+        micros / 1e6,  # `timestamps(times)`
     )
     if rows is None:
         return None
-    enriched = enrich_many(routes, rows, activity, environment)
+    enriched = enrich_many(routes, rows, activity, environment, micros)
     for route in enriched:
         if not route.has_data:
             raise SourceUnavailable("No air-quality data is available along this route")

@@ -24,6 +24,7 @@ from cleanair_core.air.rows import (
     personal_score_rows,
     rounded,
     weighted_mean,
+    weighted_means,
 )
 from cleanair_core.air.score import banded
 from cleanair_core.geo import Point
@@ -31,21 +32,38 @@ from cleanair_core.routes.enrichment import EnrichedRoute, RouteSummary
 from cleanair_core.routes.times import time_weights
 
 if TYPE_CHECKING:
-    from cleanair_core.air.rows import FloatArray
+    from cleanair_core.air.rows import FloatArray, IntArray
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+
+
+def microseconds(times: Sequence[datetime]) -> IntArray:
+    """The whole microseconds since the epoch of each of `times` (timezone-aware)."""
+    import numpy as np
+
+    return np.array([(at - _EPOCH) // _MICROSECOND for at in times], dtype=np.int64)
 
 
 def timestamps(times: Sequence[datetime]) -> FloatArray:
     """`at.timestamp()` of each of `times` (timezone-aware), as an array: the whole
     microseconds since the epoch over 10^6, one correctly rounded division, as `timestamp`
     computes it."""
+    stamps: FloatArray = microseconds(times) / 1e6
+    return stamps
+
+
+def weights_of(micros: IntArray) -> FloatArray:
+    """`time_weights` of the times `micros` stands for (non-decreasing): each leg's seconds
+    (`total_seconds`: whole microseconds over 10^6) halved to either end. Each inner weight
+    is the sum of its two halves, which is the same float in either order."""
     import numpy as np
 
-    micros = np.array([(at - _EPOCH) // _MICROSECOND for at in times], dtype=np.int64)
-    stamps: FloatArray = micros / 1e6
-    return stamps
+    halves = np.diff(micros) / 1e6 / 2
+    weights = np.zeros(micros.size)
+    weights[:-1] += halves
+    weights[1:] += halves
+    return weights
 
 
 def enrich_rows(
@@ -57,7 +75,7 @@ def enrich_rows(
 ) -> EnrichedRoute:
     """`enrich` with the outdoor air at each point and time given as `rows` (a row per
     point, a column per `SCORED` pollutant, NaN unknown): the same route, bit for bit."""
-    [route] = enrich_many([(points, times)], rows, activity, environment)
+    [route] = enrich_many([(points, times)], rows, activity, environment, microseconds(times))
     return route
 
 
@@ -66,6 +84,7 @@ def enrich_many(
     rows: FloatArray,
     activity: ActivityType = ActivityType.OTHER,
     environment: EnvironmentType = EnvironmentType.OUTDOOR,
+    micros: IntArray | None = None,
 ) -> list[EnrichedRoute]:
     """`enrich_rows` of each of `routes`, whose waypoints' rows follow one another in
     `rows`: what is per waypoint (scores, breathed and rounded values) computed once for
@@ -87,11 +106,16 @@ def enrich_many(
             raise ValueError("one time and one air per point, and at least one point")
         last = first + len(points)
         mine = breathed[first:last]
-        weights = np.array(time_weights(times), dtype=np.float64)
+        weights = (
+            np.array(time_weights(times), dtype=np.float64)
+            if micros is None
+            else weights_of(micros[first:last])
+        )
         measures: dict[str, list[float | None]] = {SCORE_MEASURE: list(score_list[first:last])}
         averages: dict[Pollutant, float] = {}
+        means = weighted_means(mine, weights)
         for column, pollutant in enumerate(SCORED):
-            mean = weighted_mean(mine[:, column], weights)
+            mean = means[column]
             if mean is None:
                 continue
             measures[pollutant.value] = values[column][first:last]
