@@ -47,6 +47,8 @@
 23. Durability: served score with unsynced against synced commits, SQLite synchronous NORMAL
    against FULL (the default) and PostgreSQL synchronous_commit off against on, 1 and 2 API
    processes, alternating rounds (`bench/durability.py`).
+24. The air at one point in process, as a score asks for it: the embedded model, its street
+   level and fusion without stations, best of 60 rounds (`bench/point_air.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -77,6 +79,7 @@ from bench import (
     heatmap_tiles,
     loaded,
     planning,
+    point_air,
     postgres,
     quality,
     served_matrix,
@@ -383,6 +386,7 @@ async def main() -> None:
     await alerts.main()
     await heatmap_tiles.main()
     await durability.main()
+    await point_air.main()
 
 
 if __name__ == "__main__":
