@@ -229,3 +229,21 @@ def test_helsinki_plans_are_those_enriched_waypoint_by_waypoint(
     assert from_rows == plans(network, SampleBySample(air), pairs)
     assert sum(isinstance(plan, PlanResult) for plan in from_rows) >= 12
     assert counted.asked == 0  # every route enriched from rows
+
+
+def test_fusion_without_stations_enriches_from_rows_whenever_it_is_asked(
+    helsinki: tuple[StreetNetwork, GriddedAir],
+) -> None:
+    network, air = helsinki
+    counted = Counted(air)
+    clock = ManualClock(START)
+    fused = GriddedFusedAir(counted, MemoryStore(), clock=clock)
+    samples = samples_near(network, 8, 60)
+    routes = [([s.point for s in samples], sorted(s.at for s in samples))]
+    # Asked first, and again once the observations' version is due to be read again: the
+    # enrichment has fusion read it (off the loop), then asks for rows.
+    first = asyncio.run(enrich_routes(fused, routes))
+    clock.advance(3600)
+    again = asyncio.run(enrich_routes(fused, routes))
+    assert counted.asked == 0
+    assert first == again == asyncio.run(enrich_routes(SampleBySample(air), routes))

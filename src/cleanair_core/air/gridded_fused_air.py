@@ -169,6 +169,16 @@ class GriddedFusedAir(FusedAir):
                 return answers
         return (await self._fused(samples, answers))[0]
 
+    async def ready_at_times(self, timestamps: FloatArray) -> None:
+        """Read what `air_at_times` needs for samples at `timestamps` and does not hold (the
+        observations' version once per recheck, the hours' latest observations), off the
+        event loop as `concentrations` reads them: a plan's enrichment asks this first."""
+        fresh = self._fresh()
+        state = fresh if fresh is not None else await self._store_calls(self._current)
+        hours = _observation_hours(timestamps)
+        if hours is not None and self._known_latest(state, hours) is None:
+            await self._cpu_calls(lambda: self._latest_for(state, hours))
+
     def air_at_times(
         self, lats: FloatArray, lons: FloatArray, timestamps: FloatArray
     ) -> FloatArray | None:

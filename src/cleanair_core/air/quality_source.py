@@ -88,5 +88,6 @@ class AirAtTimes(AirQualitySource, Protocol):
         values `concentrations` gives, bit for bit, for each point at its time (POSIX
         seconds, as `datetime.timestamp` gives them). None: not this source (a wrapper whose
         inner source cannot); ask `concentrations`. CPU work: a caller with many points
-        runs it off the event loop."""
+        runs it off the event loop. A source that must read something first (fusion: the
+        observations) has `async def ready_at_times(timestamps)`, awaited before."""
         ...

@@ -142,7 +142,7 @@ async def enrich_routes(
     A source that answers many points at their own times as one array (`AirAtTimes`) is
     asked so, and the routes are enriched from whole columns (`enrich_rows`): the same
     routes, bit for bit, without a dictionary and a score per waypoint."""
-    if routes and (from_rows := _enriched_from_rows(source, routes, activity, environment)):
+    if routes and (from_rows := await _enriched_from_rows(source, routes, activity, environment)):
         return from_rows
     index: dict[tuple[Point, datetime], int] = {}
     samples: list[Sample] = []
@@ -164,7 +164,7 @@ async def enrich_routes(
     return enriched
 
 
-def _enriched_from_rows(
+async def _enriched_from_rows(
     source: AirQualitySource,
     routes: Sequence[tuple[Sequence[Point], Sequence[datetime]]],
     activity: ActivityType,
@@ -184,6 +184,9 @@ def _enriched_from_rows(
     points = [point for route_points, _ in routes for point in route_points]
     times = [at for _, route_times in routes for at in route_times]
     micros = microseconds(times)
+    ready = getattr(source, "ready_at_times", None)
+    if ready is not None:  # a source reads what its arrays need first, off the loop
+        await ready(micros / 1e6)
     rows = air_at_times(
         np.array([p.lat for p in points], dtype=np.float64),
         np.array([p.lon for p in points], dtype=np.float64),
