@@ -247,3 +247,24 @@ def test_fusion_without_stations_enriches_from_rows_whenever_it_is_asked(
     again = asyncio.run(enrich_routes(fused, routes))
     assert counted.asked == 0
     assert first == again == asyncio.run(enrich_routes(SampleBySample(air), routes))
+
+
+def test_the_enrichment_endpoints_route_is_enriched_from_rows(
+    helsinki: tuple[StreetNetwork, GriddedAir],
+) -> None:
+    from cleanair_core.air.activities import ActivityType
+    from cleanair_core.air.exposure import EnvironmentType
+    from cleanair_core.routes.enrichment import enrich_route
+
+    network, air = helsinki
+    samples = samples_near(network, 9, 100)
+    points, times = [s.point for s in samples], sorted(s.at for s in samples)
+    counted, plain = Counted(air), SampleBySample(air)
+    for activity, environment in (
+        (ActivityType.OTHER, EnvironmentType.OUTDOOR),
+        (ActivityType.RUNNING_OUTDOOR, EnvironmentType.INDOOR),
+    ):
+        assert asyncio.run(
+            enrich_route(counted, points, times, activity, environment)
+        ) == asyncio.run(enrich_route(plain, points, times, activity, environment))
+    assert counted.asked == 0

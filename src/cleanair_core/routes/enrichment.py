@@ -114,7 +114,11 @@ async def enrich_route(
     """`enrich` with the air from `source`, asked for every waypoint at its time in one batch.
 
     Raises SourceUnavailable when the source fails or has no value for any waypoint.
+    A source that answers arrays (`AirAtTimes`) is asked so (see `enrich_routes`).
     """
+    asked = [(points, times)]
+    if from_rows := await _enriched_from_rows(source, asked, activity, environment):
+        return from_rows[0]
     airs = await source.concentrations(
         [Sample(point, at) for point, at in zip(points, times, strict=True)]
     )
