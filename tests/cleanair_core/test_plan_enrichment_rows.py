@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cleanair_core.air.gridded_fused_air import GriddedFusedAir
@@ -268,3 +268,19 @@ def test_the_enrichment_endpoints_route_is_enriched_from_rows(
             enrich_route(counted, points, times, activity, environment)
         ) == asyncio.run(enrich_route(plain, points, times, activity, environment))
     assert counted.asked == 0
+
+
+_NOON = 1_795_521_600 * 10**6  # 2026-11-24 12:00 UTC, an hour's end
+
+
+@given(st.integers(-(2**31) * 10**6, (2**32 - 1) * 10**6))
+@example(_NOON)
+@example(_NOON + 1)
+@example(_NOON - 1)
+@example((2**32 - 1) * 10**6 - 1)
+def test_observation_hours_from_floats_are_the_instants_own(micros: int) -> None:
+    from cleanair_core.air.fusion import observation_hour
+    from cleanair_core.air.gridded_fused_air import _observation_hours
+
+    at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+    assert _observation_hours(np.array([at.timestamp()])) == {observation_hour(at)}

@@ -215,8 +215,9 @@ def _observation_hours(timestamps: FloatArray) -> set[datetime] | None:
     return {_EPOCH + HOUR * end for end in ends}
 
 
-#: Up to about the year 2286 a float of POSIX seconds rounds back to its whole microseconds.
-_EXACT_SECONDS = 1e10
+#: Below 2^32 seconds (the year 2106) a float of POSIX seconds times 10^6 is within half a
+#: microsecond of its whole microseconds (half an ulp of each, 0.24 + 0.25): `rint` finds them.
+_EXACT_SECONDS = 2.0**32
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
