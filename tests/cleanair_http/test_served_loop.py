@@ -120,6 +120,10 @@ def release() -> Iterator[threading.Event]:
     RELEASE.set()
 
 
+def connected(server: CountedServer) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT_S)
+
+
 def read_until_closed(conn: socket.socket) -> bytes:
     received = b""
     while chunk := conn.recv(65536):
@@ -128,11 +132,13 @@ def read_until_closed(conn: socket.socket) -> bytes:
 
 
 def test_an_idle_kept_alive_connection_is_still_closed_after_the_keep_alive() -> None:
-    with counted_server(small_app, http=PROTOCOL, timeout_keep_alive=0.3) as server:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT_S) as conn:
-            for _ in range(3):  # the one timer is moved on by each answer, then fires
-                assert exchange(conn, b"GET /a HTTP/1.1\r\nhost: t\r\n\r\n")[0] == 200
-            assert read_until_closed(conn) == b""  # closed by the server, not the timeout
+    with (
+        counted_server(small_app, http=PROTOCOL, timeout_keep_alive=0.3) as server,
+        connected(server) as conn,
+    ):
+        for _ in range(3):  # the one timer is moved on by each answer, then fires
+            assert exchange(conn, b"GET /a HTTP/1.1\r\nhost: t\r\n\r\n")[0] == 200
+        assert read_until_closed(conn) == b""  # closed by the server, not the timeout
 
 
 class FakeLoop:
@@ -178,7 +184,7 @@ def keep_alive_protocol(loop: FakeLoop) -> tuple[DeadlineProtocol, FakeTransport
     transport = FakeTransport()
     protocol.loop = loop  # type: ignore[assignment]
     protocol.transport = transport  # type: ignore[assignment]
-    protocol.timeout_keep_alive = 5.0
+    protocol.timeout_keep_alive = 5
     return protocol, transport
 
 
@@ -208,40 +214,40 @@ def test_the_keep_alive_timer_finds_nothing_to_do_while_a_request_runs() -> None
 
 
 def test_a_streamed_answer_sends_its_head_before_its_body(release: threading.Event) -> None:
-    with counted_server(small_app, http=PROTOCOL) as server:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT_S) as conn:
-            conn.sendall(b"GET /stream HTTP/1.1\r\nhost: t\r\n\r\n")
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += conn.recv(65536)  # the body waits for `release`: the head alone
-            assert head.startswith(b"HTTP/1.1 200 OK\r\n")
-            assert b"transfer-encoding: chunked" in head
-            release.set()
-            rest = head.partition(b"\r\n\r\n")[2]
-            while not rest.endswith(b"0\r\n\r\n"):
-                rest += conn.recv(65536)
-            assert rest == b"4\r\nlate\r\n0\r\n\r\n"
+    with counted_server(small_app, http=PROTOCOL) as server, connected(server) as conn:
+        conn.sendall(b"GET /stream HTTP/1.1\r\nhost: t\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += conn.recv(65536)  # the body waits for `release`: the head alone
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert b"transfer-encoding: chunked" in head
+        release.set()
+        rest = head.partition(b"\r\n\r\n")[2]
+        while not rest.endswith(b"0\r\n\r\n"):
+            rest += conn.recv(65536)
+        assert rest == b"4\r\nlate\r\n0\r\n\r\n"
 
 
 def test_a_head_held_for_its_body_is_sent_when_the_app_fails_after_it() -> None:
     """uvicorn closes the connection: the client gets the head it had, as before."""
-    with counted_server(small_app, http=PROTOCOL) as server:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT_S) as conn:
-            conn.sendall(b"GET /fail HTTP/1.1\r\nhost: t\r\n\r\n")
-            received = read_until_closed(conn)
+    with counted_server(small_app, http=PROTOCOL) as server, connected(server) as conn:
+        conn.sendall(b"GET /fail HTTP/1.1\r\nhost: t\r\n\r\n")
+        received = read_until_closed(conn)
     assert received.startswith(b"HTTP/1.1 200 OK\r\n")
     assert received.endswith(b"content-length: 9\r\n\r\n")
 
 
 def test_a_shutdown_still_waits_for_a_running_request(release: threading.Event) -> None:
-    with counted_server(small_app, http=PROTOCOL) as server:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT_S) as conn:
-            conn.sendall(b"GET /slow HTTP/1.1\r\nhost: t\r\n\r\n")
-            while not server.running_requests():
-                threading.Event().wait(0.01)
-            server.stop()  # as SIGTERM: the request's task keeps the server up
-            assert server.running_requests() == 1
-            release.set()
-            received = read_until_closed(conn)
+    with counted_server(small_app, http=PROTOCOL) as server, connected(server) as conn:
+        conn.sendall(b"GET /slow HTTP/1.1\r\nhost: t\r\n\r\n")
+        waited = threading.Event()
+        for _ in range(int(READ_TIMEOUT_S * 100)):  # until its task runs: bounded
+            if server.running_requests():
+                break
+            waited.wait(0.01)
+        server.stop()  # as SIGTERM: the request's task keeps the server up
+        assert server.running_requests() == 1
+        release.set()
+        received = read_until_closed(conn)
     assert received.startswith(b"HTTP/1.1 200 OK\r\n")
     assert received.endswith(b'{"ok":true}')

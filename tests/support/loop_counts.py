@@ -117,8 +117,8 @@ def _count_sends(counts: LoopCounts, port: int) -> None:
         tally(self)
         return sendmsg(self, *args)
 
-    socket.socket.send = counted_send  # type: ignore[method-assign]
-    socket.socket.sendmsg = counted_sendmsg  # type: ignore[method-assign]
+    socket.socket.send = counted_send  # type: ignore[method-assign,assignment]
+    socket.socket.sendmsg = counted_sendmsg  # type: ignore[method-assign,assignment]
     socket.socket._counted = True  # type: ignore[attr-defined]
 
 

@@ -493,7 +493,7 @@ class _JoinedWrites:
     (uvicorn writes them apart: two system calls, and two TCP segments). Anything else, and a
     close, writes what waits first."""
 
-    __slots__ = ("_transport", "_cycle", "_head", "_head_seen")
+    __slots__ = ("_cycle", "_head", "_head_seen", "_transport")
 
     def __init__(self, transport: asyncio.Transport, cycle: RequestResponseCycle) -> None:
         self._transport = transport
