@@ -20,6 +20,8 @@ from typing import Any
 
 import uvicorn
 
+from cleanair_runtime.processes.server import listening_socket
+
 #: How long a read from the server waits at most: generous, the machine is shared.
 READ_TIMEOUT_S = 60.0
 
@@ -155,9 +157,9 @@ class CountedServer:
 def counted_server(app: Any, **config: Any) -> Iterator[CountedServer]:
     """Serve `app` with uvicorn (`config`: more `uvicorn.Config` options, `http=` say) on a
     free loopback port, in a thread with its own counted loop, until the block ends."""
-    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listening.bind(("127.0.0.1", 0))
+    # `cleanair serve`'s own socket: made with IPPROTO_TCP, so asyncio sets TCP_NODELAY on
+    # its connections (without it an answer written in two parts waits for a delayed ACK).
+    listening = listening_socket("127.0.0.1", 0)
     port = listening.getsockname()[1]
     counts = LoopCounts()
     loop = asyncio.new_event_loop()
