@@ -50,7 +50,7 @@ a selector poll and tens of µs of Python): an answer with a `Content-Length` le
 connection, moved rather than cancelled and made again for every request
 (`_arm_keep_alive`); and a request's task takes itself out of the server's set as it ends,
 not through a done callback that costs a pass of the loop of its own (`_start_asgi_task`).
-`tests/cleanair_http/test_served_loop.py` counts them.
+`tests/cleanair_runtime/test_served_loop.py` counts them.
 
 A reverse proxy in front should enforce its own, tighter limits (docs/deployment.md); these
 deadlines protect the server when it has none, or a misconfigured one.
