@@ -47,6 +47,9 @@
 23. Durability: served score with unsynced against synced commits, SQLite synchronous NORMAL
    against FULL (the default) and PostgreSQL synchronous_commit off against on, 1 and 2 API
    processes, alternating rounds (`bench/durability.py`).
+24. The event loop per served request: loop passes, callbacks, timers, tasks and `send` calls
+   of the bare endpoint and of a score under `cleanair serve`'s protocol (`bench/served_loop.py`;
+   counts, not times, so the machine's load does not blur them).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -79,6 +82,7 @@ from bench import (
     planning,
     postgres,
     quality,
+    served_loop,
     served_matrix,
     served_plans,
     shared_networks,
@@ -383,6 +387,7 @@ async def main() -> None:
     await alerts.main()
     await heatmap_tiles.main()
     await durability.main()
+    served_loop.main()
 
 
 if __name__ == "__main__":
