@@ -43,17 +43,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from cleanair_core.routes.network import NetworkSummary, StreetNetwork
-from cleanair_storage.network_checks import (
-    checked_this_boot,
-    is_mark,
-    mark_checked,
-    marked_file,
-)
 from cleanair_storage.network_arrays import (
     AREA_ARRAYS,
     NETWORK_ARRAYS,
     names_bytes,
     names_of,
+)
+from cleanair_storage.network_checks import (
+    checked_this_boot,
+    is_mark,
+    mark_checked,
+    marked_file,
 )
 
 if TYPE_CHECKING:
@@ -206,10 +206,9 @@ class NetworkFiles:
         removed = []
         for path in self.directory.glob(f"*{_SUFFIX}*"):
             if is_mark(path):  # goes with its file
-                path, mark = marked_file(path), path
-                if path not in keep:
+                if marked_file(path) not in keep:
                     with contextlib.suppress(FileNotFoundError):
-                        mark.unlink()
+                        path.unlink()
                 continue
             temporary = path.name.endswith(_SUFFIX + _TEMPORARY)
             if (temporary or path.name.endswith(_SUFFIX)) and path not in keep:

@@ -8,6 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,8 +25,8 @@ from cleanair_runtime.composition.network_reload import NetworkReloader
 from cleanair_sources.network_derivation import DERIVATION, derive
 from cleanair_sources.street_increments import NetworkIncrements
 from cleanair_sources.street_router import LoadedNetworks, ScipyRouter
+from cleanair_storage import network_checks
 from cleanair_storage.memory import MemoryStore
-from cleanair_storage import network_checks, network_files
 from cleanair_storage.network_files import MappedNetworks, NetworkFiles
 from cleanair_storage.sqlite import SqliteStore
 from support.networks import ORIGIN, grid
@@ -173,13 +174,14 @@ def test_a_damaged_file_is_rebuilt_not_used(tmp_path: Path, damage: str) -> None
 def crc_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The sizes of the buffers network files' CRCs are computed over, from now on."""
     reads: list[int] = []
-    crc32 = network_files.zlib.crc32
+    crc32 = zlib.crc32
 
     def counted(data: bytes | memoryview, value: int = 0) -> int:
         reads.append(len(data))
         return crc32(data, value)
 
-    monkeypatch.setattr(network_files.zlib, "crc32", counted)
+    # network_files calls zlib.crc32 through its module.
+    monkeypatch.setattr(zlib, "crc32", counted)
     return reads
 
 
@@ -205,9 +207,11 @@ def test_a_settled_file_found_intact_is_not_read_through_again_this_boot(
     first = NetworkFiles(tmp_path).open("north", key)
     reads = crc_reads(monkeypatch)
     again = NetworkFiles(tmp_path).open("north", key)
-    assert first is not None and again is not None
+    assert first is not None
+    assert again is not None
     header = path.read_bytes()[12:]  # after the prefix: magic, header length, header CRC
-    assert len(reads) == 1 and reads[0] < len(header)  # the header's own CRC alone
+    assert len(reads) == 1  # the header's own CRC alone
+    assert reads[0] < len(header)
     assert all(np.array_equal(first.arrays[n], again.arrays[n]) for n in first.arrays)
 
 
@@ -278,7 +282,7 @@ import os, sys
 from pathlib import Path
 from cleanair_sources.network_derivation import DERIVATION, derive
 from cleanair_storage.memory import MemoryStore
-from cleanair_storage import network_checks, network_files
+from cleanair_storage import network_checks
 from cleanair_storage.network_files import MappedNetworks, NetworkFiles
 from support.networks import grid
 
@@ -317,7 +321,7 @@ import sys
 from pathlib import Path
 import numpy as np
 from cleanair_sources.network_derivation import DERIVATION, derive
-from cleanair_storage import network_checks, network_files
+from cleanair_storage import network_checks
 from cleanair_storage.network_files import MappedNetworks, NetworkFiles
 from cleanair_storage.sqlite import SqliteStore
 
