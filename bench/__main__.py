@@ -40,10 +40,12 @@
 21. Heatmap tiles over the Helsinki network: cold and warm tiles at zooms 12, 15 and 17, a
    map view of 24 tiles for a new hour, and score latency while 64 clients pan the map
    (`bench/heatmap_tiles.py`).
-22. Memory of served processes, street networks mapped from shared files (issue 34): RSS and
-   PSS of each process of `cleanair serve` and of `serve --workers 2` after 7 plans on the
-   generated million-node city, against each process loading its own copy; and the same with
-   plan p50 on a generated 5M-node city (`bench/shared_networks.py`).
+22. Memory of served processes, street networks mapped from shared files (issue 34): RSS,
+   PSS and USS of each process of `cleanair serve` and of `serve --workers 2` after 7 plans on
+   the generated million-node city (a plan process's by kind of mapping: network file, heap,
+   anonymous, libraries), against each process loading its own copy, and what each further
+   API and plan process adds; and the same with plan p50 on a generated 5M-node city
+   (`bench/shared_networks.py`).
 23. Durability: served score with unsynced against synced commits, SQLite synchronous NORMAL
    against FULL (the default) and PostgreSQL synchronous_commit off against on, 1 and 2 API
    processes, alternating rounds (`bench/durability.py`).
