@@ -1,7 +1,7 @@
 """What the event loop pays for a write synced to disk (SQLite, `synchronous=FULL`): no write
-is tried on the loop first (no WouldBlock, no pool hand-over), each batch is one hand-over to
-the store's writer thread, uncharged rate-limit hits join the batch, and no COMMIT ever runs
-on the loop's thread."""
+is tried on the loop first (no WouldBlock, no pool hand-over; a held charge's neither), each
+batch is one hand-over to the store's committer thread, which runs its COMMIT and nothing
+else, uncharged rate-limit hits join the batch, and no COMMIT ever runs on the loop's thread."""
 
 from __future__ import annotations
 
