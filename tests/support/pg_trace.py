@@ -61,7 +61,7 @@ def traced(requests: PostgresRequests) -> Iterator[Sent]:
     finally:
         requests._connect = connect  # type: ignore[method-assign]
         for conn, file in files:
-            if not conn.pgconn.status == pq.ConnStatus.BAD:
+            if conn.pgconn.status != pq.ConnStatus.BAD:
                 conn.pgconn.untrace()  # flushes what it traced
             file.seek(0)
             for line in file.read().decode(errors="replace").splitlines():

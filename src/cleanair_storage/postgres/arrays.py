@@ -32,4 +32,3 @@ def array_literal(values: Sequence[str | int | datetime | None]) -> str:
         if "\\" not in flat and '"' not in flat:  # the usual case: keys, hashes, numbers
             return '{"' + '","'.join(texts) + '"}'
     return "{" + ",".join(map(_element, values)) + "}"
-
