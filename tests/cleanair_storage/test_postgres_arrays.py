@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cleanair_storage.postgres.arrays import array_literal
@@ -31,6 +31,8 @@ def conn(postgres: PostgresServer) -> Iterator[psycopg.Connection[tuple[object, 
 
 @settings(MANY, max_examples=200)
 @given(values=TEXTS)
+@example(values=["NULL", "", " spaced ", "{}", "a,b", 'q"uote', "back\\slash"])
+@example(values=["NULL", None, ""])
 def test_text_arrays_arrive_as_the_values_written(
     conn: psycopg.Connection[tuple[object, ...]], values: list[str | None]
 ) -> None:
