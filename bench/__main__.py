@@ -8,7 +8,10 @@
    in this process keeps 8 connections busy (`bench/served.py`). This is what a caller sees,
    HTTP included. The served matrix (`bench/served_matrix.py`, runnable alone): SQLite and
    PostgreSQL with 1 and 2 API processes, each against the bare endpoint, PostgreSQL against
-   SQLite and 2 processes against 1, with the serving processes' CPU time a request.
+   SQLite and 2 processes against 1, with the serving processes' CPU time a request; then
+   PostgreSQL's 1 and 2 processes driven by each client, the Python one and wrk (far less
+   CPU a request; `make bench` installs it), with how the CPU divides between the client, the
+   API processes and PostgreSQL (`python -m bench.served_matrix clients`, `bench/wrk.py`).
 3. Core alone: scoring 10,000 points with the embedded model, no HTTP, no storage.
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
@@ -382,6 +385,7 @@ async def main() -> None:
     postgres.main()
     workers.main()
     await served_matrix.main()
+    await served_matrix.clients()
     cli.main()
     await fusion.main()
     startup.main()
