@@ -85,7 +85,16 @@ lint: install
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 
+# The served matrix's second client (bench/wrk.py) is wrk: installed as strace is for the
+# tests when missing, else the one line to run is said.
+WRK_HOW := the served matrix's wrk client needs wrk: run 'sudo apt-get install -y wrk' (Debian, Ubuntu)
 bench: install
+	@command -v wrk >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian's wrk for the served matrix"; \
+	    { apt-get install -y wrk || { apt-get update && apt-get install -y wrk; }; } \
+	      || { echo "$(WRK_HOW)" >&2; exit 1; }; \
+	  else echo "$(WRK_HOW)" >&2; exit 1; fi; }
 	$(PY) -m bench
 
 clean:

@@ -8,7 +8,10 @@
    in this process keeps 8 connections busy (`bench/served.py`). This is what a caller sees,
    HTTP included. The served matrix (`bench/served_matrix.py`, runnable alone): SQLite and
    PostgreSQL with 1 and 2 API processes, each against the bare endpoint, PostgreSQL against
-   SQLite and 2 processes against 1, with the serving processes' CPU time a request.
+   SQLite and 2 processes against 1, with the serving processes' CPU time a request; then
+   PostgreSQL's 1 and 2 processes driven by each client, the Python one and wrk (far less
+   CPU a request; `make bench` installs it), with how the CPU divides between the client, the
+   API processes and PostgreSQL (`python -m bench.served_matrix clients`, `bench/wrk.py`).
 3. Core alone: scoring 10,000 points with the embedded model, no HTTP, no storage.
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
@@ -40,14 +43,19 @@
 21. Heatmap tiles over the Helsinki network: cold and warm tiles at zooms 12, 15 and 17, a
    map view of 24 tiles for a new hour, and score latency while 64 clients pan the map
    (`bench/heatmap_tiles.py`).
-22. Memory of served processes, street networks mapped from shared files (issue 34): RSS and
-   PSS of each process of `cleanair serve` and of `serve --workers 2` after 7 plans on the
-   generated million-node city, against each process loading its own copy; and the same with
-   plan p50 on a generated 5M-node city (`bench/shared_networks.py`).
+22. Memory of served processes, street networks mapped from shared files (issue 34): RSS,
+   PSS and USS of each process of `cleanair serve` and of `serve --workers 2` after 7 plans on
+   the generated million-node city (a plan process's by kind of mapping: network file, heap,
+   anonymous, libraries), against each process loading its own copy, and what each further
+   API and plan process adds; and the same with plan p50 on a generated 5M-node city
+   (`bench/shared_networks.py`).
 23. Durability: served score with unsynced against synced commits, SQLite synchronous NORMAL
    against FULL (the default) and PostgreSQL synchronous_commit off against on, 1 and 2 API
    processes, alternating rounds (`bench/durability.py`).
-24. The air at one point in process, as a score asks for it: the embedded model, its street
+24. The event loop per served request: loop passes, callbacks, timers, tasks and `send` calls
+   of the bare endpoint and of a score under `cleanair serve`'s protocol (`bench/served_loop.py`;
+   counts, not times, so the machine's load does not blur them).
+25. The air at one point in process, as a score asks for it: the embedded model, its street
    level and fusion without stations, best of 60 rounds (`bench/point_air.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
@@ -82,6 +90,7 @@ from bench import (
     point_air,
     postgres,
     quality,
+    served_loop,
     served_matrix,
     served_plans,
     shared_networks,
@@ -379,6 +388,7 @@ async def main() -> None:
     postgres.main()
     workers.main()
     await served_matrix.main()
+    await served_matrix.clients()
     cli.main()
     await fusion.main()
     startup.main()
@@ -386,6 +396,7 @@ async def main() -> None:
     await alerts.main()
     await heatmap_tiles.main()
     await durability.main()
+    served_loop.main()
     await point_air.main()
 
 

@@ -1,4 +1,4 @@
-"""The air at one point, in process (`make bench`, section 24): what a served score's air costs.
+"""The air at one point, in process (`make bench`, section 25): what a served score's air costs.
 
 A score asks its source for one sample, the period's start at the point. Timed here, best of
 60 rounds of 20 scores (`score_at`, the score included) at a central Helsinki point, over

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psycopg
 
+from bench.wrk import postgres_processes
 from cleanair_core.credits.ledger import CreditLimits, Debit
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
@@ -67,6 +68,11 @@ def store_debits(store: PostgresStore | SqliteStore, n: int, threads: int) -> fl
 def test_server_url() -> str:
     """A fresh database on the tests' throwaway server (started on first use)."""
     return shared_server().database()
+
+
+def server_processes() -> list[int]:
+    """The tests' throwaway server's processes: its postmaster and backends."""
+    return postgres_processes(shared_server().data)
 
 
 def main() -> None:

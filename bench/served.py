@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from bench.harness import SCORE_BODY
+from bench.wrk import Shares, cpu_of, lua_script, wrk_round
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.geo import Point
@@ -270,12 +272,18 @@ async def served(
     access_log: str = "info",
     metrics: str = "on",
     cpu: dict[str, float] | None = None,
+    client: str = "python",
+    shares: dict[str, Shares] | None = None,
+    database_processes: Callable[[], list[int]] | None = None,
 ) -> dict[str, Stats]:
     """Each request's figures against one bench server (see `bench/served.py`), with the
     shipped access log and metrics unless told; `only` limits the requests measured. `cpu`,
     when given, gets each request's server CPU time (µs a request, median round): the
     serving processes' user and system time, which the client on the same machine does not
-    blur as it does throughput."""
+    blur as it does throughput. `client`: this process's asyncio client (`python`) or `wrk`
+    (`bench/wrk.py`). `shares`, when given, gets each request's CPU seconds over its rounds
+    by who spent them (`client`, `api`, and `database`: the processes `database_processes`
+    names) and the rounds' wall seconds."""
     # The access log goes to a file, as a service manager's journal takes it: not the terminal.
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the server has ended)
     server = subprocess.Popen(
@@ -291,37 +299,84 @@ async def served(
             raise SystemExit("the bench server did not start")
         port, token = int(ready[1]), ready[2]
         await wait_until_listening(port)
-        # Each request with how many to send per round.
+        auth = {"authorization": f"Bearer {token}"}
+        post = {**auth, "content-type": "application/json"}
+        # Each request: its bytes, how many to send per round, and wrk's path and script.
         requests = {
-            "bare": (b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n", SERVED_REQUESTS),
+            "bare": (
+                b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n",
+                SERVED_REQUESTS,
+                "/bare",
+                lua_script("GET", {}, b""),
+            ),
             "quota": (
                 (
                     f"GET /v1/quota HTTP/1.1\r\nhost: bench\r\n"
                     f"authorization: Bearer {token}\r\n\r\n"
                 ).encode(),
                 SERVED_REQUESTS,
+                "/v1/quota",
+                lua_script("GET", auth, b""),
             ),
-            "score": (post_request("/v1/airquality/score", token, SCORE_BODY), SERVED_REQUESTS),
+            "score": (
+                post_request("/v1/airquality/score", token, SCORE_BODY),
+                SERVED_REQUESTS,
+                "/v1/airquality/score",
+                lua_script("POST", post, SCORE_BODY),
+            ),
             "route": (
                 post_request("/v1/airquality/routes", token, route_body()),
                 SERVED_ROUTE_REQUESTS,
+                "/v1/airquality/routes",
+                lua_script("POST", post, route_body()),
             ),
         }
         if only is not None:
             requests = {name: request for name, request in requests.items() if name in only}
         runs: dict[str, list[Stats]] = {name: [] for name in requests}
         spent: dict[str, list[float]] = {name: [] for name in requests}
-        serving = serving_processes(server.pid) if cpu is not None else []
-        for request, n in requests.values():
-            await served_round(port, request, n // 3)
+        serving = serving_processes(server.pid) if cpu is not None or shares else []
+        spent_by: dict[str, Shares] = {
+            name: dict.fromkeys(("client", "api", "database", "wall"), 0.0) for name in requests
+        }
+
+        async def one_round(
+            request: bytes, n: int, path: str, script: str
+        ) -> tuple[Stats, int, float]:
+            if client == "wrk":
+                url = f"http://127.0.0.1:{port}{path}"
+                r, done, client_cpu = await asyncio.to_thread(wrk_round, url, script, CONNECTIONS)
+            else:
+                started = time.process_time()
+                r, done = await served_round(port, request, n), n
+                client_cpu = time.process_time() - started
+            return (r[0], r[1], r[2]), done, client_cpu
+
+        for request, n, path, script in requests.values():
+            if client == "wrk":
+                url = f"http://127.0.0.1:{port}{path}"
+                await asyncio.to_thread(wrk_round, url, script, CONNECTIONS, 1)
+            else:
+                await served_round(port, request, n // 3)
         for _ in range(SERVED_ROUNDS):
-            for name, (request, n) in requests.items():
+            for name, (request, n, path, script) in requests.items():
                 before = cpu_seconds(serving)
-                r = await served_round(port, request, n)
-                spent[name].append((cpu_seconds(serving) - before) / n * 1e6)
-                runs[name].append((r[0], r[1], r[2]))
+                pg = database_processes() if database_processes is not None else []
+                pg_before, wall = cpu_of(pg), time.perf_counter()
+                stats, done, client_cpu = await one_round(request, n, path, script)
+                wall = time.perf_counter() - wall
+                api = cpu_seconds(serving) - before
+                spent[name].append(api / done * 1e6)
+                runs[name].append(stats)
+                by = spent_by[name]
+                by["client"] += client_cpu
+                by["api"] += api
+                by["database"] += cpu_of(pg) - pg_before
+                by["wall"] += wall
         if cpu is not None:
             cpu.update({name: sorted(v)[len(v) // 2] for name, v in spent.items()})
+        if shares is not None:
+            shares.update(spent_by)
         return {name: median_round(rounds) for name, rounds in runs.items()}
     finally:
         server.terminate()

@@ -2,6 +2,11 @@
 on PostgreSQL, each against the bare endpoint of the same server in the same run.
 
     PYTHONPATH=. .venv/bin/python -m bench.served_matrix
+    PYTHONPATH=. .venv/bin/python -m bench.served_matrix clients
+
+The second (`clients`): PostgreSQL's score with 1 and 2 API processes driven by each client,
+this process's Python one and wrk (`bench/wrk.py`, far less CPU a request), with how each
+round's CPU divides between the client, the API processes and PostgreSQL's processes.
 
 Per configuration: requests a second of the bare endpoint and of a score, their ratio, the
 serving processes' CPU time a request; then PostgreSQL against SQLite (1 process: the aim of
@@ -15,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 from bench import postgres
 from bench.served import CONNECTIONS, Stats, served
+from bench.wrk import WRK_HOW, Shares, shares_line, wrk_available
 
 #: Issue 34: served score against the bare endpoint of the same server, 1 API process.
 SERVED_AIMS = {"SQLite": 0.25, "PostgreSQL": 0.2}
@@ -75,5 +82,44 @@ async def main() -> dict[tuple[str, int], Stats]:
     return scores
 
 
+async def clients() -> dict[tuple[str, int], float]:
+    """PostgreSQL's score, 1 and 2 API processes, with each client; 2 against 1 by client."""
+    if not wrk_available():
+        raise SystemExit(WRK_HOW)
+    print(
+        f"served score on PostgreSQL, 1 and 2 API processes, by client ({CONNECTIONS} "
+        f"keep-alive connections; CPU a part of the machine's cores over the rounds; {load()}):"
+    )
+    rates: dict[tuple[str, int], float] = {}
+    for client in ("python", "wrk"):
+        for processes in (1, 2):
+            url = postgres.test_server_url()  # a fresh database: the server adds its user
+            cpu: dict[str, float] = {}
+            shares: dict[str, Shares] = {}
+            figures = await served(
+                url,
+                processes,
+                only=("bare", "score"),
+                cpu=cpu,
+                client=client,
+                shares=shares,
+                database_processes=postgres.server_processes,
+            )
+            rates[client, processes] = figures["score"][0]
+            print(
+                f"  {client:<6} {processes} process{'es' if processes > 1 else '  '}  "
+                f"bare {figures['bare'][0]:>7,.0f}/s  score {figures['score'][0]:>7,.0f}/s  "
+                f"({figures['score'][0] / figures['bare'][0]:.2f}x bare; API CPU a score "
+                f"{cpu['score']:,.0f} µs); score's CPU: {shares_line(shares['score'])}"
+            )
+        scaling = rates[client, 2] / rates[client, 1]
+        print(
+            f"  {client}: 2 processes vs 1: {scaling:.2f}x (aim {TWO_PROCESSES_AIM}x: "
+            f"{'met' if scaling >= TWO_PROCESSES_AIM else 'NOT met'})"
+        )
+    print(f"  {load()}")
+    return rates
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(clients() if sys.argv[1:] == ["clients"] else main())

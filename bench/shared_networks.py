@@ -13,14 +13,19 @@ one after another:
 
 In each, once the API answers, `PLANS` walks of 2-5 km are planned one after another (each
 submitted once the last finished, so each one's `finished_at - created_at` is its own time),
-then every process of the layout is read from /proc/PID/smaps_rollup: its resident set (RSS,
-which counts the file's pages in every process mapping them), its proportional share (PSS,
-each shared page split between the processes holding it), its private and shared pages (a
-file's page is private to the one process that has it mapped) and its anonymous memory (its
-own, not a file's: heap and the arrays it made).
+then every process of the layout is read from /proc/PID/smaps, mapping by mapping: its resident
+set (RSS, which counts the file's pages in every process mapping them), its proportional share
+(PSS, each shared page split between the processes holding it) and its private pages (USS:
+Private_Clean + Private_Dirty, what the machine gets back when the process ends), a plan
+process's by kind of mapping (`KINDS`: the network file, the heap, other anonymous memory,
+libraries, other files).
 
 Aims (issue 34), on the million-node city: RSS of `serve` and its plan process together under
-1 GB after the plans, each further API or plan process under 150 MB more; on the 5M-node city,
+1 GB after the plans, each further API or plan process under 150 MB more (judged on USS, what
+the machine's free memory loses when the process is added, PSS beside it: RSS counts again the
+file pages other processes hold; of a plan process's USS, the pages of the network file only
+it has read are page cache, dropped under pressure and shared once another process reads them,
+so its own memory, heap and anonymous, is said apart); on the 5M-node city,
 plan p50 under 2 s and everything under 3 GB. Run alone: `PYTHONPATH=. .venv/bin/python -m
 bench.shared_networks [--nodes N]`.
 """
@@ -54,42 +59,81 @@ MIB = 1024 * 1024
 OFF = "own copies (CLEANAIR_NETWORK_FILES=off)"
 SHARED = "shared files (default)"
 WORKERS = "shared files, --workers 2"
-FIELDS = (
-    "Rss",
-    "Pss",
-    "Shared_Clean",
-    "Shared_Dirty",
-    "Private_Clean",
-    "Private_Dirty",
-    "Anonymous",
-)
+FIELDS = ("Rss", "Pss", "Private_Clean", "Private_Dirty")
+#: What a mapping is, by its name in /proc/PID/smaps: the network file every process maps,
+#: the C heap (malloc's main arena), the other anonymous memory (NumPy's large arrays, other
+#: arenas, thread stacks), shared libraries, and every other file (the interpreter, SQLite's
+#: shared-memory index).
+KINDS = ("network file", "heap", "anonymous", "libraries", "other files")
+
+
+@attrs.frozen
+class Share:
+    """What one kind of mapping holds of a process: resident, proportional and private."""
+
+    rss: int = 0
+    pss: int = 0
+    uss: int = 0  # Private_Clean + Private_Dirty: what ending the process gives back
+
+    def plus(self, other: Share) -> Share:
+        return Share(self.rss + other.rss, self.pss + other.pss, self.uss + other.uss)
 
 
 @attrs.frozen
 class Memory:
-    """One process's memory (bytes), from /proc/PID/smaps_rollup."""
+    """One process's memory (bytes), from /proc/PID/smaps, by kind of mapping (`KINDS`)."""
 
     role: str
-    rss: int
-    pss: int
-    shared: int
-    private: int  # pages no other process maps (a file's pages too, when only it has them)
-    anonymous: int  # the process's own memory (heap, arrays it made), not a file's pages
+    kinds: dict[str, Share]
+
+    @property
+    def total(self) -> Share:
+        return functools.reduce(Share.plus, self.kinds.values(), Share())
+
+    @property
+    def rss(self) -> int:
+        return self.total.rss
+
+    @property
+    def pss(self) -> int:
+        return self.total.pss
+
+    @property
+    def uss(self) -> int:
+        return self.total.uss
+
+
+def kind_of(name: str) -> str:
+    """The kind (`KINDS`) of a mapping named `name` in /proc/PID/smaps."""
+    name = name.removesuffix(" (deleted)")  # a file replaced since it was mapped
+    if name.endswith(".network"):
+        return "network file"
+    if name == "[heap]":
+        return "heap"
+    if not name or name.startswith("["):  # [anon:...], [stack], [vvar], ...
+        return "anonymous"
+    return "libraries" if ".so" in Path(name).name else "other files"
 
 
 def memory_of(pid: int, role: str) -> Memory:
-    kib = dict.fromkeys(FIELDS, 0)
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
-        name, value, *_ = line.split()
-        if name.rstrip(":") in kib:
-            kib[name.rstrip(":")] = int(value)
+    kib: dict[str, dict[str, int]] = {kind: dict.fromkeys(FIELDS, 0) for kind in KINDS}
+    kind = "anonymous"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head, _, rest = line.partition(" ")
+        if "-" in head and not head.endswith(":"):  # a mapping: address perms offset dev inode name
+            kind = kind_of(rest.split(maxsplit=4)[4] if len(rest.split()) > 4 else "")
+        elif head.rstrip(":") in FIELDS:
+            kib[kind][head.rstrip(":")] += int(rest.split()[0])
     return Memory(
         role,
-        kib["Rss"] * 1024,
-        kib["Pss"] * 1024,
-        (kib["Shared_Clean"] + kib["Shared_Dirty"]) * 1024,
-        (kib["Private_Clean"] + kib["Private_Dirty"]) * 1024,
-        kib["Anonymous"] * 1024,
+        {
+            kind: Share(
+                f["Rss"] * 1024,
+                f["Pss"] * 1024,
+                (f["Private_Clean"] + f["Private_Dirty"]) * 1024,
+            )
+            for kind, f in kib.items()
+        },
     )
 
 
@@ -193,18 +237,53 @@ def mib(n: float) -> str:
 
 
 def layout_lines(name: str, ready: float, seconds: list[float], memory: list[Memory]) -> list[str]:
-    rss, pss = sum(m.rss for m in memory), sum(m.pss for m in memory)
+    rss, pss, uss = (
+        sum(m.rss for m in memory),
+        sum(m.pss for m in memory),
+        sum(m.uss for m in memory),
+    )
     lines = [
         f"  {name}: first answer after {ready:.1f} s; plan p50 "
         f"{statistics.median(seconds):.2f} s (max {max(seconds):.2f} s, {len(seconds)} plans)",
     ]
     for m in memory:
         lines.append(
-            f"    {m.role:<20} RSS {mib(m.rss):>10}  PSS {mib(m.pss):>10}  "
-            f"private {mib(m.private):>10}  shared {mib(m.shared):>10}  "
-            f"anonymous {mib(m.anonymous):>10}"
+            f"    {m.role:<20} RSS {mib(m.rss):>10}  PSS {mib(m.pss):>10}  USS {mib(m.uss):>10}"
         )
-    lines.append(f"    {'all processes':<20} RSS {mib(rss):>10}  PSS {mib(pss):>10}")
+        if m.role == "plan process":
+            lines += [
+                f"      {kind:<18} RSS {mib(share.rss):>10}  PSS {mib(share.pss):>10}  "
+                f"USS {mib(share.uss):>10}"
+                for kind, share in m.kinds.items()
+            ]
+    lines.append(
+        f"    {'all processes':<20} RSS {mib(rss):>10}  PSS {mib(pss):>10}  USS {mib(uss):>10}"
+    )
+    return lines
+
+
+def added_lines(memory: list[Memory]) -> list[str]:
+    """Per API and plan process of `--workers 2`, what it adds: its RSS (which counts every
+    page of the network file it touched, though the machine holds them once), its PSS and its
+    USS (its private pages: what the machine's free memory gains back when it ends)."""
+    lines = []
+    for role in ("API process", "plan process"):
+        mine = [m for m in memory if m.role == role]
+        if mine:
+            worst = max(mine, key=lambda m: m.uss)
+            own = worst.kinds["heap"].uss + worst.kinds["anonymous"].uss
+            lines.append(
+                f"  aim: each further {role} under 150 MB more, judged on USS (PSS beside it): "
+                f"{len(mine)} of them, the largest RSS {mib(worst.rss)}, PSS {mib(worst.pss)}, "
+                f"USS {mib(worst.uss)} ({'met' if worst.uss < 150e6 else 'NOT met'} on USS, "
+                f"{'met' if worst.pss < 150e6 else 'NOT met'} on PSS, "
+                f"{'met' if worst.rss < 150e6 else 'NOT met'} on RSS); of its USS, "
+                f"{mib(own)} its own memory (heap and anonymous: "
+                f"{'met' if own < 150e6 else 'NOT met'}), "
+                f"{mib(worst.kinds['network file'].uss)} pages of the network file no other "
+                "process has mapped (page cache the system can drop, shared once another "
+                "process reads them)"
+            )
     return lines
 
 
@@ -227,10 +306,12 @@ def main(argv: list[str] | None = None) -> None:
         )
         layouts = (SHARED, WORKERS) if args.nodes > 2_000_000 else (OFF, SHARED, WORKERS)
         totals: dict[str, tuple[int, int, list[float], int]] = {}
+        processes: dict[str, list[Memory]] = {}
         for name in layouts:
             ready, seconds, memory = one_layout(name, env, token, plans, Path(tmp) / "serve.log")
             for line in layout_lines(name, ready, seconds, memory):
                 print(line)
+            processes[name] = memory
             totals[name] = (
                 sum(m.rss for m in memory),
                 sum(m.pss for m in memory),
@@ -258,6 +339,8 @@ def main(argv: list[str] | None = None) -> None:
             f"  aim: each further process under 150 MB (--workers 2 adds {more}: the supervisor, "
             f"an API and a plan process): RSS +{mib(more_rss)}, PSS +{mib(more_pss)} each"
         )
+        for line in added_lines(processes[WORKERS]):
+            print(line)
     else:
         p50 = statistics.median(seconds)
         print(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import attrs
 
 # NumPy is imported by the functions that compute: the operator CLI's commands import this
-# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+# module and start faster without NumPy (tests/cleanair_runtime/test_cli_startup.py).
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt

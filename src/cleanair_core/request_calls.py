@@ -106,3 +106,12 @@ def offload_of(requests: RequestStore) -> Offload | None:
         # as one piece, the read was tried on the loop, then done again in a thread.
         return None
     return requests._offload
+
+
+def group_writes_of(requests: RequestStore) -> Offload | None:
+    """Where an `offloaded` store commits writes together (`GroupWrites`: SQLite's synced
+    one); None for any other. A held charge's debit and settlement go there rather than be
+    tried on the loop, raise WouldBlock and go to a thread."""
+    if isinstance(requests, _Offloaded) and requests._writes is not requests._offload:
+        return requests._writes
+    return None

@@ -11,6 +11,7 @@ import atexit
 import json
 import logging
 import os
+import stat
 import sys
 import threading
 from collections import deque
@@ -220,13 +221,18 @@ LOG_FILE_MODE = 0o600
 
 def open_log_file(path: Path) -> TextIO:
     """`path` opened to append to, created `LOG_FILE_MODE` whatever the umask; an existing
-    one that others may read loses that access (its group's is left: a log shipper's)."""
+    regular file that others may read loses that access (its group's is left: a log
+    shipper's), a device or FIFO keeps its mode."""
     # O_APPEND: every process of `serve --workers N` appends to the same file, each line
     # batch in one write.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, LOG_FILE_MODE)
     try:
-        mode = os.fstat(fd).st_mode & 0o777
-        if mode & 0o007:
+        status = os.fstat(fd)
+        mode = status.st_mode & 0o777
+        # A regular file only: an operator logging to /dev/null, a FIFO or a terminal names a
+        # shared device whose mode is not ours to narrow (taking /dev/null's bits from others
+        # broke every program of other accounts that writes to it, initdb among them).
+        if stat.S_ISREG(status.st_mode) and mode & 0o007:
             os.fchmod(fd, mode & ~0o007)
         return os.fdopen(fd, "a", encoding="utf-8")
     except BaseException:

@@ -479,31 +479,56 @@ class _Corridor(Corridor):
     of parallel arcs kept. Each search fills in the costs of those arcs only."""
 
     def __init__(self, network: StreetNetwork, arcs: _Arcs, nodes: npt.NDArray[np.intp]) -> None:
-        node_count = self._node_count = network.node_count
+        self._node_count = network.node_count
         self._lengths = network.edge_length
         given = np.asarray(nodes, dtype=np.int64)
         # Planners pass sorted sets already: sorting 100,000 nodes again costs 30 ms.
         increasing = given.size < 2 or bool(np.all(given[1:] > given[:-1]))
         self._nodes = given if increasing else np.unique(given)
         k = self._nodes.size
-        local = np.full(node_count, -1, dtype=np.int64)
-        local[self._nodes] = np.arange(k, dtype=np.int64)
-        self._local = local
-        # The groups leaving the nodes (consecutive per node), then those ending inside too.
-        groups = _ranges(arcs.first_group[self._nodes], arcs.first_group[self._nodes + 1])
-        groups = groups[local[arcs.pairs_to[groups]] >= 0]
-        group_ends = np.r_[arcs.starts[1:], len(arcs.edge)]
-        first, last = arcs.starts[groups], group_ends[groups]
+        # Each node's rank, in a table from the corridor's first node to its last: a table
+        # over every node of the network was 8 MB a corridor on a million nodes, 40 MB on
+        # five million, several corridors a plan; a corridor's nodes span a few per cent of
+        # a city's numbering when nodes near each other are numbered near each other.
+        self._first = int(self._nodes[0]) if k else 0
+        span = int(self._nodes[-1]) - self._first + 1 if k else 0
+        self._rank = np.full(span, -1, dtype=np.int32)
+        self._rank[self._nodes - self._first] = np.arange(k, dtype=np.int32)
+        # The groups leaving the nodes (consecutive per node, so each group's row is its
+        # node's rank), then those ending inside too (their column: the end's rank).
+        leaving = arcs.first_group[self._nodes], arcs.first_group[self._nodes + 1]
+        groups = _ranges(*leaving)
+        rows = np.repeat(np.arange(k, dtype=np.int64), leaving[1] - leaving[0])
+        columns = self._local(arcs.pairs_to[groups])
+        inside = columns >= 0
+        groups, rows, self._columns = groups[inside], rows[inside], columns[inside]
+        # Each group's arcs end where the next group's begin (the last group's, at the end):
+        # read for these groups alone, not made for every group of the network.
+        first = arcs.starts[groups]
+        following = groups + 1
+        last = np.full(groups.size, len(arcs.edge), dtype=np.int64)
+        inner = following < len(arcs.starts)
+        last[inner] = arcs.starts[following[inner]]
         self._edge = arcs.edge[_ranges(first, last)]
         # Each arc's edge among the corridor's own (`edges`), for costs given for those alone.
         unique, self._position = np.unique(self._edge, return_inverse=True)
         self._edges: npt.NDArray[np.intp] = unique.astype(np.intp, copy=False)
         sizes = last - first
         self._starts = np.cumsum(sizes) - sizes
-        rows = local[arcs.pairs_from[groups]]
-        self._columns = local[arcs.pairs_to[groups]]
         self._keys = rows * k + self._columns  # increasing, as the router's keys
         self._indptr = np.searchsorted(rows, np.arange(k + 1))
+
+    def _local(self, nodes: npt.NDArray[Any]) -> Int64Array:
+        """Each node's number in the corridor (its rank among the corridor's nodes), -1 for a
+        node outside it."""
+        at = nodes - self._first
+        inside = (at >= 0) & (at < self._rank.size)
+        local: Int64Array = np.full(nodes.shape, -1, dtype=np.int64)
+        local[inside] = self._rank[at[inside]]
+        return local
+
+    def _local_of(self, node: int) -> int:
+        return int(self._local(np.array([node], dtype=np.int64))[0])
 
     @property
     def edges(self) -> npt.NDArray[np.intp]:
@@ -528,20 +553,19 @@ class _Corridor(Corridor):
         limit: float | None,
     ) -> Path | None:
         """The cheapest path for `costs`, each arc's being `costs[of_arcs]`."""
-        local = self._local
-        if local[origin] < 0 or local[destination] < 0:
+        start, end = self._local_of(origin), self._local_of(destination)
+        if start < 0 or end < 0:
             return None
         if origin == destination:
             return Path([origin], [])
-        searched = self._search(int(local[origin]), costs, of_arcs, limit)
+        searched = self._search(start, costs, of_arcs, limit)
         if searched is None:
             return None
         distances, predecessors, arc_costs = searched
-        end = int(local[destination])
         if predecessors[end] < 0 or not np.isfinite(distances[end]):
             return None
         steps = [end]
-        while steps[-1] != local[origin]:
+        while steps[-1] != start:
             steps.append(int(predecessors[steps[-1]]))
         steps.reverse()
         along = np.asarray(steps, dtype=np.int64)
@@ -555,10 +579,11 @@ class _Corridor(Corridor):
 
     def lengths_from(self, origin: int, limit: float) -> FloatArray:
         lengths = np.full(self._node_count, np.inf)
-        if self._local[origin] < 0:
+        start = self._local_of(origin)
+        if start < 0:
             return lengths
         lengths[origin] = 0.0
-        searched = self._search(int(self._local[origin]), self._lengths, self._edge, limit)
+        searched = self._search(start, self._lengths, self._edge, limit)
         if searched is not None:
             lengths[self._nodes] = searched[0]
         return lengths

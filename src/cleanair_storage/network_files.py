@@ -11,7 +11,7 @@ sizes, source) and of the layout (`FORMAT`, and the derivation's own version): a
 imported again gets a new file, and a file of another layout is never read. Each file carries
 a checksum of its header and one of its data, checked when a process maps it (read through the
 file, not the mapping, so the check pages nothing into the process): a damaged file is rebuilt,
-never used.
+never used. The data's is read through once per file and boot (`network_checks.py`).
 
 Writing: the first process that misses a file takes the directory's lock (`flock`; another
 process waiting for it then finds the file made), loads the networks from the database, derives
@@ -48,6 +48,12 @@ from cleanair_storage.network_arrays import (
     NETWORK_ARRAYS,
     names_bytes,
     names_of,
+)
+from cleanair_storage.network_checks import (
+    checked_this_boot,
+    is_mark,
+    mark_checked,
+    marked_file,
 )
 
 if TYPE_CHECKING:
@@ -199,6 +205,11 @@ class NetworkFiles:
         held: no other process is writing one); the files removed."""
         removed = []
         for path in self.directory.glob(f"*{_SUFFIX}*"):
+            if is_mark(path):  # goes with its file
+                if marked_file(path) not in keep:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                continue
             temporary = path.name.endswith(_SUFFIX + _TEMPORARY)
             if (temporary or path.name.endswith(_SUFFIX)) and path not in keep:
                 with contextlib.suppress(FileNotFoundError):
@@ -237,6 +248,9 @@ def _checked(file: Any, name: str, key: str) -> tuple[dict[str, Any], int] | Non
     end = start + max((at + nbytes for _, _, at, nbytes in arrays.values()), default=0)
     if os.fstat(file.fileno()).st_size < end:
         return None
+    path = Path(file.name)
+    if checked_this_boot(path, file.fileno(), header["crc"]):
+        return header, start  # read through already since the machine booted, and unchanged
     # Read through the file, not the mapping: the pages go to the cache, not to this process.
     crc = 0
     buffer = bytearray(_CHUNK)
@@ -249,7 +263,10 @@ def _checked(file: Any, name: str, key: str) -> tuple[dict[str, Any], int] | Non
                 return None
             crc = zlib.crc32(memoryview(buffer)[:got], crc)
             left -= got
-    return (header, start) if crc == header["crc"] else None
+    if crc != header["crc"]:
+        return None
+    mark_checked(path, file.fileno(), crc)
+    return header, start
 
 
 def _sync_directory(directory: Path) -> None:

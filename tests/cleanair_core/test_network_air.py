@@ -237,3 +237,42 @@ def test_a_source_that_waits_on_the_network_is_not_prepared() -> None:
     core = preparing_core(air, HOUR + timedelta(minutes=55), NetworkAir())
     assert asyncio.run(core.prepare_network_air()) == 0
     assert air.asked == []
+
+
+# -- resident as written (issue 34) ------------------------------------------------------------
+
+
+@attrs.frozen(eq=False)
+class LargeNetwork:
+    """What `NetworkAir` reads of a network: its node count and coordinates."""
+
+    node_count: int
+    node_lat: FloatArray
+    node_lon: FloatArray
+
+
+def anonymous_bytes() -> int:
+    for line in open("/proc/self/smaps_rollup").read().splitlines():  # noqa: SIM115
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no Anonymous line")
+
+
+def test_a_large_networks_hour_holds_resident_only_the_pages_of_the_nodes_asked() -> None:
+    # 2M nodes: an hour is 80 MB of air and 2 MB of flags, all reserved up front. 40 nodes
+    # 50,000 apart are each in a row of their own: 4 KiB pages make them 160 KiB resident
+    # (and the flags' pages as much); huge pages (NumPy's for arrays of 4 MiB and more, where
+    # the system gives them on request) made each row 2 MiB, 80 MiB in all.
+    count = 2_000_000
+    # Every node at one point (the test is about memory, not air), made before measuring.
+    network = LargeNetwork(count, np.full(count, 60.17), np.full(count, 24.94))
+    cache, air = NetworkAir(whole_network_nodes=0), GriddedCountingAir()
+    nodes = np.arange(0, network.node_count, 50_000, dtype=np.intp)
+    before = anonymous_bytes()
+    values = asyncio.run(
+        cache.at_nodes(network, air, nodes, [HOUR], np.zeros(nodes.size, np.intp))  # type: ignore[arg-type]
+    )
+    grown = anonymous_bytes() - before
+    assert cache.bytes_held >= 80_000_000
+    assert not np.isnan(values).all()
+    assert grown < 16 * 1024 * 1024, f"{grown / 2**20:.0f} MiB resident for 40 nodes"

@@ -1,23 +1,27 @@
 """What the event loop pays for a write synced to disk (SQLite, `synchronous=FULL`): no write
-is tried on the loop first (no WouldBlock, no pool hand-over), each batch is one hand-over to
-the store's writer thread, uncharged rate-limit hits join the batch, and no COMMIT ever runs
-on the loop's thread."""
+is tried on the loop first (no WouldBlock, no pool hand-over; a held charge's neither), each
+batch is one hand-over to the store's committer thread, which runs its COMMIT and nothing
+else, uncharged rate-limit hits join the batch, and no COMMIT ever runs on the loop's thread."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from litestar.testing import TestClient
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.offload import here_unless_blocked
 from cleanair_core.ports import Sources
+from cleanair_http.app import create_app
 from cleanair_http.offloading import in_thread
 from cleanair_storage.sqlite import SqliteStore
+from cleanair_storage.sqlite.group_writes import GROUP_WRITER_THREAD
 from support.fakes import HELSINKI, FakeGeolocator, FakeIp, FakeNamer, FakeSource
 from support.http import Client, bearer, pair
 
@@ -164,3 +168,70 @@ def test_a_failing_write_is_undone_alone(core: CleanAir) -> None:
     assert count == 1
     assert store.hit("doomed", 0) == 1  # the failed write's hit was undone
     assert store.hit("kept", 0) == 2
+
+
+class Statements:
+    """The writer connection's statements, by the thread that ran them."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.by_thread: dict[str, list[str]] = {}
+
+        def seen(statement: str) -> None:
+            name = threading.current_thread().name
+            self.by_thread.setdefault(name, []).append(statement.strip().split()[0].upper())
+
+        store._writer.set_trace_callback(seen)
+
+
+def test_a_charged_score_hands_the_writer_thread_its_commit_alone(
+    core: CleanAir, client: Client, counted: Counted
+) -> None:
+    # What the loop pays per charged score under FULL: no WouldBlock retry, one batch, and
+    # the one thread that syncs runs nothing but the COMMIT: no Python of the writes (nor
+    # their savepoints) queued for the GIL behind a busy loop.
+    token = pair(core, client)
+    assert isinstance(core.store, SqliteStore)
+    writer = core.store._group_writer
+    statements = Statements(core.store)
+    before, counted.handed_over = writer.batches, 0
+    scores = 5
+    for _ in range(scores):
+        assert client.post(SCORE, json=BODY, headers=bearer(token)).status_code == 200
+    assert counted.handed_over == 0
+    assert writer.batches - before == scores
+    assert writer.waited_in_thread == 0
+    assert statements.by_thread[GROUP_WRITER_THREAD] == ["COMMIT"] * scores
+    others = [
+        s for name, run in statements.by_thread.items() if name != GROUP_WRITER_THREAD for s in run
+    ]
+    assert others.count("BEGIN") == scores
+    assert "COMMIT" not in others
+
+
+def test_a_held_charge_counts_its_hit_in_a_batch_without_a_retry(
+    tmp_path: Path, clock: ManualClock, counted: Counted
+) -> None:
+    # Air from an upstream (not the embedded model): the charge is held, and the request's
+    # pending hit is counted before its work, on its own. Under FULL it joins the group
+    # writer's next batch: never tried on the loop first, raising WouldBlock.
+    store = SqliteStore(tmp_path / "cleanair.db")
+    sources = Sources(FakeSource(), FakeGeolocator(None), FakeIp(), FakeNamer())
+    policy = Policy(requests_per_minute=1000, credits=CreditLimits(monthly=1000, daily=1000))
+    core = CleanAir(
+        store,
+        TokenKeys(generate_key()),
+        policy,
+        clock,
+        sources=sources,
+        offload=in_thread,
+        store_calls=counted.store_calls,
+    )
+    try:
+        with TestClient(create_app(core)) as client:
+            token = pair(core, client)
+            counted.handed_over = 0
+            assert client.post(SCORE, json=BODY, headers=bearer(token)).status_code == 200
+        assert counted.handed_over == 0
+        assert [e.amount for e in store.entries("user:alice")] == [1]
+    finally:
+        store.close()

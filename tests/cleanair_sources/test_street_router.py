@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Sequence
 
 import networkx as nx
@@ -292,6 +293,26 @@ def test_a_corridor_searches_only_between_its_nodes() -> None:
     assert corridor.lengths_from(0, 100.0).tolist() == [0.0, np.inf, 30.0, 10.0, 20.0]
     unsorted = router.corridor(WALK, np.array([4, 0, 3, 2, 3], dtype=np.intp))
     assert unsorted.lengths_from(0, 100.0).tolist() == [0.0, np.inf, 30.0, 10.0, 20.0]
+
+
+def test_a_corridor_makes_nothing_the_size_of_the_network() -> None:
+    # A plan's corridors are a few per cent of a city: renumbering their nodes through a
+    # table over every node took 8 MB a corridor on a million nodes (issue 34).
+    network = grid(100, 1000)
+    router = ScipyRouter(network)
+    nodes = np.array([0, 1, 2, 1000, 1001, 1002], dtype=np.intp)
+    router.corridor(WALK, nodes).path(0, 1002, network.edge_length)  # SciPy's imports made
+    tracemalloc.start()
+    try:
+        corridor = router.corridor(WALK, nodes)
+        found = corridor.path(0, 1002, network.edge_length)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found is not None
+    assert found.nodes[0] == 0
+    assert found.nodes[-1] == 1002
+    assert peak < network.node_count  # not even a byte a node
 
 
 @settings(max_examples=100, deadline=None)

@@ -8,6 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from cleanair_runtime.composition.network_reload import NetworkReloader
 from cleanair_sources.network_derivation import DERIVATION, derive
 from cleanair_sources.street_increments import NetworkIncrements
 from cleanair_sources.street_router import LoadedNetworks, ScipyRouter
+from cleanair_storage import network_checks
 from cleanair_storage.memory import MemoryStore
 from cleanair_storage.network_files import MappedNetworks, NetworkFiles
 from cleanair_storage.sqlite import SqliteStore
@@ -43,7 +45,8 @@ def mapped(store: MemoryStore | SqliteStore, directory: Path) -> MappedNetworks:
 
 
 def files_in(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name != ".lock")
+    # Not the lock, nor the marks of files read through (`network_checks.py`): dot files.
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
 
 
 def test_a_mapped_network_is_the_stored_one_read_only_and_routes_alike(tmp_path: Path) -> None:
@@ -165,11 +168,121 @@ def test_a_damaged_file_is_rebuilt_not_used(tmp_path: Path, damage: str) -> None
     assert files_in(tmp_path) == [name]
 
 
+# -- read through once per file and boot (issue 34) --------------------------------------------
+
+
+def crc_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the buffers network files' CRCs are computed over, from now on."""
+    reads: list[int] = []
+    crc32 = zlib.crc32
+
+    def counted(data: bytes | memoryview, value: int = 0) -> int:
+        reads.append(len(data))
+        return crc32(data, value)
+
+    # network_files calls zlib.crc32 through its module.
+    monkeypatch.setattr(zlib, "crc32", counted)
+    return reads
+
+
+def settled(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """The clock set to well after the file's last change (no sleeping for it)."""
+    changed = path.stat().st_ctime_ns
+    monkeypatch.setattr(network_checks, "now_ns", lambda: changed + network_checks.SETTLED_NS)
+
+
+def written_file(directory: Path) -> tuple[Path, str]:
+    store = MemoryStore()
+    store.save_network(at(grid(4, 5, name="north"), MAY))
+    mapped(store, directory).load_networks()
+    [name] = files_in(directory)
+    return directory / name, name.split(".")[1]
+
+
+def test_a_settled_file_found_intact_is_not_read_through_again_this_boot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, key = written_file(tmp_path)
+    settled(monkeypatch, path)
+    first = NetworkFiles(tmp_path).open("north", key)
+    reads = crc_reads(monkeypatch)
+    again = NetworkFiles(tmp_path).open("north", key)
+    assert first is not None
+    assert again is not None
+    header = path.read_bytes()[12:]  # after the prefix: magic, header length, header CRC
+    assert len(reads) == 1  # the header's own CRC alone
+    assert reads[0] < len(header)
+    assert all(np.array_equal(first.arrays[n], again.arrays[n]) for n in first.arrays)
+
+
+def test_a_file_changed_within_the_settling_time_is_read_through_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A write within the clock's granularity may leave its times as they were: no mark.
+    path, key = written_file(tmp_path)
+    changed = path.stat().st_ctime_ns
+    monkeypatch.setattr(network_checks, "now_ns", lambda: changed + network_checks.SETTLED_NS - 1)
+    assert NetworkFiles(tmp_path).open("north", key) is not None
+    reads = crc_reads(monkeypatch)
+    assert NetworkFiles(tmp_path).open("north", key) is not None
+    assert len(reads) > 1  # the data read through again
+    assert not network_checks.mark_path(path).exists()
+
+
+@pytest.mark.parametrize("damage", ["data", "truncated"])
+def test_a_file_damaged_after_it_was_found_intact_is_rebuilt_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    path, key = written_file(tmp_path)
+    settled(monkeypatch, path)
+    assert NetworkFiles(tmp_path).open("north", key) is not None
+    size = path.stat().st_size
+    with open(path, "r+b") as file:
+        if damage == "truncated":
+            file.truncate(size - 100)
+        else:
+            file.seek(size - 50)
+            byte = file.read(1)
+            file.seek(-1, os.SEEK_CUR)
+            file.write(bytes([byte[0] ^ 0xFF]))
+    # A write after the settling time changes the file's times; within the same clock tick
+    # here, so they are moved as that later write's would be.
+    times = path.stat()
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns + network_checks.SETTLED_NS))
+    assert NetworkFiles(tmp_path).open("north", key) is None
+
+
+def test_a_file_found_intact_in_another_boot_is_read_through_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, key = written_file(tmp_path)
+    settled(monkeypatch, path)
+    assert NetworkFiles(tmp_path).open("north", key) is not None
+    assert network_checks.mark_path(path).exists()
+    other_boot = tmp_path / "boot_id"
+    other_boot.write_text("another boot\n")
+    monkeypatch.setattr(network_checks, "_BOOT_ID", other_boot)
+    reads = crc_reads(monkeypatch)
+    assert NetworkFiles(tmp_path).open("north", key) is not None
+    assert len(reads) > 1
+
+
+def test_a_removed_files_mark_goes_with_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, key = written_file(tmp_path)
+    settled(monkeypatch, path)
+    assert NetworkFiles(tmp_path).open("north", key) is not None
+    files = NetworkFiles(tmp_path)
+    with files.lock():
+        assert files.remove_except(set()) == [path]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]
+
+
 CRASHING_WRITER = """
 import os, sys
 from pathlib import Path
 from cleanair_sources.network_derivation import DERIVATION, derive
 from cleanair_storage.memory import MemoryStore
+from cleanair_storage import network_checks
 from cleanair_storage.network_files import MappedNetworks, NetworkFiles
 from support.networks import grid
 
@@ -208,6 +321,7 @@ import sys
 from pathlib import Path
 import numpy as np
 from cleanair_sources.network_derivation import DERIVATION, derive
+from cleanair_storage import network_checks
 from cleanair_storage.network_files import MappedNetworks, NetworkFiles
 from cleanair_storage.sqlite import SqliteStore
 

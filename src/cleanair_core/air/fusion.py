@@ -43,7 +43,7 @@ from cleanair_core.air.pollutants import SCORED, Pollutant
 from cleanair_core.geo import distances_m
 
 # NumPy is imported by the functions that compute: the operator CLI's commands import this
-# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+# module and start faster without NumPy (tests/cleanair_runtime/test_cli_startup.py).
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt

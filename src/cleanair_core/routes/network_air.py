@@ -7,7 +7,8 @@ all at once), so a second plan in the same area and hour asks the source for not
 Memory: 41 bytes per node and hour (5 float64 and a flag: 0.2 MB for the shipped Helsinki
 network, 2.1 MB for the generated 105,000-edge city, 41 MB for a million nodes) are counted
 against `max_bytes`, the least recently used network-hours going first; of a large network
-only the pages of the nodes plans have reached are ever written, and so resident.
+only the pages of the nodes plans have reached are ever written, and so resident (4 KiB pages,
+never huge ones: `written_as_used`).
 
 Plans running at once may compute the same nodes twice; the values are the same, so the cost
 is time, never a wrong answer.
@@ -16,9 +17,11 @@ is time, never a wrong answer.
 from __future__ import annotations
 
 import asyncio
+import math
+import mmap
 from collections import OrderedDict
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cleanair_core.air.point_score import current_hour
 from cleanair_core.air.pollutants import SCORED
@@ -28,7 +31,7 @@ from cleanair_core.offload import Offload, inline
 from cleanair_core.routes.network import FloatArray, StreetNetwork
 
 # NumPy is imported by the functions that compute: the operator CLI's commands import this
-# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+# module and start faster without NumPy (tests/cleanair_runtime/test_cli_startup.py).
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -128,8 +131,8 @@ class NetworkAir:
             # maps the memory of the nodes plans reach, not a million nodes' worth at once
             # (filling it took most of a city-scale plan's first second in an hour).
             entry = (
-                np.empty((network.node_count, len(SCORED))),
-                np.zeros(network.node_count, dtype=np.bool_),
+                written_as_used((network.node_count, len(SCORED)), np.float64),
+                written_as_used((network.node_count,), np.bool_),
             )
             self._hours[key] = entry
             self._evict(keep=key)
@@ -171,6 +174,22 @@ class NetworkAir:
 
     def _total_bytes(self) -> int:
         return sum(key[0].node_count * _BYTES_PER_NODE for key in self._hours)
+
+
+def written_as_used(shape: tuple[int, ...], dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A zeroed array the system backs page by page (4 KiB) as it is written, never in huge
+    pages. NumPy asks for transparent huge pages for every array of 4 MiB and more: a plan
+    writing the air of a few thousand nodes scattered over a network's rows then made 2 MiB
+    resident per row reached, not 4 KiB. On the generated million-node city that was 55 MiB
+    of a plan process's private memory after seven walks (docs/routing.md)."""
+    import numpy as np
+
+    count = math.prod(shape)
+    memory = mmap.mmap(-1, max(1, count * np.dtype(dtype).itemsize))
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # Linux; elsewhere nothing asks for huge pages
+        memory.madvise(mmap.MADV_NOHUGEPAGE)
+    # The array holds the mapping (its buffer): it is unmapped when the array is dropped.
+    return np.frombuffer(memory, dtype=dtype, count=count).reshape(shape)
 
 
 def hours_reached(

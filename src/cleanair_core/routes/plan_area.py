@@ -21,7 +21,7 @@ from cleanair_core.geo import Point, distances_m
 from cleanair_core.routes.network import FloatArray, Path, PlanActivityType, Router
 
 # NumPy is imported by the functions that compute: the operator CLI's commands import this
-# module and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+# module and start faster without NumPy (tests/cleanair_runtime/test_cli_startup.py).
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt

@@ -9,7 +9,9 @@ in one write. Any other request counts its hit at once, a write of its own.
 from __future__ import annotations
 
 import functools
+from collections.abc import Generator
 from datetime import datetime
+from typing import cast
 
 import attrs
 
@@ -19,7 +21,7 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.access.tokens import token_environment
 from cleanair_core.credits import rate_limits
 from cleanair_core.credits.final_charges import retry_after
-from cleanair_core.credits.rate_limits import RateLimit, counted_before, hit_of
+from cleanair_core.credits.rate_limits import RateHit, RateLimit, counted_before, hit_of
 from cleanair_core.errors import Forbidden, NotAuthenticated, NotPremium, RateLimited
 from cleanair_core.ports import AdmissionRead
 from cleanair_core.request_calls import offload_of
@@ -41,6 +43,66 @@ class Admitted:
     pending: PendingHit | None = None
 
 
+@attrs.frozen
+class _Read:
+    """Step: the admission read (`AdmissionStore.admission`); answered with its
+    `AdmissionRead`."""
+
+    token_hash: str
+    rule: str
+    at: datetime
+
+
+@attrs.frozen
+class _Hit:
+    """Step: count a rate-limit hit now (`RateLimitStore.hit`); answered with the window's
+    count, this hit included."""
+
+    hit: RateHit
+
+
+@attrs.frozen
+class _CountPending:
+    """Step: count a pending hit its request will not charge (`count_pending_hit`)."""
+
+    pending: PendingHit
+
+
+#: What an admission asks of the store, one step at a time.
+_Step = _Read | _Hit | _CountPending
+#: The admission's rule, written once: it yields each store call it needs and is sent the
+#: answer; `admit` answers on the sync ports, `admit_awaited` on the request path's calls.
+_Steps = Generator[_Step, object, Admitted]
+
+
+def _admission(
+    ctx: Context,
+    token: str,
+    rule: RateLimit | None,
+    scope: Scope | None,
+    *,
+    premium: bool,
+    user_owned: bool,
+    defer_hit: bool,
+) -> _Steps:
+    token_hash, rule, now = _asked(ctx, token, rule)
+    read = cast(AdmissionRead, (yield _Read(token_hash, rule.name, now)))
+    caller = caller_of(read.connection, token_hash, lambda: bool(read.standing))
+    pending = _deferred(read, rule, caller, now) if defer_hit and scope is not None else None
+    if pending is None:
+        count = cast(int, (yield _Hit(hit_of(rule, str(caller.connection_id), now))))
+        rate_limits.refuse_over(rule, count, now)
+    if scope is None:
+        return Admitted(caller)
+    try:
+        proof = _authorized(caller, read, scope, premium=premium, user_owned=user_owned)
+    except Forbidden:
+        if pending is not None:  # a refused request counts against the limit too
+            yield _CountPending(pending)
+        raise
+    return Admitted(caller, proof, pending)
+
+
 def admit(
     ctx: Context,
     token: str,
@@ -57,21 +119,21 @@ def admit(
 
     With `defer_hit` (and a scope), a request the counter read leaves room for is admitted
     with its hit pending; a request refused authorization counts it before the error."""
-    token_hash, rule, now = _asked(ctx, token, rule)
-    read = ctx.store.admission(token_hash, rule.name, now)
-    caller = caller_of(read.connection, token_hash, lambda: bool(read.standing))
-    pending = _deferred(read, rule, caller, now) if defer_hit and scope is not None else None
-    if pending is None:
-        rate_limits.enforce(ctx.store, rule, str(caller.connection_id), now)
-    if scope is None:
-        return Admitted(caller)
-    try:
-        proof = _authorized(caller, read, scope, premium=premium, user_owned=user_owned)
-    except Forbidden:
-        if pending is not None:  # a refused request counts against the limit too
-            count_pending_hit(ctx, pending)
-        raise
-    return Admitted(caller, proof, pending)
+    steps = _admission(
+        ctx, token, rule, scope, premium=premium, user_owned=user_owned, defer_hit=defer_hit
+    )
+    answer: object = None
+    while True:
+        try:
+            step = steps.send(answer)
+        except StopIteration as done:
+            return cast(Admitted, done.value)
+        if isinstance(step, _Read):
+            answer = ctx.store.admission(step.token_hash, step.rule, step.at)
+        elif isinstance(step, _Hit):
+            answer = ctx.store.hit(step.hit.key, step.hit.window_start, step.hit.window_seconds)
+        else:
+            answer = count_pending_hit(ctx, step.pending)
 
 
 async def admit_awaited(
@@ -100,23 +162,22 @@ async def admit_awaited(
                 defer_hit=defer_hit,
             )
         )
-    token_hash, rule, now = _asked(ctx, token, rule)
-    read = await ctx.requests.admission(token_hash, rule.name, now)
-    caller = caller_of(read.connection, token_hash, lambda: bool(read.standing))
-    pending = _deferred(read, rule, caller, now) if defer_hit and scope is not None else None
-    if pending is None:
-        hit = hit_of(rule, str(caller.connection_id), now)
-        count = await ctx.requests.hit(hit.key, hit.window_start, hit.window_seconds)
-        rate_limits.refuse_over(rule, count, now)
-    if scope is None:
-        return Admitted(caller)
-    try:
-        proof = _authorized(caller, read, scope, premium=premium, user_owned=user_owned)
-    except Forbidden:
-        if pending is not None:  # a refused request counts against the limit too
-            await count_pending_hit_awaited(ctx, pending)
-        raise
-    return Admitted(caller, proof, pending)
+    steps = _admission(
+        ctx, token, rule, scope, premium=premium, user_owned=user_owned, defer_hit=defer_hit
+    )
+    answer: object = None
+    while True:
+        try:
+            step = steps.send(answer)
+        except StopIteration as done:
+            return cast(Admitted, done.value)
+        if isinstance(step, _Read):
+            answer = await ctx.requests.admission(step.token_hash, step.rule, step.at)
+        elif isinstance(step, _Hit):
+            hit = step.hit
+            answer = await ctx.requests.hit(hit.key, hit.window_start, hit.window_seconds)
+        else:
+            answer = await count_pending_hit_awaited(ctx, step.pending)
 
 
 def _asked(ctx: Context, token: str, rule: RateLimit | None) -> tuple[str, RateLimit, datetime]:

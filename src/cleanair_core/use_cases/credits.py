@@ -33,6 +33,7 @@ from cleanair_core.credits.ledger import (
 )
 from cleanair_core.credits.rate_limits import RateHit, RateLimit
 from cleanair_core.errors import OperatorError, RateLimited
+from cleanair_core.request_calls import group_writes_of
 from cleanair_core.routes.plans import UNDELIVERED_PLAN_ERROR
 from cleanair_core.use_cases.context import Context
 
@@ -231,7 +232,9 @@ async def charge_held(
 ) -> Charge:
     """`charge` for a call that depends on an upstream, once its request's `pending` hit is
     counted (RateLimited when over the limit)."""
-    if pending is not None and await ctx.store_calls(lambda: count_pending_hit(ctx, pending)):
+    # On the request path's store calls: a store that commits writes together (SQLite's
+    # synced one) takes the hit into its next batch, never tried here first (WouldBlock).
+    if pending is not None and await count_pending_hit_awaited(ctx, pending):
         raise RateLimited(retry_after(pending.hit, ctx.now()))
     return charge(ctx, caller, billable, units, client)
 
@@ -275,7 +278,7 @@ def charge(
         ctx.policy.credits,
         ctx.clock,
         ctx.held_charges,
-        ctx.store_calls,
+        group_writes_of(ctx.requests) or ctx.store_calls,
         metrics=ctx.metrics,
         endpoint=billable,
     )

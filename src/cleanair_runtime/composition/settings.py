@@ -341,8 +341,8 @@ class Settings:
         None,
         shown_default="unset (stderr)",
         help="append the JSON log lines to this file instead of stderr, created mode 0600 (an "
-        "existing one that others may read loses that access), by every process of `serve` "
-        "and `worker` ([docs/deployment.md](docs/deployment.md#logs))",
+        "existing regular file that others may read loses that access), by every process of "
+        "`serve` and `worker` ([docs/deployment.md](docs/deployment.md#logs))",
     )
     air_quality_source: str = _setting(
         "CLEANAIR_AIR_QUALITY_SOURCE",

@@ -8,7 +8,7 @@ again soon after it started waits longer each time, and each death is logged wit
 (its status) and when the next starts.
 
 The first N are forked, before the command starts any thread. A replacement is a fresh
-interpreter (`python -P -m cleanair_runtime.processes.api_processes`), as a plan process is:
+interpreter (`python -P -m cleanair_runtime.processes.replacement_api`), as a plan process is:
 by then the
 command runs threads (the plan processes' watchers, the metrics port), and a fork could copy
 a lock one of them held. It is handed the listening socket and the wake pipe's writing end,
@@ -28,22 +28,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import Protocol
 
 import attrs
 
-from cleanair_runtime.composition.settings import Settings
-from cleanair_runtime.logs import configure_logging, stop_logging
 from cleanair_runtime.processes.plan_processes import (
     STEADY_S,
     STOP_HEARD_WITHIN_S,
     WakePipe,
-    die_with,
-    plans_in_processes,
     restart_delay,
 )
-from cleanair_runtime.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
 
@@ -224,7 +218,7 @@ def wait_for_change(children: Sequence[Child], wake_fd: int, timeout: float | No
 
 @attrs.define
 class Spawned:
-    """A replacement API process (`main`), started by `spawn`."""
+    """A replacement API process (`replacement_api.main`), started by `spawn`."""
 
     process: subprocess.Popen[bytes]
 
@@ -247,7 +241,7 @@ def spawn(host: str, listening: socket.socket, wakeups: WakePipe | None, index: 
                 sys.executable,
                 "-P",
                 "-m",
-                "cleanair_runtime.processes.api_processes",
+                "cleanair_runtime.processes.replacement_api",
                 str(os.getpid()),
                 host,
                 str(listening.fileno()),
@@ -258,47 +252,3 @@ def spawn(host: str, listening: socket.socket, wakeups: WakePipe | None, index: 
             stdin=subprocess.DEVNULL,
         )
     )
-
-
-def _interrupted(signum: int, _: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-def main(argv: Sequence[str]) -> int:
-    """A replacement API process: `argv` is the command's pid, the host, the listening
-    socket's descriptor, the wake pipe's writing end (-1: none) and its slot; the settings
-    are the environment's, as the command's were. Its exit status."""
-    # As a forked API process: uvicorn shuts down on SIGTERM, then raises it again under the
-    # handler it found, which ends the process as SIGINT does (status 0).
-    signal.signal(signal.SIGTERM, _interrupted)
-    status = 1
-    try:
-        command, host = int(argv[0]), argv[1]
-        listen_fd, write_fd, index = int(argv[2]), int(argv[3]), int(argv[4])
-        die_with(command, signal.SIGTERM)
-        settings = Settings.from_env()
-        configure_logging(settings.log_level, settings.access_log, settings.log_file)
-        from cleanair_runtime.processes.server import serve_on
-
-        listening = socket.socket(fileno=listen_fd)
-        status = serve_on(
-            settings,
-            host,
-            listening,
-            polls_observations=index == 0,
-            plans_here=not plans_in_processes(settings),
-            wakeups=None if write_fd < 0 else WakePipe.writing(write_fd),
-        )
-    except KeyboardInterrupt:  # stopped before it was serving (still opening, say)
-        status = 0
-    except Exception as exc:
-        print(f"cleanair: {escape_nonprintable(str(exc))}", file=sys.stderr, flush=True)
-    finally:
-        stop_logging()
-    return status
-
-
-if __name__ == "__main__":
-    exit_status = main(sys.argv[1:])
-    sys.stderr.flush()
-    os._exit(exit_status)

@@ -44,6 +44,14 @@ A refused request (a head over `MAX_HEAD_BYTES`, too much framing, bytes that ar
 is answered in the service's JSON error envelope (`{"detail": ...}`, contract section 7):
 431 for the head, 400 otherwise, and the connection closed.
 
+What a request costs the event loop is kept to what it needs (each pass of asyncio's loop is
+a selector poll and tens of µs of Python): an answer with a `Content-Length` leaves in one
+`send`, its head joined to its body (`_JoinedWrites`); the keep-alive timer is one timer a
+connection, moved rather than cancelled and made again for every request
+(`_arm_keep_alive`); and a request's task takes itself out of the server's set as it ends,
+not through a done callback that costs a pass of the loop of its own (`_start_asgi_task`).
+`tests/cleanair_runtime/test_served_loop.py` counts them.
+
 A reverse proxy in front should enforce its own, tighter limits (docs/deployment.md); these
 deadlines protect the server when it has none, or a misconfigured one.
 """
@@ -54,7 +62,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from uvicorn.protocols.http.flow_control import FlowControl, service_unavailable
 from uvicorn.protocols.http.httptools_impl import (
@@ -151,6 +159,10 @@ class DeadlineProtocol(HttpToolsProtocol):
     #: before its answer begins; until then its answer closes the connection.
     _keep_alive_once_read = False
     _shutting_down = False
+    #: When the keep-alive runs out (loop time), while it runs; and the one timer that checks
+    #: it, which may be set earlier than that: it is moved on when it fires early.
+    _keep_alive_at: float | None = None
+    _keep_alive_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -269,6 +281,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         self._keep_alive_once_read = False
         cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:
+            cycle.transport = _JoinedWrites(self.transport, cycle)  # type: ignore[assignment]
         if self.expect_100_continue and cycle is not None and cycle.scope is self.scope:
             # Answered before its body is read, the client may never send it, or send it
             # after all: either way the connection cannot go on. `on_message_complete` gives
@@ -279,7 +293,15 @@ class DeadlineProtocol(HttpToolsProtocol):
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         # uvicorn answers a request over the connection cap (`limit_concurrency`,
         # CLEANAIR_MAX_CONNECTIONS) in plain text: here in the error envelope.
-        super()._start_asgi_task(cycle, _over_capacity if app is service_unavailable else app)
+        if app is service_unavailable:
+            app = _over_capacity
+        if self.config.reset_contextvars:
+            super()._start_asgi_task(cycle, app)
+            return
+        # As uvicorn's, but the task leaves `tasks` (what a shutdown waits for) as its last
+        # step, where uvicorn's done callback took a pass of the loop of its own.
+        task = self.loop.create_task(_run_asgi(cycle, app, self.tasks))
+        self.tasks.add(task)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._head_done:
@@ -310,7 +332,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._write_refusal()
             self._sent_and_closing()
             return
-        super().on_response_complete()  # starts the next request queued, if any
+        self._next_or_keep_alive()  # starts the next request queued, if any
         if self.transport.is_closing():  # a `Connection: close` answer, say
             self._sent_and_closing()
             return
@@ -327,6 +349,47 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._sent_and_closing()
             return
         self._update_deadline()
+
+    def _next_or_keep_alive(self) -> None:
+        """uvicorn's `on_response_complete`, with the keep-alive timer moved (`_arm_keep_alive`)
+        rather than made anew."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._arm_keep_alive()
+
+    def _unset_keepalive_if_required(self) -> None:
+        # uvicorn cancels its timer at every read and makes a new one after every answer:
+        # here the one timer stays, and finds nothing to do if the keep-alive stopped.
+        self._keep_alive_at = None
+
+    def _arm_keep_alive(self) -> None:
+        """The keep-alive runs from now (`timeout_keep_alive`), as uvicorn's timer would."""
+        self._keep_alive_at = self.loop.time() + self.timeout_keep_alive
+        if self._keep_alive_timer is None:
+            self._keep_alive_timer = self.loop.call_at(self._keep_alive_at, self._keep_alive_due)
+
+    def _keep_alive_due(self) -> None:
+        self._keep_alive_timer = None
+        at = self._keep_alive_at
+        if at is None:
+            return  # a request came: the next answer arms it again
+        # A timer runs up to the clock's resolution early (asyncio's `_run_once`).
+        if self.loop.time() + self._clock_resolution() < at:
+            self._keep_alive_timer = self.loop.call_at(at, self._keep_alive_due)
+            return
+        self._keep_alive_at = None
+        self.timeout_keep_alive_handler()
+
+    def _clock_resolution(self) -> float:
+        resolution: float = getattr(self.loop, "_clock_resolution", 0.0)
+        return resolution
 
     def _sent_and_closing(self) -> None:
         """The transport is closing: close() waits for the buffer to be read, not for ever."""
@@ -347,6 +410,10 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._unparsed = b""
         self._disarm()
         self._disarm_send()
+        self._keep_alive_at = None
+        if self._keep_alive_timer is not None:
+            self._keep_alive_timer.cancel()
+            self._keep_alive_timer = None
         super().connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -418,6 +485,66 @@ class DeadlineProtocol(HttpToolsProtocol):
         log.info("read timeout", extra={"phase": phase})
         self.transport.close()
         self._sent_and_closing()
+
+
+class _JoinedWrites:
+    """The transport as one request's cycle writes to it: an answer's head, when its length
+    is known, waits for the first bytes of its body and leaves with them in one `send`
+    (uvicorn writes them apart: two system calls, and two TCP segments). Anything else, and a
+    close, writes what waits first."""
+
+    __slots__ = ("_cycle", "_head", "_head_seen", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, cycle: RequestResponseCycle) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._head: bytes | None = None
+        self._head_seen = False
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head + data)
+            return
+        cycle = self._cycle
+        if not self._head_seen and cycle.response_started:
+            # The head: the first write once the answer began (a `100 Continue` comes
+            # before). A chunked answer (a stream, whose first chunk may be long in coming)
+            # sends its head at once.
+            self._head_seen = True
+            if cycle.chunked_encoding is False or cycle.chunked_encoding is None:
+                self._head = data
+                return
+        self._transport.write(data)
+
+    def _release(self) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head)
+
+    def close(self) -> None:
+        self._release()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._head = None
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+async def _run_asgi(
+    cycle: RequestResponseCycle, app: ASGI3Application, tasks: set[asyncio.Task[None]]
+) -> None:
+    try:
+        await cycle.run_asgi(app)
+    finally:
+        task = asyncio.current_task()
+        if task is not None:
+            tasks.discard(task)
 
 
 def with_deadlines(

@@ -33,6 +33,7 @@ from types import FrameType
 from cleanair_core.routes.plans import Subscription
 from cleanair_runtime.composition.settings import Settings
 from cleanair_runtime.logs import configure_logging, stop_logging
+from cleanair_runtime.processes.plan_malloc import PLAN_MALLOC
 from cleanair_runtime.terminal import escape_nonprintable
 
 log = logging.getLogger("cleanair")
@@ -305,14 +306,15 @@ class PlanProcesses:
 #: glibc's malloc arenas in a plan process (unless the environment sets its own). Plans run
 #: on threads, and each thread's arena kept the freed blocks of the plan's arrays over every
 #: node: on the generated million-node city a process's anonymous memory grew by 154 MiB in
-#: ten walks with the default arenas, 23 MiB with one (docs/routing.md).
-PLAN_MALLOC_ARENAS = "1"
+#: ten walks with the default arenas, 23 MiB with one (docs/routing.md). `plan_malloc.py`
+#: says why its mmap threshold is fixed too.
+PLAN_MALLOC_ARENAS = PLAN_MALLOC["MALLOC_ARENA_MAX"]
 
 
 def plan_process_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """The environment a plan process is started with: `environment`, with its malloc
-    arenas bounded (`PLAN_MALLOC_ARENAS`) unless it says otherwise."""
-    return {"MALLOC_ARENA_MAX": PLAN_MALLOC_ARENAS, **environment}
+    tuned to give freed memory back (`plan_malloc.PLAN_MALLOC`) unless it says otherwise."""
+    return {**PLAN_MALLOC, **environment}
 
 
 def _forget_metrics(pid: int) -> None:

@@ -333,7 +333,7 @@ def serve_on(
     wakeups: WakePipe | None,
 ) -> int:
     """One API process of `--workers N` on the command's `listening` socket: the replacement
-    of one that died (`api_processes.main`). Its exit status."""
+    of one that died (`replacement_api.main`). Its exit status."""
     return _serve(
         settings,
         host,

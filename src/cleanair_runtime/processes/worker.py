@@ -14,11 +14,15 @@ deliveries, claimed from the shared database as plans are.
 With `CLEANAIR_METRICS=on` and `CLEANAIR_METRICS_PORT` set, it serves its metrics (plans
 finished and their planning time, credits refunded for failed plans, upstream requests) on
 that port; it has no API port to serve them on otherwise.
+
+Its malloc is tuned as plan processes' is (`plan_malloc.py`): one arena, a fixed mmap
+threshold, unless the environment sets them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Sequence
 
@@ -32,6 +36,7 @@ from cleanair_runtime.composition.bootstrap import open_deployment
 from cleanair_runtime.composition.settings import Settings
 from cleanair_runtime.logs import configure_logging, flush_logs
 from cleanair_runtime.processes.alert_worker import AlertWorker
+from cleanair_runtime.processes.plan_malloc import bound_malloc
 from cleanair_runtime.terminal import cannot_listen
 
 log = logging.getLogger("cleanair")
@@ -39,6 +44,8 @@ log = logging.getLogger("cleanair")
 
 def work(settings: Settings, concurrency: int) -> int:
     """Run `concurrency` plan runners until SIGTERM or SIGINT; the exit status."""
+    # Before any thread: its malloc tuned as a plan process's is (`plan_malloc.py`).
+    bound_malloc(os.environ)
     configure_logging(settings.log_level, file=settings.log_file)
     stop_metrics = None
     if settings.metrics_enabled and settings.metrics_port is not None:

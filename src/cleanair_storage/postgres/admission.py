@@ -14,6 +14,7 @@ from cleanair_core.credits.ledger import (
     windows_at,
 )
 from cleanair_core.ports import AdmissionRead
+from cleanair_storage.postgres.arrays import array_literal
 from cleanair_storage.postgres.connections import PostgresConnections, connection_of_row
 
 #: One statement, so one round trip and one snapshot: the connection, its owner's standing,
@@ -60,10 +61,12 @@ ADMISSIONS = (
 )
 
 
-def admissions_params(asked: list[dict[str, str]]) -> dict[str, list[str]]:
-    """`ADMISSIONS`' parameters for requests each asking what `admission_params` gives."""
+def admissions_params(asked: list[dict[str, str]]) -> dict[str, str]:
+    """`ADMISSIONS`' parameters for requests each asking what `admission_params` gives: a
+    column each, as an array literal (`array_literal`: far less CPU than a list)."""
     return {
-        name: [one[name] for one in asked] for name in ("hash", "rule", "mw", "dw", "gw", "gdw")
+        name: array_literal([one[name] for one in asked])
+        for name in ("hash", "rule", "mw", "dw", "gw", "gdw")
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime
 from typing import Any
@@ -14,7 +15,19 @@ from cleanair_storage.postgres.database import PostgresDatabase
 _COLUMNS = "id, owner_kind, owner_name, name, scopes, token_hash, created_at, revoked_at"
 
 
+#: Rows made into connections lately: every request reads its connection's row, and making
+#: one (its id parsed, its scopes) was a sixth of the request path's CPU on the event loop.
+#: A connection is a frozen value of its row's columns alone, so an equal row may share it.
+ROWS_KEPT = 4096
+
+
 def connection_of_row(row: tuple[Any, ...]) -> Connection:
+    """The connection `row` (its `_COLUMNS`, in order) holds."""
+    return _connection_of(tuple(row[:8]))
+
+
+@functools.lru_cache(maxsize=ROWS_KEPT)
+def _connection_of(row: tuple[Any, ...]) -> Connection:
     return Connection(
         id=uuid.UUID(str(row[0])),
         owner=Owner(OwnerKind(str(row[1])), str(row[2])),

@@ -36,6 +36,7 @@ from cleanair_core.credits.ledger import (
     windows_at,
 )
 from cleanair_core.errors import CreditsExhausted, StoreUnavailable
+from cleanair_storage.postgres.arrays import array_literal
 from cleanair_storage.postgres.database import FAIL_PENDING_PLAN, Connection, PostgresDatabase
 from cleanair_storage.postgres.settle import SETTLE
 
@@ -85,18 +86,19 @@ def settle_arguments(
     order = sorted(range(len(charges)), key=lambda i: charges[i].debit.pool)
     batch = [charges[i] for i in order]
     debits = [c.debit for c in batch]
+    # Each column as an array literal (`array_literal`): far less CPU than a list.
     return order, (
-        [None if c.hit is None else c.hit.key for c in batch],
-        [0 if c.hit is None else c.hit.window_start for c in batch],
-        [0 if c.hit is None else c.hit.window_seconds for c in batch],
-        [0 if c.hit is None else c.hit.limit for c in batch],
-        [d.pool for d in debits],
-        [d.connection_id for d in debits],
-        [d.label for d in debits],
-        [d.amount for d in debits],
-        [d.at for d in debits],
-        [month_key(d.at) for d in debits],
-        [day_key(d.at) for d in debits],
+        array_literal([None if c.hit is None else c.hit.key for c in batch]),
+        array_literal([0 if c.hit is None else c.hit.window_start for c in batch]),
+        array_literal([0 if c.hit is None else c.hit.window_seconds for c in batch]),
+        array_literal([0 if c.hit is None else c.hit.limit for c in batch]),
+        array_literal([d.pool for d in debits]),
+        array_literal([d.connection_id for d in debits]),
+        array_literal([d.label for d in debits]),
+        array_literal([d.amount for d in debits]),
+        array_literal([d.at for d in debits]),
+        array_literal([month_key(d.at) for d in debits]),
+        array_literal([day_key(d.at) for d in debits]),
         limits.monthly,
         limits.daily,
     )

@@ -30,7 +30,7 @@ from typing import Literal, ParamSpec, Self, TypeVar, get_args
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
 from cleanair_core.offload import Offload, WouldBlock, waiting_allowed
 from cleanair_storage.migrations import applied_migrations, migrate, migration_names
-from cleanair_storage.sqlite.group_writes import GroupWriter
+from cleanair_storage.sqlite.group_writes import GroupWriter, WriterUnit
 
 BUSY_TIMEOUT_MS = 10_000
 #: How far a commit is synced before COMMIT returns (SQLite's `PRAGMA synchronous`, WAL mode):
@@ -223,7 +223,15 @@ class SqliteDatabase:
             self._writer.close()
             raise
         self._stop = threading.Event()
-        self._group_writer = GroupWriter(self.transaction, self._writer.execute)
+        self._group_writer = GroupWriter(
+            WriterUnit(
+                begin=self._begin_without_waiting,
+                joined=self._joined,
+                execute=self._writer.execute,
+                end=self._end_unit,
+                transaction=self.transaction,
+            )
+        )
         self._checkpointer: threading.Thread | None = None
         if self.path != ":memory:":
             # Checkpoints copy the WAL into the database and fsync it: done by the writer on
@@ -287,6 +295,52 @@ class SqliteDatabase:
         until the block ends (on this thread; other threads wait for the write lock)."""
         with _translated(), self._write():
             yield self
+
+    def _begin_without_waiting(self) -> bool:
+        """Open a unit of work on the writer, to be ended by `_end_unit` on any thread; False,
+        with nothing held, when this process's other threads or another process hold the
+        write lock (the group writer then waits for it in a thread)."""
+        if not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            self._writer_waits(0)
+            with _translated():
+                try:
+                    self._writer.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+                    self._write_lock.release()
+                    return False
+        except BaseException:
+            self._write_lock.release()
+            raise
+        return True
+
+    @contextmanager
+    def _joined(self) -> Iterator[None]:
+        """Store calls on this thread join the unit of work `_begin_without_waiting` opened."""
+        self._local.transaction = True
+        try:
+            yield
+        finally:
+            self._local.transaction = False
+
+    def _end_unit(self, commit: bool) -> None:
+        """COMMIT (or ROLLBACK) the unit `_begin_without_waiting` opened, from any thread (the
+        write lock is a plain lock), and let the write lock go."""
+        try:
+            with _translated():
+                try:
+                    self._writer.execute("COMMIT" if commit else "ROLLBACK")
+                except BaseException:
+                    # A COMMIT that failed may leave the transaction open: nothing of it stays.
+                    if self._writer.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            self._writer.execute("ROLLBACK")
+                    raise
+        finally:
+            self._write_lock.release()
 
     def _in_transaction(self) -> bool:
         return bool(getattr(self._local, "transaction", False))

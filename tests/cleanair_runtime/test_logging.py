@@ -252,3 +252,19 @@ def test_an_existing_log_file_others_may_read_loses_that_access(tmp_path: Path) 
     stop_logging()
     assert path.stat().st_mode & 0o777 == 0o640  # its group's (a log shipper's) is left
     configure_logging("INFO")
+
+
+@pytest.mark.usefixtures("restored_logging", "umask_022")
+def test_a_log_file_that_is_not_a_regular_file_keeps_its_mode(tmp_path: Path) -> None:
+    # As /dev/null does: a device or FIFO others write to must stay writable by them.
+    path = tmp_path / "log.fifo"
+    os.mkfifo(path, 0o666)
+    path.chmod(0o666)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # so opening to write does not wait
+    try:
+        configure_logging("INFO", file=path)
+        stop_logging()
+        assert path.stat().st_mode & 0o777 == 0o666
+    finally:
+        os.close(reader)
+        configure_logging("INFO")

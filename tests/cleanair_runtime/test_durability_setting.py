@@ -50,7 +50,7 @@ def test_postgresql_without_synced_commits_is_told_by_the_processes_that_serve(
     postgres_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The tests' server runs with fsync and synchronous_commit off. An operator's command
-    # prints what it was asked for alone (tests/cleanair_http/test_cli_schema_too_new.py).
+    # prints what it was asked for alone (tests/cleanair_runtime/test_cli_schema_too_new.py).
     key_file = tmp_path / "shared.key"
     key_file.write_text("ab" * 32 + "\n")
     settings = Settings.from_env(
