@@ -55,6 +55,8 @@
 24. The event loop per served request: loop passes, callbacks, timers, tasks and `send` calls
    of the bare endpoint and of a score under `cleanair serve`'s protocol (`bench/served_loop.py`;
    counts, not times, so the machine's load does not blur them).
+25. The air at one point in process, as a score asks for it: the embedded model, its street
+   level and fusion without stations, best of 60 rounds (`bench/point_air.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -85,6 +87,7 @@ from bench import (
     heatmap_tiles,
     loaded,
     planning,
+    point_air,
     postgres,
     quality,
     served_loop,
@@ -394,6 +397,7 @@ async def main() -> None:
     await heatmap_tiles.main()
     await durability.main()
     served_loop.main()
+    await point_air.main()
 
 
 if __name__ == "__main__":

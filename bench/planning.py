@@ -253,6 +253,18 @@ class TimedGriddedSource(TimedSource):
             self.seconds += time.perf_counter() - started
             self.samples += len(lats)
 
+    def air_at_times(
+        self, lats: FloatArray, lons: FloatArray, timestamps: FloatArray
+    ) -> FloatArray | None:
+        started = time.perf_counter()
+        try:
+            inner = getattr(self._gridded, "air_at_times", None)
+            rows: FloatArray | None = None if inner is None else inner(lats, lons, timestamps)
+            return rows
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.samples += len(lats)
+
 
 def walk_pairs(
     network: StreetNetwork,

@@ -287,14 +287,8 @@ class NetworkIncrements:
         lon = np.asarray(lons, dtype=np.float64).reshape(-1)
         result = np.full((lat.size, len(TRAFFIC_EFFECTS)), np.nan)
         if lat.size == 1:
-            one_lat, one_lon = float(lat[0]), float(lon[0])
-            for raster in self._rasters:
-                if (
-                    raster.south <= one_lat <= raster.north
-                    and raster.west <= one_lon <= raster.east
-                ):
-                    result[0] = raster.at_one(one_lat, one_lon)
-                    break
+            if (one := self.at_one(float(lat[0]), float(lon[0]))) is not None:
+                result[0] = one
             return result
         todo = np.ones(lat.size, dtype=np.bool_)
         for raster in self._rasters:
@@ -303,6 +297,13 @@ class NetworkIncrements:
                 result[here] = raster.at(lat[here], lon[here])
                 todo[here] = False
         return result
+
+    def at_one(self, lat: float, lon: float) -> list[float] | None:
+        """`at` of one point in plain floats, None outside every network (a score's)."""
+        for raster in self._rasters:
+            if raster.south <= lat <= raster.north and raster.west <= lon <= raster.east:
+                return raster.at_one(lat, lon)
+        return None
 
     def cell_cover(self, cell: GridCell) -> CellCover | None:
         """What the networks say about `cell`: the share of its area they cover, the mean

@@ -71,3 +71,23 @@ class GriddedAir(AirQualitySource, Protocol):
         """One row per point, one column per `SCORED` pollutant (NaN where unknown): the
         values `concentrations` gives for those points at `hour`."""
         ...
+
+
+@runtime_checkable
+class AirAtTimes(AirQualitySource, Protocol):
+    """A source that computes its values and can answer many points, each at its own time,
+    as one array: what a route's enrichment asks for its waypoints (`enrich_routes`)."""
+
+    def air_at_times(
+        self,
+        lats: npt.NDArray[np.float64],
+        lons: npt.NDArray[np.float64],
+        timestamps: npt.NDArray[np.float64],
+    ) -> npt.NDArray[np.float64] | None:
+        """One row per point, one column per `SCORED` pollutant (NaN where unknown): the
+        values `concentrations` gives, bit for bit, for each point at its time (POSIX
+        seconds, as `datetime.timestamp` gives them). None: not this source (a wrapper whose
+        inner source cannot); ask `concentrations`. CPU work: a caller with many points
+        runs it off the event loop. A source that must read something first (fusion: the
+        observations) has `async def ready_at_times(timestamps)`, awaited before."""
+        ...

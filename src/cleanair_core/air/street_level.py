@@ -235,11 +235,20 @@ def downscale(
 
 def traffic_factors(lons: FloatArray, at: datetime) -> FloatArray:
     """`traffic_factor` for many longitudes at one time."""
-    import numpy as np
-
     if at.tzinfo is None or at.utcoffset() is None:
         raise ValueError("street-level air needs a timezone-aware datetime (UTC by convention)")
-    hour = (at.timestamp() / 3600.0 + np.asarray(lons, dtype=np.float64) / 15.0) % 24.0
+    return traffic_factors_at(lons, at.timestamp())
+
+
+def traffic_factors_at(lons: FloatArray, timestamps: FloatArray | float) -> FloatArray:
+    """`traffic_factor` for many longitudes, each at its time (POSIX seconds, as
+    `datetime.timestamp` gives them): the same values, bit for bit."""
+    import numpy as np
+
+    hour = (
+        np.asarray(timestamps, dtype=np.float64) / 3600.0
+        + np.asarray(lons, dtype=np.float64) / 15.0
+    ) % 24.0
     h0 = np.floor(hour).astype(np.int64) % 24
     profile = np.asarray(TRAFFIC_PROFILE)
     factors: FloatArray = profile[h0] + (hour - np.floor(hour)) * (
@@ -358,13 +367,19 @@ class StreetLevelAir:
         import numpy as np
 
         lat, lon = sample.point.lat, sample.point.lon
-        local = current[0].at(np.array([lat]), np.array([lon]))[0]
-        if math.isnan(local[0]):
+        # Increments that answer one point in plain floats (`NetworkIncrements.at_one`) give
+        # the row `at` gives, without setting up arrays: a third of a score's street level.
+        at_one = getattr(current[0], "at_one", None)
+        if at_one is not None:
+            local: list[float] | None = at_one(lat, lon)
+        else:
+            local = current[0].at(np.array([lat]), np.array([lon]))[0].tolist()
+        if local is None or math.isnan(local[0]):
             return answer
         mean = self._cell_mean(current, lat, lon)
         if mean is None:
             return answer
-        return downscale(answer, local.tolist(), mean.tolist(), traffic_factor(lon, sample.at))
+        return downscale(answer, local, mean.tolist(), traffic_factor(lon, sample.at))
 
     def _cell_means_of(self, current: _Current, lats: FloatArray, lons: FloatArray) -> FloatArray:
         """Each point's cell mean (a row per point; NaN where the networks miss its cell).
@@ -438,9 +453,40 @@ class GriddedStreetLevelAir(StreetLevelAir):
         covers a point (the same values `concentrations` gives)."""
         import numpy as np
 
+        if hour.tzinfo is None or hour.utcoffset() is None:
+            raise ValueError("street-level air needs a timezone-aware datetime (UTC by convention)")
         lat = np.asarray(lats, dtype=np.float64).reshape(-1)
         lon = np.asarray(lons, dtype=np.float64).reshape(-1)
-        air = self._gridded.air_at_hour(lat, lon, hour)
+        return self._street_rows(
+            self._gridded.air_at_hour(lat, lon, hour), lat, lon, np.array(hour.timestamp())
+        )
+
+    def air_at_times(
+        self, lats: FloatArray, lons: FloatArray, timestamps: FloatArray
+    ) -> FloatArray | None:
+        """See `AirAtTimes`: the background's values of each point at its own time,
+        downscaled where a network covers it, equal to `concentrations`' bit for bit; None
+        when the background cannot answer so."""
+        import numpy as np
+
+        background = getattr(self._gridded, "air_at_times", None)
+        if background is None:
+            return None
+        lat = np.asarray(lats, dtype=np.float64).reshape(-1)
+        lon = np.asarray(lons, dtype=np.float64).reshape(-1)
+        times = np.asarray(timestamps, dtype=np.float64).reshape(-1)
+        air: FloatArray | None = background(lat, lon, times)
+        if air is None:
+            return None
+        return self._street_rows(air, lat, lon, times)
+
+    def _street_rows(
+        self, air: FloatArray, lat: FloatArray, lon: FloatArray, timestamps: FloatArray
+    ) -> FloatArray:
+        """`air` (the background's rows of the points) downscaled where a network covers a
+        point; `timestamps` one time for all, or one per point."""
+        import numpy as np
+
         current = self._current
         local = current[0].at(lat, lon)
         inside = np.flatnonzero(~np.isnan(local[:, 0]))
@@ -449,8 +495,9 @@ class GriddedStreetLevelAir(StreetLevelAir):
         means = self._cell_means_of(current, lat[inside], lon[inside])
         covered = inside[~np.isnan(means[:, 0])]
         means = means[~np.isnan(means[:, 0])]
+        times = timestamps if timestamps.ndim == 0 else timestamps[covered]
         air[covered] = downscale_rows(
-            air[covered], local[covered], means, traffic_factors(lon[covered], hour)
+            air[covered], local[covered], means, traffic_factors_at(lon[covered], times)
         )
         return air
 

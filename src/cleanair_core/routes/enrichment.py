@@ -114,7 +114,11 @@ async def enrich_route(
     """`enrich` with the air from `source`, asked for every waypoint at its time in one batch.
 
     Raises SourceUnavailable when the source fails or has no value for any waypoint.
+    A source that answers arrays (`AirAtTimes`) is asked so (see `enrich_routes`).
     """
+    asked = [(points, times)]
+    if from_rows := await _enriched_from_rows(source, asked, activity, environment):
+        return from_rows[0]
     airs = await source.concentrations(
         [Sample(point, at) for point, at in zip(points, times, strict=True)]
     )
@@ -137,7 +141,13 @@ async def enrich_routes(
     several routes (a plan's routes share their start, at the same times): the same answers
     as a call per route from a source whose answer for a sample is its own.
 
-    Raises SourceUnavailable as `enrich_route` does, for the first route it applies to."""
+    Raises SourceUnavailable as `enrich_route` does, for the first route it applies to.
+
+    A source that answers many points at their own times as one array (`AirAtTimes`) is
+    asked so, and the routes are enriched from whole columns (`enrich_rows`): the same
+    routes, bit for bit, without a dictionary and a score per waypoint."""
+    if routes and (from_rows := await _enriched_from_rows(source, routes, activity, environment)):
+        return from_rows
     index: dict[tuple[Point, datetime], int] = {}
     samples: list[Sample] = []
     for points, times in routes:
@@ -155,4 +165,41 @@ async def enrich_routes(
         if not route.has_data:
             raise SourceUnavailable("No air-quality data is available along this route")
         enriched.append(route)
+    return enriched
+
+
+async def _enriched_from_rows(
+    source: AirQualitySource,
+    routes: Sequence[tuple[Sequence[Point], Sequence[datetime]]],
+    activity: ActivityType,
+    environment: EnvironmentType,
+) -> list[EnrichedRoute] | None:
+    """`enrich_routes` from `source`'s `air_at_times`; None when it has none (or declines).
+    Its CPU work is a few hundred microseconds for a plan's routes: done where it is asked."""
+    air_at_times = getattr(source, "air_at_times", None)
+    if air_at_times is None:
+        return None
+    import numpy as np
+
+    from cleanair_core.routes.enrichment_rows import enrich_many, microseconds
+
+    if any(not points or len(points) != len(times) for points, times in routes):
+        return None  # the waypoint path says what is wrong
+    points = [point for route_points, _ in routes for point in route_points]
+    times = [at for _, route_times in routes for at in route_times]
+    micros = microseconds(times)
+    ready = getattr(source, "ready_at_times", None)
+    if ready is not None:  # a source reads what its arrays need first, off the loop
+        await ready(micros / 1e6)
+    rows = air_at_times(
+        np.array([p.lat for p in points], dtype=np.float64),
+        np.array([p.lon for p in points], dtype=np.float64),
+        micros / 1e6,  # `timestamps(times)`
+    )
+    if rows is None:
+        return None
+    enriched = enrich_many(routes, rows, activity, environment, micros)
+    for route in enriched:
+        if not route.has_data:
+            raise SourceUnavailable("No air-quality data is available along this route")
     return enriched
