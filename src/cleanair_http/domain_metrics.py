@@ -3,7 +3,7 @@ scrape reads, apart from the HTTP layer's request counting (`cleanair_http.metri
 
 Apart because a plan process and `cleanair worker` count plans, refunds, upstream requests and
 alerts but answer no HTTP: importing this module, not `cleanair_http.metrics`, keeps Litestar
-(about 400 modules, 9 MiB of a plan process's private memory) out of them.
+(about 400 modules) out of them.
 
 In multiprocess mode prometheus_client reads PROMETHEUS_MULTIPROC_DIR at import, so this module
 is imported only once metrics are on, after the parent named the directory (`server.serve`).

@@ -1,5 +1,5 @@
 """A plan process imports only what planning needs (issue 34: each further process under
-150 MB). Litestar, httpx and httpcore took about 16 MiB of each plan process's private memory:
+150 MB). Litestar, httpx and httpcore took about 15 MiB of each plan process's own memory:
 Litestar came with the metrics (`domain_metrics` now holds the part a plan process counts
 with), httpx with the Ichnaea and Open-Meteo adapters (imported only when chosen) and with the
 webhook sender (made at its first delivery, `SenderAtFirstSend`).

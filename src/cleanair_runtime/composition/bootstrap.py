@@ -389,7 +389,7 @@ def build_sources(
     upstreams: tuple[UpstreamHealth, ...] = ()
     if settings.air_quality_source == "open-meteo":
         # Imported only when chosen: they import httpx, which a plan process otherwise never
-        # needs (about 7 MiB of its private memory).
+        # needs (issue 34: its memory).
         from cleanair_sources.open_meteo import OpenMeteoSource
 
         open_meteo = OpenMeteoSource(

@@ -67,7 +67,7 @@ def work(settings: Settings, concurrency: int) -> int:
 class SenderAtFirstSend:
     """A `WebhookSender` that makes the real one (`make`, run in a worker thread) at its first
     delivery. Most plan processes never deliver a webhook: made at start, the HTTP sender's
-    httpx, httpcore and TLS roots took about 10 MiB of each one's private memory."""
+    httpx, httpcore and TLS roots took memory in each one that most never use."""
 
     def __init__(self, make: Callable[[], WebhookSender]) -> None:
         self._make = make
