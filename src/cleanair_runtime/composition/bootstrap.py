@@ -258,7 +258,7 @@ def metrics_for(settings: Settings) -> Metrics:
     """The process's Prometheus metrics when they are on, else none."""
     if not settings.metrics_enabled:
         return NO_METRICS
-    from cleanair_http.metrics import prometheus_metrics  # imports prometheus_client
+    from cleanair_http.domain_metrics import prometheus_metrics  # not Litestar: plan processes
 
     return prometheus_metrics()
 
@@ -376,9 +376,7 @@ def build_sources(
     from cleanair_runtime.logs import quiet_upstream_urls
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
-    from cleanair_sources.ichnaea import IchnaeaGeolocator
     from cleanair_sources.ip_location import CountryIpLocator
-    from cleanair_sources.open_meteo import OpenMeteoSource
     from cleanair_sources.street_increments import NetworkIncrements
     from cleanair_sources.street_router import LoadedNetworks
 
@@ -390,6 +388,10 @@ def build_sources(
     grid: BackgroundGrid
     upstreams: tuple[UpstreamHealth, ...] = ()
     if settings.air_quality_source == "open-meteo":
+        # Imported only when chosen: they import httpx, which a plan process otherwise never
+        # needs (issue 34: its memory).
+        from cleanair_sources.open_meteo import OpenMeteoSource
+
         open_meteo = OpenMeteoSource(
             _http_client(),
             settings.open_meteo_url,
@@ -443,6 +445,8 @@ def build_sources(
         _open_openaq(settings, store, networks, deployment, metrics, clock)
     wifi: WifiGeolocator
     if settings.wifi_geolocator == "ichnaea" and settings.ichnaea_url is not None:
+        from cleanair_sources.ichnaea import IchnaeaGeolocator
+
         ichnaea = IchnaeaGeolocator(
             _http_client(), settings.ichnaea_url, settings.ichnaea_key, metrics=metrics
         )

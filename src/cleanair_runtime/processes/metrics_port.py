@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from prometheus_client import start_http_server
 
-from cleanair_http.metrics import MULTIPROCESS_DIR, scrape_registry
+# Not `cleanair_http.metrics`: `cleanair worker` serves its metrics without Litestar.
+from cleanair_http.domain_metrics import MULTIPROCESS_DIR, scrape_registry
 
 
 def serve_metrics(host: str, port: int) -> Callable[[], None]:

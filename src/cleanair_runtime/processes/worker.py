@@ -21,14 +21,16 @@ threshold, unless the environment sets them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import anyio
 
 from cleanair_core import CleanAir
+from cleanair_core.alerts.delivery import Delivery, Outcome, WebhookSender
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_http.offloading import in_abandoned_thread
 from cleanair_http.plan_worker import PlanWorker
@@ -62,12 +64,41 @@ def work(settings: Settings, concurrency: int) -> int:
             stop_metrics()
 
 
+class SenderAtFirstSend:
+    """A `WebhookSender` that makes the real one (`make`, run in a worker thread) at its first
+    delivery. Most plan processes never deliver a webhook: made at start, the HTTP sender's
+    httpx, httpcore and TLS roots took memory in each one that most never use."""
+
+    def __init__(self, make: Callable[[], WebhookSender]) -> None:
+        self._make = make
+        self._sender: WebhookSender | None = None
+        self._making = anyio.Lock()
+
+    async def send(self, delivery: Delivery) -> Outcome:
+        """`delivery` sent by the real sender, made first if it is not yet."""
+        async with self._making:
+            if self._sender is None:
+                # In a thread: the imports and the TLS roots take a while, the loop must not.
+                self._sender = await anyio.to_thread.run_sync(self._make)
+        return await self._sender.send(delivery)
+
+    async def aclose(self) -> None:
+        """Close the real sender, if one was made."""
+        if self._sender is not None:
+            await self._sender.aclose()
+
+
+def http_webhook_sender(core: CleanAir) -> WebhookSender:
+    """The HTTP webhook sender, within the operator's destination policy."""
+    from cleanair_sources.webhook_sender import HttpWebhookSender
+
+    return HttpWebhookSender(core.policy.webhook_destinations)
+
+
 def alert_worker(core: CleanAir, settings: Settings) -> AlertWorker:
     """The alert loops of a plan process or `cleanair worker`, sending webhooks where the
     operator's destination policy allows."""
-    from cleanair_sources.webhook_sender import HttpWebhookSender
-
-    sender = HttpWebhookSender(core.policy.webhook_destinations)
+    sender = SenderAtFirstSend(functools.partial(http_webhook_sender, core))
     return AlertWorker(core, sender, idle_seconds=settings.alert_worker_idle_seconds)
 
 
