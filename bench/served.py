@@ -49,6 +49,7 @@ from cleanair_runtime.composition.settings import Settings
 from cleanair_runtime.logs import configure_logging, stop_logging
 from cleanair_runtime.processes.connection_deadlines import with_deadlines
 from cleanair_runtime.processes.server import listening_socket
+from cleanair_runtime.processes.shared_listening import served_listening
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.requests import PostgresRequests
 from cleanair_storage.sqlite import SqliteStore
@@ -100,8 +101,11 @@ def request_store(store: Store) -> PostgresRequests | None:
     return PostgresRequests(store, in_thread) if isinstance(store, PostgresStore) else None
 
 
-def serve(database: str, key: bytes, sock: socket.socket, settings: Settings) -> None:
-    """One serving process on `sock`."""
+def serve(
+    database: str, key: bytes, sock: socket.socket, settings: Settings, *, shared_with_others: bool
+) -> None:
+    """One serving process on `sock`; `shared_with_others`: other processes serve it too, and
+    each accepts as `cleanair serve --workers N`'s API processes do."""
     store, store_calls = open_store(database)
     requests = request_store(store)
     keys = TokenKeys(key)
@@ -117,6 +121,7 @@ def serve(database: str, key: bytes, sock: socket.socket, settings: Settings) ->
         requests=requests,
     )
     app = create_app(core, settings)
+    served_sock, backlog = served_listening(sock, shared_with_others=shared_with_others)
     config = uvicorn.Config(
         beside_bare(with_access_log(app)),
         log_config=None,
@@ -124,8 +129,9 @@ def serve(database: str, key: bytes, sock: socket.socket, settings: Settings) ->
         server_header=False,
         # The HTTP protocol `cleanair serve` runs, with its deadlines.
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
+        backlog=backlog,
     )
-    uvicorn.Server(config).run(sockets=[sock])  # as `cleanair serve --workers` does
+    uvicorn.Server(config).run(sockets=[served_sock])  # as `cleanair serve --workers` does
     if requests is not None:
         requests.close()
     store.close()
@@ -154,7 +160,7 @@ def main() -> None:
             pid = os.fork()
             if pid == 0:
                 try:
-                    serve(database, key, listening, settings)
+                    serve(database, key, listening, settings, shared_with_others=processes > 1)
                 finally:
                     stop_logging()
                     os._exit(0)

@@ -63,6 +63,7 @@ from cleanair_runtime.processes.plan_processes import (
     die_with,
     plans_in_processes,
 )
+from cleanair_runtime.processes.shared_listening import LISTEN_QUEUE, served_listening
 from cleanair_runtime.terminal import cannot_listen, escape_nonprintable
 
 log = logging.getLogger("cleanair")
@@ -244,6 +245,7 @@ def _fork_serving(
                     polls_observations=index == 0,
                     plans_here=not plans_in_processes(settings),
                     wakeups=wakeups,
+                    shared_with_others=True,
                 )
             except KeyboardInterrupt:  # stopped before it was serving (still opening, say)
                 status = 0
@@ -343,6 +345,7 @@ def serve_on(
         polls_observations=polls_observations,
         plans_here=plans_here,
         wakeups=wakeups,
+        shared_with_others=True,
     )
 
 
@@ -363,7 +366,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(2048)
+        sock.listen(LISTEN_QUEUE)
     except BaseException:
         sock.close()
         raise
@@ -393,8 +396,10 @@ def _serve(
     plans_here: bool = True,
     planners: PlanProcesses | None = None,
     wakeups: WakePipe | None = None,
+    shared_with_others: bool = False,
 ) -> int:
-    """One serving process, on `listening` when given (shared with others), else binding
+    """One serving process, on `listening` when given (shared with others when
+    `shared_with_others`: then it accepts a connection a wake-up), else binding
     `host:port` itself; `announce` prints the banner once the deployment is open;
     `polls_observations` runs the live observation poller (when configured) in this one.
     `plans_here`: whether it works on plans itself, else plan processes do, which `wakeups`
@@ -431,6 +436,9 @@ def _serve(
         "API process started",
         extra={"pid": os.getpid(), "plan_runners": settings.plan_workers, **deployment.in_use()},
     )
+    backlog = LISTEN_QUEUE
+    if listening is not None:
+        listening, backlog = served_listening(listening, shared_with_others=shared_with_others)
     config = uvicorn.Config(
         with_access_log(app),
         host=host,
@@ -447,6 +455,8 @@ def _serve(
         # Beyond it a request is answered 503 at once, while descriptors are left.
         limit_concurrency=max_connections(settings),
         http=with_deadlines(settings.header_timeout, settings.body_timeout, settings.send_timeout),
+        # asyncio's accepts a wake-up (and the queue, for a socket of this process's own).
+        backlog=backlog,
     )
     worker = app.state.get("plan_worker")
     stop_planning: Callable[[], Awaitable[None]] | None = (
