@@ -16,6 +16,9 @@ Carlyle, Royset & Wood 2008):
 - the survivors are expanded best bound first, with Pareto labels (length, dose) per node:
   the first to reach the destination is the least-dose route within the budget.
 
+A plan's budgets share one `BudgetSearch`: the lengths to go are found once, and the costs to
+go once per distinct λ (budgets on one hull edge share it).
+
 The enumeration stops after `max_labels` labels; the route offered is then the best found and
 its `bound` (the least bound still open) says how far from the optimum it can be. Everything
 runs on the edges the plan may use (finite dose), which the ellipse of `planner.py` bounds.
@@ -24,6 +27,7 @@ runs on the edges the plan may use (finite dose), which the ellipse of `planner.
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -40,6 +44,12 @@ if TYPE_CHECKING:
 _TOLERANCE = 1e-9
 #: Labels expanded before a budget's search stops and states its gap.
 MAX_LABELS = 20_000
+#: Reverse searches over at most this many nodes settle a node at a time, with a heap in
+#: Python; larger ones go in NumPy rounds. Both find the same values to the last bit; which is
+#: faster depends on the rounds (one per hop of the longest least-cost path): Helsinki's
+#: corridors of 4-5k nodes of short streets need 150+ rounds and the heap took half the time,
+#: while on a grid of 100 m blocks the rounds were faster from about 8k nodes up.
+HEAP_NODES = 8_000
 
 
 @attrs.frozen
@@ -106,20 +116,61 @@ class BudgetSearch:
         self._head: list[int] = head.tolist()
         self._first: list[int] = np.searchsorted(tail, count).tolist()
         self._by_head = np.argsort(head, kind="stable")
+        self._first_in_list: list[int] | None = None
+        self._tail_in_list: list[int] = []
         self._tail_in = tail[self._by_head]
         self._head_in = head[self._by_head]
         self._first_in = np.searchsorted(self._head_in, count)
+        # Read per label by `within` and per arc by the heap: Python values, converted once.
+        self._dose_list: list[float] = self._doses.tolist()
+        self._length_list: list[float] = self._lengths.tolist()
+        #: Reverse searches made so far: one for the lengths, one per distinct weight.
+        self.reverse_searches = 0
+        self._to_end: dict[float, list[float]] = {}
         self._to_end_length = self._costs_to_end(self._lengths)
 
     def _costs_to_end(self, costs: FloatArray) -> list[float]:
-        """Per node, the least sum of `costs` (per arc) from it to the destination; inf where
-        none.
+        """Per node, the least sum of `costs` (per arc) from it to the destination, added
+        from the destination on; inf where none.
 
-        Label-correcting on the reversed arcs, a round per hop, in NumPy: each round relaxes
-        at once every arc into the nodes the last round improved, and it ends when a round
-        improves none (then every node's value is its least cost, as in Bellman-Ford). A
-        heap in Python settles a node at a time and took four times as long on the ellipse
-        of a long city walk."""
+        Every order of relaxing arcs ends at these values (each is the least of its paths'
+        sums, and adding a cost >= 0 never lowers a sum), so the heap and the rounds agree
+        to the last bit; a negative cost goes to the rounds, which do not need it >= 0."""
+        self.reverse_searches += 1
+        if len(self._nodes) <= HEAP_NODES and not bool((costs < 0).any()):
+            return self._settled_to_end(costs)
+        return self._rounds_to_end(costs)
+
+    def _settled_to_end(self, costs: FloatArray) -> list[float]:
+        """`_costs_to_end` by Dijkstra's method on the reversed arcs: a node at a time,
+        cheapest first, each settled once."""
+        if self._first_in_list is None:
+            self._first_in_list = self._first_in.tolist()
+            self._tail_in_list = self._tail_in.tolist()
+        first, tails = self._first_in_list, self._tail_in_list
+        arc_costs: list[float] = costs[self._by_head].tolist()
+        best = [math.inf] * len(self._nodes)
+        best[self._destination] = 0.0
+        heap = [(0.0, self._destination)]
+        pop, push = heapq.heappop, heapq.heappush
+        while heap:
+            value, node = pop(heap)
+            if value > best[node]:
+                continue  # a stale entry: the node was reached cheaper since
+            for arc in range(first[node], first[node + 1]):
+                through = value + arc_costs[arc]
+                other = tails[arc]
+                if through < best[other]:
+                    best[other] = through
+                    push(heap, (through, other))
+        return best
+
+    def _rounds_to_end(self, costs: FloatArray) -> list[float]:
+        """`_costs_to_end` by label-correcting on the reversed arcs, a round per hop, in
+        NumPy: each round relaxes at once every arc into the nodes the last round improved,
+        and it ends when a round improves none (then every node's value is its least cost,
+        as in Bellman-Ford). On the ellipse of a long city walk the heap took four times as
+        long."""
         import numpy as np
 
         best = np.full(len(self._nodes), np.inf)
@@ -155,10 +206,11 @@ class BudgetSearch:
         `weight` the λ whose Lagrangian bound prunes (the hull's weight at the budget is the
         strongest; any λ >= 0 is sound)."""
         heads, first = self._head, self._first
-        doses: list[float] = self._doses.tolist()
-        lengths: list[float] = self._lengths.tolist()
+        doses, lengths = self._dose_list, self._length_list
         to_end_length = self._to_end_length
-        to_end = self._costs_to_end(self._doses + weight * self._lengths)
+        to_end = self._to_end.get(weight)
+        if to_end is None:  # budgets on one hull edge share their λ and its costs to go
+            to_end = self._to_end[weight] = self._costs_to_end(self._doses + weight * self._lengths)
         best_dose, best_path, best_length = incumbent.dose, incumbent.path, incumbent.length
 
         def bound(dose: float, length: float, node: int) -> float:
