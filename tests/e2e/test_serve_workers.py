@@ -2,7 +2,8 @@
 
 Both answer (the kernel spreads connections over them), limits hold across them (60
 concurrent score calls with a daily cap of 40 give exactly 40 successes), and SIGINT to the
-command stops them all cleanly.
+command stops them all cleanly. Each API process, forked or a replacement, serves the shared
+socket as shared (`shared_listening.served_listening`: one accept a wake-up).
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ def test_api_processes_killed_outright_are_replaced(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, logged
             time.sleep(0.05)
         assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
+        # A replacement serves the shared socket as the forked ones do (see below).
+        inode = listening_inode(port)
+        assert [descriptors_of(pid, inode) for pid in replaced] == [2, 2]
     finally:
         command.send_signal(signal.SIGTERM)
         status = command.wait(timeout=60)
@@ -132,3 +136,40 @@ def test_api_processes_killed_outright_are_replaced(tmp_path: Path) -> None:
         assert f"Finished server process [{pid}]" in logged, logged
     assert not children_of(command.pid)
     assert not any(Path(f"/proc/{pid}").exists() for pid in replaced)  # ended and reaped
+
+
+def listening_inode(port: int) -> str:
+    """The inode of the socket listening on `port` (from /proc/net/tcp)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                return fields[9]
+    raise AssertionError(f"nothing listens on {port}")
+
+
+def descriptors_of(pid: int, inode: str) -> int:
+    """How many of `pid`'s open descriptors are the socket `inode`."""
+    held = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            held += os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]"
+    return held
+
+
+def test_each_api_process_serves_the_shared_socket_as_shared(tmp_path: Path) -> None:
+    # Served through `served_listening` (one accept a wake-up, the queue left alone), each API
+    # process holds the socket twice: the descriptor it inherited, and the duplicate it serves.
+    env = server_env(tmp_path)
+    port = free_port()
+    log = tmp_path / "serve.log"
+    command = spawn(env, log, "serve", "--port", str(port), "--workers", "2", session=True)
+    try:
+        processes = wait_until_serving(
+            command, log, 2, f"http://127.0.0.1:{port}/schema/openapi.json"
+        )
+        inode = listening_inode(port)
+        assert [descriptors_of(pid, inode) for pid in processes] == [2, 2]
+    finally:
+        os.killpg(command.pid, signal.SIGINT)
+        command.wait(timeout=60)
