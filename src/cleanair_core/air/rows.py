@@ -20,7 +20,7 @@ from cleanair_core.air.pollutants import SCORED, Concentrations
 from cleanair_core.air.score import EEA_2024_BOUNDS, POINTS_PER_BAND
 
 # NumPy is imported by the functions that compute: the operator CLI's commands import this
-# module's neighbours and start faster without NumPy (tests/cleanair_http/test_cli_startup.py).
+# module's neighbours and start faster without NumPy (tests/cleanair_runtime/test_cli_startup.py).
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
