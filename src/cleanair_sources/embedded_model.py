@@ -458,87 +458,26 @@ class EmbeddedModel:
 
     def air_at_hour(self, lats: FloatArray, lons: FloatArray, hour: datetime) -> FloatArray:
         """`concentrations_at` for many points at one time, as one array: a row per point,
-        a column per `SCORED` pollutant. The same arithmetic in NumPy; the static fields and
-        weather blocks are looked up once per distinct cell, which a city has few of."""
+        a column per `SCORED` pollutant. The same arithmetic in NumPy (its own exp, so not to
+        the last bit); the static fields and weather blocks are looked up once per distinct
+        cell, which a city has few of."""
         lat = np.asarray(lats, dtype=np.float64).reshape(-1)
         lon = np.asarray(lons, dtype=np.float64).reshape(-1)
         hours = _hours_since_epoch(hour)
         if lat.size == 0:
             return np.empty((0, 5))
-        # Beyond the poles and the date line a cell's fields are its edge's (`_compute_cell`
-        # clamps): clipped there, one integer stands for each cell, and np.unique of those is
-        # several times faster than of the rows of a 2-D array.
-        edge = 180 * _CELL_QUANTUM + 1
-        rows = np.clip(np.rint(lat * _CELL_QUANTUM), -edge, edge).astype(np.int64)
-        columns = np.clip(np.rint(lon * _CELL_QUANTUM), -edge, edge).astype(np.int64)
-        span = edge + 1
-        keys, which = np.unique((rows + span) * (2 * span) + (columns + span), return_inverse=True)
-        key_rows, key_columns = np.divmod(keys, 2 * span)
-        fields = np.array(
-            [
-                self._cell(r - span, c - span)
-                for r, c in zip(key_rows.tolist(), key_columns.tolist(), strict=True)
-            ]
-        )
-        static = fields[which.reshape(-1)]
-        b_pm25, b_pm10, b_no2, b_o3, b_so2 = (static[:, k] for k in range(5))
-        u_pm25, u_pm10, u_no2, u_so2, titration, hemi = (static[:, k] for k in range(5, 11))
-
-        local = hours + lon / 15.0
-        hour_of_day = local % 24.0
-        fh = hour_of_day - np.floor(hour_of_day)
-        h0 = np.floor(hour_of_day).astype(np.int64) % 24
-        t_pm, _, t_no2, t_o3, t_so2 = (np.asarray(t) for t in self._diurnal)
-        d_pm = t_pm[h0] + fh * (t_pm[h0 + 1] - t_pm[h0])
-        d_no2 = t_no2[h0] + fh * (t_no2[h0 + 1] - t_no2[h0])
-        d_o3 = t_o3[h0] + fh * (t_o3[h0 + 1] - t_o3[h0])
-        d_so2 = t_so2[h0] + fh * (t_so2[h0 + 1] - t_so2[h0])
-
-        gd = local / 24.0 - 0.5
-        day = np.floor(gd)
-        f = gd - day
-        fd = f * f * (3.0 - 2.0 * f)
-        wd = (day.astype(np.int64) + 3) % 7
-        w_pm_table, _, w_no2_table, _, _ = (np.asarray(t) for t in self._weekly)
-        w_pm = w_pm_table[wd] + fd * (w_pm_table[wd + 1] - w_pm_table[wd])
-        w_no2 = w_no2_table[wd] + fd * (w_no2_table[wd + 1] - w_no2_table[wd])
-
+        static = self._static_rows(lat, lon)
         theta = 2.0 * math.pi * (hours / 24.0) / _TROPICAL_YEAR
-        cos_t, sin_t = hemi * math.cos(theta), hemi * math.sin(theta)
-        sc, ss = self._season_cos, self._season_sin
-        z1, z2 = self._weather_arrays(lat, lon, hours)
-        s_pm25, s_pm10, s_no2, s_o3, s_so2 = WEATHER_SIGMA
-        k_pm, _, k_no2, k_o3, k_so2 = BACKGROUND_DIURNAL_SHARE
-
-        pm25 = (
-            (b_pm25 * (1.0 + k_pm * (d_pm - 1.0)) + u_pm25 * d_pm * w_pm)
-            * (1.0 + cos_t * sc[0] + sin_t * ss[0])
-            * np.exp(s_pm25 * z1 - 0.5 * s_pm25 * s_pm25)
+        hemi = static[:, 10]
+        return self._mixed(
+            static,
+            lon,
+            hours,
+            (hemi * math.cos(theta), hemi * math.sin(theta)),
+            self._weather_arrays(lat, lon, hours),
+            np.exp,
+            np.maximum,
         )
-        pm10 = (
-            (b_pm10 * (1.0 + k_pm * (d_pm - 1.0)) + u_pm10 * d_pm * w_pm)
-            * (1.0 + cos_t * sc[1] + sin_t * ss[1])
-            * np.exp(s_pm10 * z1 - 0.5 * s_pm10 * s_pm10)
-        )
-        no2 = (
-            (b_no2 * (1.0 + k_no2 * (d_no2 - 1.0)) + u_no2 * d_no2 * w_no2)
-            * (1.0 + cos_t * sc[2] + sin_t * ss[2])
-            * np.exp(s_no2 * z1 - 0.5 * s_no2 * s_no2)
-        )
-        o3 = (
-            b_o3
-            * (1.0 + k_o3 * (d_o3 - 1.0))
-            * np.maximum(0.0, 1.0 - titration * d_no2 * w_no2)
-            * (1.0 + cos_t * sc[3] + sin_t * ss[3])
-            * np.exp(s_o3 * z2 - 0.5 * s_o3 * s_o3)
-        )
-        so2 = (
-            (b_so2 * (1.0 + k_so2 * (d_so2 - 1.0)) + u_so2 * d_so2)
-            * (1.0 + cos_t * sc[4] + sin_t * ss[4])
-            * np.exp(s_so2 * z1 - 0.5 * s_so2 * s_so2)
-        )
-        air: FloatArray = np.stack([pm25, np.maximum(pm10, pm25), no2, o3, so2], axis=1)
-        return air
 
     def _weather_arrays(
         self, lat: FloatArray, lon: FloatArray, hours: float
@@ -590,8 +529,34 @@ class EmbeddedModel:
         if lat.size == 0:
             return np.empty((0, 5))
         static = self._static_rows(lat, lon)
+        theta = 2.0 * math.pi * (hours / 24.0) / _TROPICAL_YEAR
+        hemi = static[:, 10]
+        return self._mixed(
+            static,
+            lon,
+            hours,
+            (hemi * _mapped(math.cos, theta), hemi * _mapped(math.sin, theta)),
+            self._weather_at_times(lat, lon, hours),
+            functools.partial(_mapped, math.exp),
+            _python_max,
+        )
+
+    def _mixed(
+        self,
+        static: FloatArray,
+        lon: FloatArray,
+        hours: FloatArray | float,
+        season: tuple[FloatArray, FloatArray],
+        weather: tuple[FloatArray, FloatArray],
+        exp: Callable[[FloatArray], FloatArray],
+        maximum: Callable[[FloatArray | float, FloatArray], FloatArray],
+    ) -> FloatArray:
+        """`concentrations_at`'s mix, over arrays: each point's static fields (`_static_rows`)
+        with its diurnal and weekly profiles at `hours`, its `season` terms (cos, sin) and
+        its `weather` draws (z1, z2); `exp` and `maximum` are the caller's (NumPy's, or
+        Python's meaning to the last bit)."""
         b_pm25, b_pm10, b_no2, b_o3, b_so2 = (static[:, k] for k in range(5))
-        u_pm25, u_pm10, u_no2, u_so2, titration, hemi = (static[:, k] for k in range(5, 11))
+        u_pm25, u_pm10, u_no2, u_so2, titration = (static[:, k] for k in range(5, 10))
 
         local = hours + lon / 15.0
         hour = local % 24.0
@@ -613,13 +578,11 @@ class EmbeddedModel:
         w_pm = w_pm_table[wd] + fd * (w_pm_table[wd + 1] - w_pm_table[wd])
         w_no2 = w_no2_table[wd] + fd * (w_no2_table[wd + 1] - w_no2_table[wd])
 
-        theta = 2.0 * math.pi * (hours / 24.0) / _TROPICAL_YEAR
-        cos_t, sin_t = hemi * _mapped(math.cos, theta), hemi * _mapped(math.sin, theta)
+        cos_t, sin_t = season
         sc, ss = self._season_cos, self._season_sin
-        z1, z2 = self._weather_at_times(lat, lon, hours)
+        z1, z2 = weather
         s_pm25, s_pm10, s_no2, s_o3, s_so2 = WEATHER_SIGMA
         k_pm, _, k_no2, k_o3, k_so2 = BACKGROUND_DIURNAL_SHARE
-        exp = functools.partial(_mapped, math.exp)
 
         pm25 = (
             (b_pm25 * (1.0 + k_pm * (d_pm - 1.0)) + u_pm25 * d_pm * w_pm)
@@ -636,11 +599,10 @@ class EmbeddedModel:
             * (1.0 + cos_t * sc[2] + sin_t * ss[2])
             * exp(s_no2 * z1 - 0.5 * s_no2 * s_no2)
         )
-        titrated = 1.0 - titration * d_no2 * w_no2
         o3 = (
             b_o3
             * (1.0 + k_o3 * (d_o3 - 1.0))
-            * np.where(titrated > 0.0, titrated, 0.0)  # max(0.0, x)
+            * maximum(0.0, 1.0 - titration * d_no2 * w_no2)
             * (1.0 + cos_t * sc[3] + sin_t * ss[3])
             * exp(s_o3 * z2 - 0.5 * s_o3 * s_o3)
         )
@@ -649,8 +611,8 @@ class EmbeddedModel:
             * (1.0 + cos_t * sc[4] + sin_t * ss[4])
             * exp(s_so2 * z1 - 0.5 * s_so2 * s_so2)
         )
-        pm10 = np.where(pm25 > pm10, pm25, pm10)  # max(pm10, pm25): PM10 contains PM2.5
-        air: FloatArray = np.stack([pm25, pm10, no2, o3, so2], axis=1)
+        # PM10 contains PM2.5.
+        air: FloatArray = np.stack([pm25, maximum(pm10, pm25), no2, o3, so2], axis=1)
         return air
 
     def _static_rows(self, lat: FloatArray, lon: FloatArray) -> FloatArray:
@@ -734,6 +696,13 @@ class EmbeddedModel:
 def _mapped(function: Callable[[float], float], values: FloatArray) -> FloatArray:
     """`function` of each of `values`, as an array (a C loop over a list, no bytecode)."""
     return np.fromiter(map(function, values.tolist()), dtype=np.float64, count=values.size)
+
+
+def _python_max(first: FloatArray | float, second: FloatArray) -> FloatArray:
+    """Python's `max(first, second)` of each pair, as an array: `first` unless `second` is
+    greater (so a NaN in `second` loses, as in `max`)."""
+    chosen: FloatArray = np.where(second > first, second, first)
+    return chosen
 
 
 def _hours_since_epoch(at: datetime) -> float:
