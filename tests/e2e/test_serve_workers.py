@@ -123,7 +123,7 @@ def test_api_processes_killed_outright_are_replaced(tmp_path: Path) -> None:
         assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
         # A replacement serves the shared socket as the forked ones do (see below).
         inode = listening_inode(port)
-        assert [descriptors_of(pid, inode) for pid in replaced] == [2, 2]
+        assert held_until_both_serve(replaced, inode) == [2, 2]
     finally:
         command.send_signal(signal.SIGTERM)
         status = command.wait(timeout=60)
@@ -157,6 +157,17 @@ def descriptors_of(pid: int, inode: str) -> int:
     return held
 
 
+def held_until_both_serve(processes: set[int], inode: str) -> list[int]:
+    """How many descriptors of the socket `inode` each of `processes` holds, polled (bounded)
+    until each holds two: one process answering does not mean the other serves yet."""
+    deadline = time.monotonic() + STARTUP_S
+    while (held := [descriptors_of(pid, inode) for pid in sorted(processes)]) != [2, 2]:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return held
+
+
 def test_each_api_process_serves_the_shared_socket_as_shared(tmp_path: Path) -> None:
     # Served through `served_listening` (one accept a wake-up, the queue left alone), each API
     # process holds the socket twice: the descriptor it inherited, and the duplicate it serves.
@@ -169,7 +180,7 @@ def test_each_api_process_serves_the_shared_socket_as_shared(tmp_path: Path) -> 
             command, log, 2, f"http://127.0.0.1:{port}/schema/openapi.json"
         )
         inode = listening_inode(port)
-        assert [descriptors_of(pid, inode) for pid in processes] == [2, 2]
+        assert held_until_both_serve(processes, inode) == [2, 2]
     finally:
         os.killpg(command.pid, signal.SIGINT)
         command.wait(timeout=60)
