@@ -11,14 +11,13 @@ from litestar import Litestar
 from litestar.config.compression import CompressionConfig
 from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
-from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, ControllerRouterHandler, Middleware
 
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
 from cleanair_http.app_settings import AppSettings, HttpSettings
-from cleanair_http.auth import BearerAuthMiddleware
+from cleanair_http.auth import bearer_auth
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.alert_events import ROUTE_HANDLERS as ALERT_FEED
@@ -145,7 +144,7 @@ def create_app(
             watch_disconnects,
             # Before the bearer middleware, so its 401s and 429s are counted too.
             *middleware,
-            DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"]),
+            bearer_auth(core),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
         # Every malformed JSON body is a 422, including those msgspec does not call malformed.

@@ -1,0 +1,83 @@
+"""A served score skips the work the request path's cuts removed (issue 34): each cut leaves
+every answer as it was (`test_score_answers_exact.py`), so what shows a cut is in place is the
+code a score no longer runs. The test profiles one score request on the thread that serves it
+and names what must not run there."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from cleanair_core import CleanAir
+from cleanair_http.app import create_app, with_access_log
+from support.http import bearer, pair
+
+SCORE = "/v1/airquality/score"
+
+#: (file, function) a served score must not call, and the cut that removed it.
+AVOIDED_CODE = {
+    ("litestar/middleware/authentication.py", "AbstractAuthenticationMiddleware.__call__"): (
+        "the bearer middleware is plain ASGI"
+    ),
+}
+#: C functions a served score must not call: each prepares a msgspec coder for one use.
+AVOIDED_BUILTINS: dict[Any, str] = {}
+
+
+class Calls:
+    """The Python functions and C functions called on the thread it profiles."""
+
+    def __init__(self) -> None:
+        self.code: set[tuple[str, str]] = set()
+        self.builtins: set[Any] = set()
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            self.code.add((code.co_filename, code.co_qualname))
+        elif event == "c_call":
+            self.builtins.add(arg)
+
+    def ran(self, file: str, function: str) -> bool:
+        return any(f.endswith(file) and q == function for f, q in self.code)
+
+
+@pytest.fixture
+def served(core: CleanAir) -> Iterator[TestClient[Any]]:
+    """The app as `cleanair serve` serves it (shipped settings: access log and metrics on)."""
+    with TestClient(with_access_log(create_app(core))) as client:
+        yield client
+
+
+def profiled_score(client: TestClient[Any], token: str) -> Calls:
+    """The calls of one score on the thread that serves the app (the client's portal)."""
+    calls = Calls()
+    client.blocking_portal.call(sys.setprofile, calls)
+    try:
+        response = client.post(SCORE, json={"lat": 60.17, "lon": 24.94}, headers=bearer(token))
+    finally:
+        client.blocking_portal.call(sys.setprofile, None)
+    assert response.status_code == 200
+    return calls
+
+
+def test_a_served_score_skips_what_the_cuts_removed(
+    core: CleanAir, served: TestClient[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="cleanair.access")
+    token = pair(core, served)
+    profiled_score(served, token)  # the first one makes what is made once
+    caplog.clear()
+    calls = profiled_score(served, token)
+    # Not vacuous: the score ran and was logged.
+    assert calls.ran("cleanair_http/controllers/airquality.py", "score_point")
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [("cleanair.access", "request")]
+    ran = [why for (file, name), why in AVOIDED_CODE.items() if calls.ran(file, name)]
+    ran += [why for builtin, why in AVOIDED_BUILTINS.items() if builtin in calls.builtins]
+    assert ran == []
