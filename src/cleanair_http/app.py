@@ -24,7 +24,6 @@ from cleanair_http.controllers.alert_events import ROUTE_HANDLERS as ALERT_FEED
 from cleanair_http.controllers.alerts import ROUTE_HANDLERS as ALERTS
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
-from cleanair_http.controllers.explore import SKIP_COMPRESSION
 from cleanair_http.controllers.extension import ROUTE_HANDLERS as EXTENSION
 from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
 from cleanair_http.controllers.history import ROUTE_HANDLERS as HISTORY
@@ -32,6 +31,7 @@ from cleanair_http.controllers.home import home_page
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
 from cleanair_http.controllers.tiles import ROUTE_HANDLERS as TILES
+from cleanair_http.encoded import SKIP_COMPRESSION
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker

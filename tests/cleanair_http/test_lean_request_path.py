@@ -26,10 +26,22 @@ AVOIDED_CODE = {
     ("litestar/middleware/authentication.py", "AbstractAuthenticationMiddleware.__call__"): (
         "the bearer middleware is plain ASGI"
     ),
+    ("litestar/connection/base.py", "ASGIConnection.headers"): (
+        "no header multidict: the token and the body's length are read from the raw headers"
+    ),
+    ("litestar/datastructures/headers.py", "Headers.__init__"): "no header multidict",
+    ("litestar/middleware/compression/middleware.py", "CompressionMiddleware.__call__"): (
+        "a score's answers are all below gzip's minimum size: no compression middleware"
+    ),
+    ("litestar/response/base.py", "Response.to_asgi_response"): (
+        "the answer is encoded once and sent without Litestar's response objects"
+    ),
+    ("litestar/response/base.py", "ASGIResponse.__init__"): "no Litestar response objects",
 }
 #: C functions a served score must not call: each prepares a msgspec coder for one use.
 AVOIDED_BUILTINS: dict[Any, str] = {
     msgspec.json.decode: "the body struct's decoder is made once",
+    msgspec.json.encode: "the answer's encoder is made once",
 }
 
 
