@@ -57,6 +57,10 @@
    counts, not times, so the machine's load does not blur them).
 25. The air at one point in process, as a score asks for it: the embedded model, its street
    level and fusion without stations, best of 60 rounds (`bench/point_air.py`).
+26. The served app in process, no sockets (`bench/http_layer.py`): a score's CPU against the
+   bare endpoint's, best and median of alternating rounds, and the Python calls of each by
+   package (Litestar's pipeline, our HTTP layer, the core, the store): counts, so the machine's
+   load does not change them.
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -85,6 +89,7 @@ from bench import (
     floors,
     fusion,
     heatmap_tiles,
+    http_layer,
     loaded,
     planning,
     point_air,
@@ -398,6 +403,7 @@ async def main() -> None:
     await durability.main()
     served_loop.main()
     await point_air.main()
+    await http_layer.main()
 
 
 if __name__ == "__main__":
