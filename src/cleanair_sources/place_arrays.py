@@ -12,8 +12,10 @@ offset per cell (180 x 360). The gazetteer makes a `City` only when an answer re
 from __future__ import annotations
 
 import array
+import json
 import math
-from collections.abc import Sequence
+import struct
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,10 +52,29 @@ def cell_offsets(cells: npt.NDArray[np.int64]) -> array.array[int]:
     return held
 
 
+#: The packed arrays, in order: latitude, longitude, population, country, name ends.
+_PACKED: tuple[np.dtype[Any], ...] = (
+    np.dtype("<f8"),
+    np.dtype("<f8"),
+    np.dtype("<i8"),
+    np.dtype("<u2"),
+    np.dtype("<i8"),
+)
+
+
 class PlaceArrays:
     """Places as columns sorted by grid cell; position i is one place throughout."""
 
     __slots__ = ("_codes", "_country", "_ends", "_names", "lat", "lon", "offsets", "population")
+
+    lat: npt.NDArray[np.float64]
+    lon: npt.NDArray[np.float64]
+    population: npt.NDArray[np.int64]
+    offsets: array.array[int]
+    _names: bytes
+    _ends: npt.NDArray[Any]
+    _codes: tuple[str, ...]
+    _country: npt.NDArray[Any]
 
     def __init__(
         self,
@@ -70,9 +91,9 @@ class PlaceArrays:
             count=len(lats),
         )
         order = np.argsort(cells, kind="stable")
-        self.lat: npt.NDArray[np.float64] = np.asarray(lats, dtype=np.float64)[order]
-        self.lon: npt.NDArray[np.float64] = np.asarray(lons, dtype=np.float64)[order]
-        self.population: npt.NDArray[np.int64] = np.asarray(populations, dtype=np.int64)[order]
+        self.lat = np.asarray(lats, dtype=np.float64)[order]
+        self.lon = np.asarray(lons, dtype=np.float64)[order]
+        self.population = np.asarray(populations, dtype=np.int64)[order]
         self.offsets = cell_offsets(cells[order])
         ranked = order.tolist()
         encoded = [names[i].encode() for i in ranked]
@@ -83,8 +104,53 @@ class PlaceArrays:
         # Few distinct codes (about 250): each place holds the index of its own.
         codes = sorted(set(country_codes))
         number = {code: i for i, code in enumerate(codes)}
-        self._codes: tuple[str, ...] = tuple(codes)
+        self._codes = tuple(codes)
         self._country = np.array([number[country_codes[i]] for i in ranked], dtype=np.uint16)
+
+    def packed(self, extra: Mapping[str, Any]) -> bytes:
+        """The arrays as bytes `unpacked` reads back without a Python object per place: a
+        JSON header (with `extra` in it), then each array little-endian, then the names."""
+        header = {"count": len(self), "codes": list(self._codes), "extra": dict(extra)}
+        text = json.dumps(header, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        encoded = text.encode()
+        arrays = (self.lat, self.lon, self.population, self._country, self._ends)
+        columns = zip(_PACKED, arrays, strict=True)
+        return b"".join(
+            [
+                struct.pack("<I", len(encoded)),
+                encoded,
+                *(column.astype(kind).tobytes() for kind, column in columns),
+                self._names,
+            ]
+        )
+
+    @classmethod
+    def unpacked(cls, data: bytes) -> tuple[PlaceArrays, dict[str, Any]]:
+        """The arrays `packed` wrote, and the `extra` it was given."""
+        (length,) = struct.unpack_from("<I", data)
+        header = json.loads(data[4 : 4 + length])
+        count = header["count"]
+        at = 4 + length
+        columns: list[npt.NDArray[Any]] = []
+        for number, kind in enumerate(_PACKED):
+            size = count + 1 if number == len(_PACKED) - 1 else count  # the ends: one more
+            column = np.frombuffer(data, dtype=kind, count=size, offset=at)
+            columns.append(column.astype(kind.newbyteorder("="), copy=False))
+            at += column.nbytes
+        held = cls.__new__(cls)
+        lat, lon, population, held._country, held._ends = columns
+        held.lat, held.lon = lat.astype(np.float64, copy=False), lon.astype(np.float64, copy=False)
+        held.population = population.astype(np.int64, copy=False)
+        held._names = data[at:]
+        held._codes = tuple(header["codes"])
+        rows = np.minimum(np.floor(held.lat), 89).astype(np.int64)
+        cols = np.floor(held.lon).astype(np.int64)
+        cols[cols >= 180] -= 360
+        cells = (rows + 90) * _COLUMNS + (cols + 180)
+        if len(held._names) != held._ends[-1] or np.any(np.diff(cells) < 0):
+            raise ValueError("packed places out of order or cut short")
+        held.offsets = cell_offsets(cells)
+        return held, header["extra"]
 
     def __len__(self) -> int:
         return len(self.lat)

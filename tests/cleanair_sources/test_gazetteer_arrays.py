@@ -12,12 +12,14 @@ import functools
 import math
 import tracemalloc
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.cleanair_sources import gazetteer_oracle as oracle
 
 from cleanair_core.geo import Point
 from cleanair_sources.gazetteer import City, Gazetteer
+from cleanair_sources.place_arrays import PlaceArrays
+from support import gazetteer_oracle as oracle
 
 
 @functools.cache
@@ -155,3 +157,25 @@ def test_a_loaded_gazetteer_holds_a_fraction_of_the_memory() -> None:
     finally:
         tracemalloc.stop()
     assert held < 8 * 1024 * 1024, f"{held / 2**20:.1f} MiB"
+
+
+def test_packed_places_read_back_and_refuse_a_cut_or_shuffled_file() -> None:
+    cities = [
+        City("Östra", "XA", Point(10.5, 20.7), 5_000),
+        City("Västra", "xb", Point(-33.9, 151.2), 4_000_000),
+        City("", "XA", Point(10.1, 20.2), 2),
+    ]
+    arrays = Gazetteer(cities, {})._places().places
+    data = arrays.packed({"note": "kept"})
+    again, extra = PlaceArrays.unpacked(data)
+    assert extra == {"note": "kept"}
+    assert [again.name(i) for i in range(3)] == [arrays.name(i) for i in range(3)]
+    assert [again.point(i) for i in range(3)] == [arrays.point(i) for i in range(3)]
+    assert [again.country_code(i) for i in range(3)] == ["xb", "XA", "XA"]
+    assert list(again.offsets) == list(arrays.offsets)
+    with pytest.raises(ValueError, match="out of order or cut short"):
+        PlaceArrays.unpacked(data[:-1])
+    swapped = arrays.lat.copy()[::-1]  # places no longer by cell
+    shuffled = data.replace(arrays.lat.tobytes(), swapped.tobytes())
+    with pytest.raises(ValueError, match="out of order or cut short"):
+        PlaceArrays.unpacked(shuffled)

@@ -9,14 +9,13 @@ the module's own, so answers compare equal. Keep it as it is: it is the old beha
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
-from cleanair_sources.gazetteer import PREPARED_PLACES, City, format_coordinates
+from cleanair_sources import gazetteer as gazetteer_module
+from cleanair_sources.gazetteer import City, format_coordinates
 
 #: Metres per degree of latitude on the core's sphere.
 _M_PER_DEG = EARTH_RADIUS_M * math.pi / 180.0
@@ -336,19 +335,6 @@ class Gazetteer:
 
 
 def prepared_oracle() -> Gazetteer:
-    """The old gazetteer of the packaged places, in the file's order (as the old `load` read
-    them)."""
-    prepared = json.loads(gzip.decompress(PREPARED_PLACES.read_bytes()))
-    cities = [
-        City(name=name, country_code=cc, point=Point(lat, lon), population=population)
-        for name, cc, lat, lon, population in zip(
-            prepared["name"],
-            prepared["country"],
-            prepared["lat"],
-            prepared["lon"],
-            prepared["population"],
-            strict=True,
-        )
-    ]
-    capitals = {cc: cities[index] for cc, index in prepared["capitals"].items()}
-    return Gazetteer(cities, prepared["countries"], capitals)
+    """The old gazetteer of the default places (GeoNames' places of 15,000 people and more,
+    and every capital), in GeoNames' order, as the old `load` read them."""
+    return Gazetteer(*gazetteer_module._geonames_places(15_000))
