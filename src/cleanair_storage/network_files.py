@@ -278,10 +278,10 @@ def _single_pages(fd: int) -> None:
 
     Linux caches a file written or read ahead in large folios (up to 2 MiB on ext4), and a
     fault in a mapping maps the whole folio it lands in: a plan reading one node mapped 2 MiB
-    of each array around it, and a plan process held 130-170 MiB of the 480 MiB file of the
+    of each array around it, and a plan process held 130-195 MiB of the 480 MiB file of the
     million-node city after seven walks. Cached page by page (the cached large folios that
     no process maps dropped, then read without read-ahead: `POSIX_FADV_RANDOM`), a fault maps
-    the kernel's fault-around window, 64 KiB, at most: 75-95 MiB. `madvise(MADV_RANDOM)` on
+    the kernel's fault-around window, 64 KiB, at most: 60-115 MiB. `madvise(MADV_RANDOM)` on
     the mapping does not do it: it changes how a fault reads a page not cached, not how much
     of a cached folio it maps, and with the file not cached each fault became a disk read of
     its own (plans 2-3x slower). Once per file and boot, with the checksum's read-through.
