@@ -3,9 +3,10 @@
 A real `cleanair serve` (and, on PostgreSQL, the real database server) runs under strace,
 which records every socket read and write, every file write and every fsync/fdatasync with
 the file each one touched, on one clock. For a pairing redemption, a charged score, a
-plan submission and an alert subscription, the database's write-ahead log (SQLite's `-wal` file, PostgreSQL's
-`pg_wal/`) is written while the request is handled, and a sync of it that begins after the
-last of those writes returns before the server begins writing the answer.
+plan submission and an alert subscription, the database's write-ahead log (SQLite's `-wal`
+file, PostgreSQL's `pg_wal/`) is written while the request is handled, and a sync of it
+that begins after the last of those writes returns before the server begins writing the
+answer.
 
 The same test under the settings that trade durability away (`CLEANAIR_SQLITE_SYNCHRONOUS=
 normal`; a database with `synchronous_commit = off`) sees the answers leave before the sync:
