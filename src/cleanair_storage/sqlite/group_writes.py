@@ -170,6 +170,9 @@ class GroupWriter:
                 lambda task: self._finish(loop, queue, batch, _outcomes_of(task, len(batch)))
             )
             return
+        if len(works) == 1:
+            self._begin_alone(loop, queue, batch)
+            return
         try:
             with self._unit.joined():
                 outcomes = _each_in_savepoint(works, self._unit.execute)
@@ -182,6 +185,26 @@ class GroupWriter:
 
         def committed(failed: BaseException | None) -> None:
             self._finish(loop, queue, batch, outcomes if failed is None else [failed] * len(batch))
+
+        self._committer.hand(lambda: self._unit.end(True), loop, committed)
+
+    def _begin_alone(
+        self, loop: asyncio.AbstractEventLoop, queue: _Queue, batch: list[_Write]
+    ) -> None:
+        """A batch of one write (a request path's whole group commit, most often): the
+        transaction is the write's own, so one that fails is undone by a ROLLBACK here rather
+        than a savepoint's three statements and the sub-journal SQLite keeps for it."""
+        try:
+            with self._unit.joined():
+                outcome: object = _Result(batch[0].work())
+        except BaseException as exc:  # undone whole; the caller hears what the write raised
+            with contextlib.suppress(Exception):
+                self._unit.end(False)
+            self._finish(loop, queue, batch, [exc])
+            return
+
+        def committed(failed: BaseException | None) -> None:
+            self._finish(loop, queue, batch, [outcome if failed is None else failed])
 
         self._committer.hand(lambda: self._unit.end(True), loop, committed)
 
