@@ -245,7 +245,7 @@ def test_a_batch_of_one_write_runs_no_savepoint(store: SqliteStore) -> None:
     async def main() -> int:
         await writes(lambda: store.hit("first", 0))  # sets the writer's busy timeout once
         statements = traced_statements(store)
-        count = await writes(lambda: store.hit("alone", 0))
+        count: int = await writes(lambda: store.hit("alone", 0))
         store._writer.set_trace_callback(None)
         assert statements[0] == "BEGIN IMMEDIATE"
         assert statements[-1] == "COMMIT"
