@@ -163,10 +163,10 @@ class GriddedFusedAir(FusedAir):
         if not samples:
             return answers
         state = self._fresh()
-        if state is not None:
-            known = self._known_latest(state, {observation_hour(s.at) for s in samples})
-            if known is not None and not any(known.values()):
-                return answers
+        if state is not None and self._nothing_known(
+            state, {observation_hour(s.at) for s in samples}
+        ):
+            return answers
         return (await self._fused(samples, answers))[0]
 
     async def ready_at_times(self, timestamps: FloatArray) -> None:
