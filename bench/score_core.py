@@ -96,6 +96,13 @@ def charged_score(core: CleanAir, token: str) -> Callable[[], Awaitable[object]]
     return one
 
 
+def air_alone(core: CleanAir) -> Callable[[], Awaitable[object]]:
+    """The point's air as a score asks for it, no admission and no charge."""
+    ctx = core.context
+    air = ctx.require_sources().air_quality
+    return lambda: score_at(air, POINT, ctx.now())
+
+
 async def best_cpu_us(call: Callable[[], Awaitable[object]]) -> float:
     """The least CPU time of one call over `ROUNDS` rounds of `SCORES`, µs."""
 
@@ -123,9 +130,7 @@ async def figures(databases: list[str]) -> dict[str, float]:
             core, token, close = open_core(url)
             try:
                 if not out:
-                    ctx = core.context
-                    air = ctx.require_sources().air_quality
-                    out["air"] = await best_cpu_us(lambda: score_at(air, POINT, ctx.now()))
+                    out["air"] = await best_cpu_us(air_alone(core))
                 out[name] = await best_cpu_us(charged_score(core, token))
             finally:
                 close()
@@ -136,7 +141,8 @@ async def spin(database: str, seconds: float) -> None:
     """Charged scores for `seconds` after a warm-up, for a sampling profiler to attach to
     once this prints `WARM <pid>` (`py-spy record --pid`)."""
     with tempfile.TemporaryDirectory() as tmp:
-        core, token, close = open_core(str(Path(tmp) / "bench.db") if database == "sqlite" else database)
+        where = str(Path(tmp) / "bench.db") if database == "sqlite" else database
+        core, token, close = open_core(where)
         one = charged_score(core, token)
 
         async def task(until: float) -> None:
