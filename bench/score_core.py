@@ -4,18 +4,20 @@ its admission cost the server's CPU.
 The calls a served score makes below the HTTP adapter, as the bearer middleware and the
 controller make them: `admit_awaited` (token, rate limit left pending, scope and plan on one
 read), then `CleanAir.score` at the bench's point with the shipped sources (embedded model,
-Helsinki's street level, fusion without stations) and its final charge. The store is a
-SQLite file with the shipped `synchronous=FULL` (its group commit included) and, when
-PostgreSQL's tests' server can be started, PostgreSQL's request path on the event loop.
-`CONCURRENT` tasks score at once, as the served bench's keep-alive connections do.
+Helsinki's street level, fusion without stations) and its final charge. The stores: the
+tests' in-memory one (`memory`: next to no cost and no batching, so the figure is the core's
+own), a SQLite file with the shipped `synchronous=FULL` (its group commit included), and
+PostgreSQL's request path on the event loop (the tests' throwaway server, started on first
+use). `CONCURRENT` tasks score at once, as the served bench's keep-alive connections do.
 
 Figures: this process's CPU time (all its threads: the committer's sync included, not
 PostgreSQL's processes) per score, best of `ROUNDS` rounds; and the point's air alone
 (`score_at`) to show what the store and the charge add. To compare two checkouts, run this in
 each, alternating; the machine is shared, so compare their ratio, not the microseconds.
 
-Alone: `PYTHONPATH=. .venv/bin/python -m bench.score_core [sqlite|postgresql]` (about
-30 seconds). `spin sqlite SECONDS` scores on and on for a sampling profiler.
+Alone: `PYTHONPATH=. .venv/bin/python -m bench.score_core [memory] [sqlite] [postgresql]`
+(all three unless told; about a minute). `spin memory|sqlite SECONDS` scores on and on, for a
+sampling profiler to attach to (docs/architecture.md has the breakdown it gave).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ SCORES = 800
 CONCURRENT = 8
 #: The served bench's point (bench/harness.py's SCORE_BODY).
 POINT = Point(60.17, 24.94)
+#: The server key the bench's tokens are hashed with.
+KEY = generate_key()
 
 
 def open_core(database: str) -> tuple[CleanAir, str, Callable[[], None]]:
@@ -80,9 +84,6 @@ def open_core(database: str) -> tuple[CleanAir, str, Callable[[], None]]:
         store.close()
 
     return core, token.token, close
-
-
-KEY = generate_key()
 
 
 def charged_score(core: CleanAir, token: str) -> Callable[[], Awaitable[object]]:
