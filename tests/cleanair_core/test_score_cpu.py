@@ -25,6 +25,7 @@ from cleanair_core.access.scopes import Scope
 from cleanair_core.access.tokens import Environment, token_environment
 from cleanair_core.air import fusion
 from cleanair_core.air.fused_air import FusedAir
+from cleanair_core.air.gridded_fused_air import GriddedFusedAir
 from cleanair_core.air.point_score import score_sample
 from cleanair_core.air.pollutants import Pollutant
 from cleanair_core.air.score import EEA_2024_BOUNDS, clean_air_score, sub_index
@@ -151,11 +152,11 @@ def test_nothing_known_is_what_the_known_latest_said(
             for h, held in read.items()
         )
     )
-    fused: Any = FusedAir.__new__(FusedAir)
+    fused: Any = GriddedFusedAir.__new__(GriddedFusedAir)
     fused._lock = _NoLock()
     known = FusedAir._known_latest(fused, state, hours)  # type: ignore[arg-type]
     expected = known is not None and not any(known.values())
-    assert FusedAir._nothing_known(fused, state, hours) is expected  # type: ignore[arg-type]
+    assert GriddedFusedAir._nothing_known(fused, state, hours) is expected  # type: ignore[arg-type]
 
 
 class _State:

@@ -421,13 +421,6 @@ class FusedAir:
                 return {hour: state.latest[hour] for hour in hours}
         return None
 
-    def _nothing_known(self, state: _Fields, hours: Collection[datetime]) -> bool:
-        """Whether every hour's latest observations were read already and none holds any:
-        `_known_latest` found them all and each is empty, without building its dict."""
-        with self._lock:
-            latest = state.latest
-            return all(hour in latest and not latest[hour] for hour in hours)
-
     def _current(self) -> _Fields:
         """The state for the store's current observations (read at most once per recheck)."""
         now = self._clock.now()
