@@ -57,6 +57,9 @@
    counts, not times, so the machine's load does not blur them).
 25. The air at one point in process, as a score asks for it: the embedded model, its street
    level and fusion without stations, best of 60 rounds (`bench/point_air.py`).
+26. A charged score in process, no HTTP: admission and `CleanAir.score` as the middleware and
+   the controller call them, 8 at once, CPU µs a score on the in-memory store (the core's own
+   cost), SQLite and PostgreSQL, against the point's air alone (`bench/score_core.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -90,6 +93,7 @@ from bench import (
     point_air,
     postgres,
     quality,
+    score_core,
     served_loop,
     served_matrix,
     served_plans,
@@ -398,6 +402,7 @@ async def main() -> None:
     await durability.main()
     served_loop.main()
     await point_air.main()
+    await score_core.main([])
 
 
 if __name__ == "__main__":
