@@ -5,7 +5,6 @@ one process exactly as before; a port already listened on refused either way."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import socket
 from collections.abc import Iterator
@@ -40,9 +39,7 @@ def test_n_api_processes_get_n_sockets_on_one_port_with_reuse_port() -> None:
         assert listening.per_slot
         assert len(listening.sockets) == 3
         assert len({sock.fileno() for sock in listening.sockets}) == 3
-        assert {sock.getsockname() for sock in listening.sockets} == {
-            ("127.0.0.1", listening.port)
-        }
+        assert {sock.getsockname() for sock in listening.sockets} == {("127.0.0.1", listening.port)}
         assert listening.port != 0
         assert all(reuse_port(sock) and listens(sock) for sock in listening.sockets)
         assert all(sock.get_inheritable() for sock in listening.sockets)
@@ -139,9 +136,8 @@ def test_a_port_something_listens_on_is_refused(other_reuses_port: bool) -> None
     # connections.
     with bound_socket("127.0.0.1", 0, reuse_port=other_reuses_port) as other:
         port = other.getsockname()[1]
-        with pytest.raises(OSError) as refused:
+        with pytest.raises(OSError, match="Address already in use"):
             slot_sockets("127.0.0.1", port, 2).close()
-    assert refused.value.errno == errno.EADDRINUSE
 
 
 @pytest.fixture

@@ -66,15 +66,13 @@ class Listening:
     """The command's listening sockets: one per API process slot, or one all share."""
 
     sockets: tuple[socket.socket, ...]
+    #: The port they listen on (kept: in an API process, the other slots' are closed).
+    port: int
 
     @property
     def per_slot(self) -> bool:
         """Each slot has a socket of its own (else all serve the one)."""
         return len(self.sockets) > 1
-
-    @property
-    def port(self) -> int:
-        return int(self.sockets[0].getsockname()[1])
 
     def of_slot(self, index: int) -> socket.socket:
         """The socket the API process of slot `index` serves."""
@@ -96,7 +94,8 @@ def slot_sockets(host: str, port: int, workers: int) -> Listening:
     `SO_REUSEPORT` where it spreads connections and `workers` > 1, else one for all.
     Raises OSError when the port is in use (or `host` no address of this machine)."""
     if workers < 2 or not SPREADS_CONNECTIONS:
-        return Listening((bound_socket(host, port),))
+        sock = bound_socket(host, port)
+        return Listening((sock,), sock.getsockname()[1])
     # A plain bind first, closed at once: a port some socket already listens on is refused as
     # without SO_REUSEPORT. An unrelated program's socket would refuse the others anyway, but
     # another `serve` of this user (SO_REUSEPORT too) would be joined, and the two commands
@@ -112,7 +111,7 @@ def slot_sockets(host: str, port: int, workers: int) -> Listening:
         for sock in sockets:
             sock.close()
         raise
-    return Listening(tuple(sockets))
+    return Listening(tuple(sockets), port)
 
 
 class SharedListening(socket.socket):
