@@ -7,6 +7,9 @@ on PostgreSQL, each against the bare endpoint of the same server in the same run
 The second (`clients`): PostgreSQL's score with 1 and 2 API processes driven by each client,
 this process's Python one and wrk (`bench/wrk.py`, far less CPU a request), with how each
 round's CPU divides between the client, the API processes and PostgreSQL's processes.
+With 2 API processes, each round's eight connections by process are printed (`5-3`: one
+held 5, the other 3), sampled once all are open: with a listening socket per process
+(SO_REUSEPORT) the kernel spreads them by their addresses.
 
 Per configuration: requests a second of the bare endpoint and of a score, their ratio, the
 serving processes' CPU time a request; then PostgreSQL against SQLite (1 process: the aim of
@@ -24,7 +27,7 @@ import sys
 
 from bench import postgres
 from bench.served import CONNECTIONS, Stats, served
-from bench.wrk import WRK_HOW, Shares, shares_line, wrk_available
+from bench.wrk import WRK_HOW, Shares, shares_line, split_line, wrk_available
 
 #: Issue 34: served score against the bare endpoint of the same server, 1 API process.
 SERVED_AIMS = {"SQLite": 0.25, "PostgreSQL": 0.2}
@@ -51,7 +54,10 @@ async def main() -> dict[tuple[str, int], Stats]:
         for processes in (1, 2):
             location = "sqlite" if name == "SQLite" else postgres.test_server_url()
             cpu: dict[str, float] = {}
-            figures = await served(location, processes, only=("bare", "score"), cpu=cpu)
+            splits: dict[str, list[list[int]]] = {}
+            figures = await served(
+                location, processes, only=("bare", "score"), cpu=cpu, splits=splits
+            )
             scores[name, processes] = figures["score"]
             ratio = figures["score"][0] / figures["bare"][0]
             print(
@@ -60,6 +66,8 @@ async def main() -> dict[tuple[str, int], Stats]:
                 f"{ratio:5.2f}x bare  server CPU a request: bare {cpu['bare']:,.0f} µs, "
                 f"score {cpu['score']:,.0f} µs"
             )
+            if processes > 1:
+                print(f"    connections by process, score rounds: {split_line(splits['score'])}")
             if processes == 1:
                 aim = SERVED_AIMS[name]
                 print(
@@ -96,6 +104,7 @@ async def clients() -> dict[tuple[str, int], float]:
             url = postgres.test_server_url()  # a fresh database: the server adds its user
             cpu: dict[str, float] = {}
             shares: dict[str, Shares] = {}
+            splits: dict[str, list[list[int]]] = {}
             figures = await served(
                 url,
                 processes,
@@ -104,6 +113,7 @@ async def clients() -> dict[tuple[str, int], float]:
                 client=client,
                 shares=shares,
                 database_processes=postgres.server_processes,
+                splits=splits,
             )
             rates[client, processes] = figures["score"][0]
             print(
@@ -112,6 +122,8 @@ async def clients() -> dict[tuple[str, int], float]:
                 f"({figures['score'][0] / figures['bare'][0]:.2f}x bare; API CPU a score "
                 f"{cpu['score']:,.0f} µs); score's CPU: {shares_line(shares['score'])}"
             )
+            if processes > 1:
+                print(f"    connections by process, score rounds: {split_line(splits['score'])}")
         scaling = rates[client, 2] / rates[client, 1]
         print(
             f"  {client}: 2 processes vs 1: {scaling:.2f}x (aim {TWO_PROCESSES_AIM}x: "
