@@ -4,12 +4,11 @@ With `--workers N` (N > 1) the command binds the port itself, one socket per API
 with `SO_REUSEPORT` on Linux (else one they share: `shared_listening`), then forks N
 processes that each open their own deployment (database connections, plan workers, sources)
 and serve on their socket: the kernel hands each new connection to one of them. Everything
-they share
-(credits, rate limits, plans) is in the database, so limits hold across them. SIGTERM or
-SIGINT to the command is passed on to every process as SIGTERM, which then shuts down
-gracefully (a Ctrl-C that reached them too included); the
-command exits once they all have (non-zero if any failed). One that dies before (killed for
-its memory, say) is replaced, after a back-off (`api_processes`).
+they share (credits, rate limits, plans) is in the database, so limits hold across them.
+SIGTERM or SIGINT to the command is passed on to every process as SIGTERM, which then shuts
+down gracefully (a Ctrl-C that reached them too included); the command exits once they all
+have (non-zero if any failed). One that dies before (killed for its memory, say) is
+replaced on its slot's socket, after a back-off (`api_processes`).
 
 With metrics on (`CLEANAIR_METRICS=on`), the command makes a private directory for
 prometheus_client's multiprocess mode before anything imports it, so that every process
