@@ -11,7 +11,9 @@
    SQLite and 2 processes against 1, with the serving processes' CPU time a request; then
    PostgreSQL's 1 and 2 processes driven by each client, the Python one and wrk (far less
    CPU a request; `make bench` installs it), with how the CPU divides between the client, the
-   API processes and PostgreSQL (`python -m bench.served_matrix clients`, `bench/wrk.py`).
+   API processes and PostgreSQL (`python -m bench.served_matrix clients`, `bench/wrk.py`);
+   with 2 processes, how each round's connections divide between them, and over 40 trials
+   how eight connections opened together do (`python -m bench.served_matrix splits`).
 3. Core alone: scoring 10,000 points with the embedded model, no HTTP, no storage.
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
@@ -393,6 +395,7 @@ async def main() -> None:
     workers.main()
     await served_matrix.main()
     await served_matrix.clients()
+    await served_matrix.splits()
     cli.main()
     await fusion.main()
     startup.main()
