@@ -5,9 +5,7 @@ one process exactly as before; a port already listened on refused either way."""
 
 from __future__ import annotations
 
-import logging
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -140,17 +138,6 @@ def test_a_port_something_listens_on_is_refused(other_reuses_port: bool) -> None
             slot_sockets("127.0.0.1", port, 2).close()
 
 
-@pytest.fixture
-def root_logging() -> Iterator[None]:
-    """`serve` configures the root logger: put it back as it was for the tests after."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
-@pytest.mark.usefixtures("root_logging")
 def test_serve_workers_on_a_port_another_serve_listens_on_is_one_line_and_exit_1(
     database: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
