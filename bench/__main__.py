@@ -11,7 +11,9 @@
    SQLite and 2 processes against 1, with the serving processes' CPU time a request; then
    PostgreSQL's 1 and 2 processes driven by each client, the Python one and wrk (far less
    CPU a request; `make bench` installs it), with how the CPU divides between the client, the
-   API processes and PostgreSQL (`python -m bench.served_matrix clients`, `bench/wrk.py`).
+   API processes and PostgreSQL (`python -m bench.served_matrix clients`, `bench/wrk.py`);
+   with 2 processes, how each round's connections divide between them, and over 40 trials
+   how eight connections opened together do (`python -m bench.served_matrix splits`).
 3. Core alone: scoring 10,000 points with the embedded model, no HTTP, no storage.
 4. Core alone: enriching a 100-waypoint route with the embedded model, against the aim of
    under 5 ms per enrichment; rounds alternate with scoring the same 100 points one by one.
@@ -57,7 +59,10 @@
    counts, not times, so the machine's load does not blur them).
 25. The air at one point in process, as a score asks for it: the embedded model, its street
    level and fusion without stations, best of 60 rounds (`bench/point_air.py`).
-26. The served app in process, no sockets (`bench/http_layer.py`): a score's CPU against the
+26. A charged score in process, no HTTP: admission and `CleanAir.score` as the middleware and
+   the controller call them, 8 at once, CPU µs a score on the in-memory store (the core's own
+   cost), SQLite and PostgreSQL, against the point's air alone (`bench/score_core.py`).
+27. The served app in process, no sockets (`bench/http_layer.py`): a score's CPU against the
    bare endpoint's, best and median of alternating rounds, and the Python calls of each by
    package (Litestar's pipeline, our HTTP layer, the core, the store): counts, so the machine's
    load does not change them.
@@ -95,6 +100,7 @@ from bench import (
     point_air,
     postgres,
     quality,
+    score_core,
     served_loop,
     served_matrix,
     served_plans,
@@ -394,6 +400,7 @@ async def main() -> None:
     workers.main()
     await served_matrix.main()
     await served_matrix.clients()
+    await served_matrix.splits()
     cli.main()
     await fusion.main()
     startup.main()
@@ -403,6 +410,7 @@ async def main() -> None:
     await durability.main()
     served_loop.main()
     await point_air.main()
+    await score_core.main([])
     await http_layer.main()
 
 

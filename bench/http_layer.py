@@ -1,4 +1,4 @@
-"""The served app in process (`make bench`, section 26): a score's CPU and its Python calls by
+"""The served app in process (`make bench`, section 27): a score's CPU and its Python calls by
 package, against the bare endpoint, through the app's ASGI callable as `cleanair serve`
 builds it (access log and metrics on, SQLite), with no sockets and no server.
 

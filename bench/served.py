@@ -11,8 +11,9 @@ metrics (`on`, or `off`), both on unless told. It prints `READY <port> <token>` 
 once listening. Every serving process has both apps on one event loop and one HTTP stack:
 `/bare` goes to a bare Litestar app, everything else to ours as served (access log and
 metrics middleware included), so their ratio measures our endpoint's whole cost under real
-HTTP. With several processes they share one listening socket (as `cleanair serve --workers`
-does) and one database: a SQLite file, or the PostgreSQL database given.
+HTTP. With several processes each serves a listening socket of its own on one port (Linux's
+SO_REUSEPORT, as `cleanair serve --workers` binds them; elsewhere one they share) and they
+share one database: a SQLite file, or the PostgreSQL database given.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from bench.harness import SCORE_BODY
-from bench.wrk import Shares, cpu_of, lua_script, wrk_round
+from bench.wrk import Shares, connections_by_process, cpu_of, lua_script, wrk_round
 from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.geo import Point
@@ -48,8 +49,7 @@ from cleanair_runtime.composition.bootstrap import Deployment, build_sources
 from cleanair_runtime.composition.settings import Settings
 from cleanair_runtime.logs import configure_logging, stop_logging
 from cleanair_runtime.processes.connection_deadlines import with_deadlines
-from cleanair_runtime.processes.server import listening_socket
-from cleanair_runtime.processes.shared_listening import served_listening
+from cleanair_runtime.processes.shared_listening import served_listening, slot_sockets
 from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.postgres.requests import PostgresRequests
 from cleanair_storage.sqlite import SqliteStore
@@ -153,14 +153,17 @@ def main() -> None:
         core.add_user("bench")
         token = core.redeem_pairing_code(core.create_pairing_code("bench"), "b", "127.0.0.1")
         store.close()
-        listening = listening_socket("127.0.0.1", 0)
-        port = listening.getsockname()[1]
+        # One socket, or one per process (SO_REUSEPORT), as `cleanair serve --workers` binds.
+        listening = slot_sockets("127.0.0.1", 0, processes)
+        port = listening.port
         children = []
-        for _ in range(processes):
+        for index in range(processes):
             pid = os.fork()
             if pid == 0:
                 try:
-                    serve(database, key, listening, settings, shared_with_others=processes > 1)
+                    listening.close_others(index)
+                    sock, shared = listening.of_slot(index), not listening.per_slot
+                    serve(database, key, sock, settings, shared_with_others=shared)
                 finally:
                     stop_logging()
                     os._exit(0)
@@ -281,6 +284,7 @@ async def served(
     client: str = "python",
     shares: dict[str, Shares] | None = None,
     database_processes: Callable[[], list[int]] | None = None,
+    splits: dict[str, list[list[int]]] | None = None,
 ) -> dict[str, Stats]:
     """Each request's figures against one bench server (see `bench/served.py`), with the
     shipped access log and metrics unless told; `only` limits the requests measured. `cpu`,
@@ -289,7 +293,8 @@ async def served(
     blur as it does throughput. `client`: this process's asyncio client (`python`) or `wrk`
     (`bench/wrk.py`). `shares`, when given, gets each request's CPU seconds over its rounds
     by who spent them (`client`, `api`, and `database`: the processes `database_processes`
-    names) and the rounds' wall seconds."""
+    names) and the rounds' wall seconds. `splits`, when given, gets each request's rounds'
+    keep-alive connections by serving process (`wrk.connections_by_process`)."""
     # The access log goes to a file, as a service manager's journal takes it: not the terminal.
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the server has ended)
     server = subprocess.Popen(
@@ -341,7 +346,16 @@ async def served(
             requests = {name: request for name, request in requests.items() if name in only}
         runs: dict[str, list[Stats]] = {name: [] for name in requests}
         spent: dict[str, list[float]] = {name: [] for name in requests}
-        serving = serving_processes(server.pid) if cpu is not None or shares else []
+        wanted = cpu is not None or shares is not None or splits is not None
+        serving = serving_processes(server.pid) if wanted else []
+        split_of: dict[str, list[list[int]]] = {name: [] for name in requests}
+
+        async def split_once_open(into: list[list[int]]) -> None:
+            # Sampled while the round runs, once all its connections are served.
+            while sum(split := connections_by_process(port, serving)) < CONNECTIONS:
+                await asyncio.sleep(0.02)
+            into.append(split)
+
         spent_by: dict[str, Shares] = {
             name: dict.fromkeys(("client", "api", "database", "wall"), 0.0) for name in requests
         }
@@ -369,8 +383,13 @@ async def served(
                 before = cpu_seconds(serving)
                 pg = database_processes() if database_processes is not None else []
                 pg_before, wall = cpu_of(pg), time.perf_counter()
+                sampler = None
+                if splits is not None:
+                    sampler = asyncio.create_task(split_once_open(split_of[name]))
                 stats, done, client_cpu = await one_round(request, n, path, script)
                 wall = time.perf_counter() - wall
+                if sampler is not None and not sampler.done():
+                    sampler.cancel()  # never all open at once: no split for this round
                 api = cpu_seconds(serving) - before
                 spent[name].append(api / done * 1e6)
                 runs[name].append(stats)
@@ -383,6 +402,8 @@ async def served(
             cpu.update({name: sorted(v)[len(v) // 2] for name, v in spent.items()})
         if shares is not None:
             shares.update(spent_by)
+        if splits is not None:
+            splits.update(split_of)
         return {name: median_round(rounds) for name, rounds in runs.items()}
     finally:
         server.terminate()

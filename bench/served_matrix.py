@@ -3,10 +3,19 @@ on PostgreSQL, each against the bare endpoint of the same server in the same run
 
     PYTHONPATH=. .venv/bin/python -m bench.served_matrix
     PYTHONPATH=. .venv/bin/python -m bench.served_matrix clients
+    PYTHONPATH=. .venv/bin/python -m bench.served_matrix splits
 
 The second (`clients`): PostgreSQL's score with 1 and 2 API processes driven by each client,
 this process's Python one and wrk (`bench/wrk.py`, far less CPU a request), with how each
 round's CPU divides between the client, the API processes and PostgreSQL's processes.
+With 2 API processes, each round's eight connections by process are printed (`5-3`: one
+held 5, the other 3), sampled once all are open: with a listening socket per process
+(SO_REUSEPORT) the kernel spreads them by their addresses.
+
+The third (`splits`, a few seconds): how often each division of eight connections opened
+together comes up over `SPLIT_TRIALS` trials against 2 API processes, each trial's
+connections answered once and then closed. A hash spreads them as coins would (4-4 27 %,
+5-3 44 %, 6-2 22 %, 7-1 6 %, 8-0 0.8 %); one shared socket, by who is awake (8-0 often).
 
 Per configuration: requests a second of the bare endpoint and of a score, their ratio, the
 serving processes' CPU time a request; then PostgreSQL against SQLite (1 process: the aim of
@@ -19,12 +28,21 @@ and say how loaded the machine was (the load averages are printed).
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
+import subprocess
 import sys
 
 from bench import postgres
-from bench.served import CONNECTIONS, Stats, served
-from bench.wrk import WRK_HOW, Shares, shares_line, wrk_available
+from bench.served import CONNECTIONS, Stats, served, serving_processes, wait_until_listening
+from bench.wrk import (
+    WRK_HOW,
+    Shares,
+    connections_by_process,
+    shares_line,
+    split_line,
+    wrk_available,
+)
 
 #: Issue 34: served score against the bare endpoint of the same server, 1 API process.
 SERVED_AIMS = {"SQLite": 0.25, "PostgreSQL": 0.2}
@@ -32,6 +50,8 @@ SERVED_AIMS = {"SQLite": 0.25, "PostgreSQL": 0.2}
 POSTGRES_VS_SQLITE_AIM = 0.8
 #: Issue 34: PostgreSQL's served score with 2 API processes against 1.
 TWO_PROCESSES_AIM = 1.5
+#: Trials of `splits`.
+SPLIT_TRIALS = 40
 
 
 def load() -> str:
@@ -51,7 +71,10 @@ async def main() -> dict[tuple[str, int], Stats]:
         for processes in (1, 2):
             location = "sqlite" if name == "SQLite" else postgres.test_server_url()
             cpu: dict[str, float] = {}
-            figures = await served(location, processes, only=("bare", "score"), cpu=cpu)
+            splits: dict[str, list[list[int]]] = {}
+            figures = await served(
+                location, processes, only=("bare", "score"), cpu=cpu, splits=splits
+            )
             scores[name, processes] = figures["score"]
             ratio = figures["score"][0] / figures["bare"][0]
             print(
@@ -60,6 +83,8 @@ async def main() -> dict[tuple[str, int], Stats]:
                 f"{ratio:5.2f}x bare  server CPU a request: bare {cpu['bare']:,.0f} µs, "
                 f"score {cpu['score']:,.0f} µs"
             )
+            if processes > 1:
+                print(f"    connections by process, score rounds: {split_line(splits['score'])}")
             if processes == 1:
                 aim = SERVED_AIMS[name]
                 print(
@@ -96,6 +121,7 @@ async def clients() -> dict[tuple[str, int], float]:
             url = postgres.test_server_url()  # a fresh database: the server adds its user
             cpu: dict[str, float] = {}
             shares: dict[str, Shares] = {}
+            splits: dict[str, list[list[int]]] = {}
             figures = await served(
                 url,
                 processes,
@@ -104,6 +130,7 @@ async def clients() -> dict[tuple[str, int], float]:
                 client=client,
                 shares=shares,
                 database_processes=postgres.server_processes,
+                splits=splits,
             )
             rates[client, processes] = figures["score"][0]
             print(
@@ -112,6 +139,8 @@ async def clients() -> dict[tuple[str, int], float]:
                 f"({figures['score'][0] / figures['bare'][0]:.2f}x bare; API CPU a score "
                 f"{cpu['score']:,.0f} µs); score's CPU: {shares_line(shares['score'])}"
             )
+            if processes > 1:
+                print(f"    connections by process, score rounds: {split_line(splits['score'])}")
         scaling = rates[client, 2] / rates[client, 1]
         print(
             f"  {client}: 2 processes vs 1: {scaling:.2f}x (aim {TWO_PROCESSES_AIM}x: "
@@ -121,5 +150,59 @@ async def clients() -> dict[tuple[str, int], float]:
     return rates
 
 
+async def split_trial(port: int, pids: list[int]) -> tuple[int, ...]:
+    """Open `CONNECTIONS` connections together, one request on each; how they divide
+    between `pids` (most first)."""
+    opened = await asyncio.gather(
+        *(asyncio.open_connection("127.0.0.1", port) for _ in range(CONNECTIONS))
+    )
+    for _, writer in opened:
+        writer.write(b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n")
+    for reader, _ in opened:
+        await reader.readuntil(b"\r\n\r\n")
+    split = tuple(sorted(connections_by_process(port, pids), reverse=True))
+    for _, writer in opened:
+        writer.close()
+        await writer.wait_closed()
+    return split
+
+
+async def splits() -> collections.Counter[tuple[int, ...]]:
+    """How `CONNECTIONS` connections opened together divide between 2 API processes, over
+    `SPLIT_TRIALS` trials (a SQLite bench server, no access log, no metrics)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.served", "sqlite", "2", "off", "off"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        ready = server.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            raise SystemExit("the bench server did not start")
+        port = int(ready[1])
+        await wait_until_listening(port)
+        pids = serving_processes(server.pid)
+        # Both serving before any trial counts: one still starting would take none (on a
+        # shared socket) or answer late (its own).
+        await asyncio.sleep(2)
+        for _ in range(5):
+            await split_trial(port, pids)
+        seen: collections.Counter[tuple[int, ...]] = collections.Counter()
+        for _ in range(SPLIT_TRIALS):
+            seen[await split_trial(port, pids)] += 1
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(
+        f"{CONNECTIONS} connections opened together, 2 API processes, {SPLIT_TRIALS} trials: "
+        + ", ".join(f"{'-'.join(map(str, split))} {n}x" for split, n in sorted(seen.items()))
+        + f"; {load()}"
+    )
+    return seen
+
+
 if __name__ == "__main__":
-    asyncio.run(clients() if sys.argv[1:] == ["clients"] else main())
+    mode = sys.argv[1:]
+    asyncio.run(clients() if mode == ["clients"] else splits() if mode == ["splits"] else main())

@@ -18,7 +18,9 @@ set (RSS, which counts the file's pages in every process mapping them), its prop
 (PSS, each shared page split between the processes holding it) and its private pages (USS:
 Private_Clean + Private_Dirty, what the machine gets back when the process ends), a plan
 process's by kind of mapping (`KINDS`: the network file, the heap, other anonymous memory,
-libraries, other files).
+libraries, other files), with its CPU time and the page faults that read from disk (plans
+slowed by reading the network file from disk show in both: a plan's wall time on a shared
+machine is noisier than its CPU).
 
 Aims (issue 34), on the million-node city: RSS of `serve` and its plan process together under
 1 GB after the plans, each further API or plan process under 150 MB more (judged on USS, what
@@ -85,6 +87,8 @@ class Memory:
 
     role: str
     kinds: dict[str, Share]
+    cpu_s: float = 0.0  # user + system CPU time since the process started
+    major_faults: int = 0  # page faults that read from disk
 
     @property
     def total(self) -> Share:
@@ -124,6 +128,10 @@ def memory_of(pid: int, role: str) -> Memory:
             kind = kind_of(rest.split(maxsplit=4)[4] if len(rest.split()) > 4 else "")
         elif head.rstrip(":") in FIELDS:
             kib[kind][head.rstrip(":")] += int(rest.split()[0])
+    # /proc/PID/stat after the command's closing parenthesis: state is field 3, majflt 12,
+    # utime 14, stime 15 (proc(5)).
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
     return Memory(
         role,
         {
@@ -134,6 +142,8 @@ def memory_of(pid: int, role: str) -> Memory:
             )
             for kind, f in kib.items()
         },
+        cpu_s=(int(stat[11]) + int(stat[12])) / ticks,
+        major_faults=int(stat[9]),
     )
 
 
@@ -251,6 +261,10 @@ def layout_lines(name: str, ready: float, seconds: list[float], memory: list[Mem
             f"    {m.role:<20} RSS {mib(m.rss):>10}  PSS {mib(m.pss):>10}  USS {mib(m.uss):>10}"
         )
         if m.role == "plan process":
+            lines.append(
+                f"      CPU {m.cpu_s:.2f} s (user + system, since it started), "
+                f"{m.major_faults:,} page faults read from disk"
+            )
             lines += [
                 f"      {kind:<18} RSS {mib(share.rss):>10}  PSS {mib(share.pss):>10}  "
                 f"USS {mib(share.uss):>10}"

@@ -6,7 +6,8 @@ cores: a Python client near one core's worth leaves a second API process no core
 own. `wrk_round` drives the same keep-alive connections with far less, so a comparison of
 1 and 2 API processes shows what the server side does with the cores left. `cpu_of` and
 `Shares` say how a round's CPU divides between the client, the API processes and
-PostgreSQL's processes. Installed by `make bench` when missing (Debian's wrk).
+PostgreSQL's processes; `connections_by_process` how a round's keep-alive connections
+divide between the API processes. Installed by `make bench` when missing (Debian's wrk).
 """
 
 from __future__ import annotations
@@ -128,3 +129,29 @@ def shares_line(shares: Shares, cores: int | None = None) -> str:
     parts = {name: seconds / wall for name, seconds in shares.items() if name != "wall"}
     rest = 1 - sum(parts.values())
     return ", ".join(f"{name} {part:.0%}" for name, part in parts.items()) + f", rest {rest:.0%}"
+
+
+def connections_by_process(port: int, pids: list[int]) -> list[int]:
+    """How many established connections to `port` each of `pids` holds (their server ends:
+    sockets whose local port is `port`, from /proc/net/tcp and the processes' descriptors)."""
+    established = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                established.add(f"socket:[{fields[9]}]")
+    counts = []
+    for pid in pids:
+        held = 0
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                held += os.readlink(f"/proc/{pid}/fd/{fd}") in established
+            except OSError:  # closed meanwhile
+                continue
+        counts.append(held)
+    return counts
+
+
+def split_line(splits: list[list[int]]) -> str:
+    """Each round's connections by API process, most first: `8-0, 5-3`."""
+    return ", ".join("-".join(map(str, sorted(split, reverse=True))) for split in splits)

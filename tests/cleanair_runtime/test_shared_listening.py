@@ -1,6 +1,7 @@
-"""How an API process of `serve --workers N` serves the listening socket it shares: one
-connection accepted a wake-up, so a pool of connections opened together is spread over the
-processes, and the socket's queue left as the command set it."""
+"""How an API process of `serve --workers N` serves a listening socket it shares (where
+SO_REUSEPORT does not spread connections: `test_slot_sockets`): one connection accepted a
+wake-up, so a pool of connections opened together is spread over the processes, and the
+socket's queue left as the command set it."""
 
 from __future__ import annotations
 

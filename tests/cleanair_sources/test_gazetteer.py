@@ -44,7 +44,7 @@ def test_the_prepared_places_are_what_geonames_gives() -> None:
     assert gazetteer_module.prepared_places() == prepared, "the prepared places are stale"
     read = gazetteer_module._read_places(15000)
     sifted = gazetteer_module._read_geonames(15000)
-    assert read.cities == sifted.cities
+    assert read.cities() == sifted.cities()
     assert read.countries == sifted.countries
     assert read.capitals == sifted.capitals
 

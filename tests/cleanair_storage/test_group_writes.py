@@ -227,3 +227,54 @@ def test_a_batch_that_finds_the_lock_held_waits_for_it_in_a_thread_and_survives_
     assert outcomes[1] == 1
     assert writer.waited_in_thread == 1
     assert store.hit("doomed", 0) == 1
+
+
+def traced_statements(store: SqliteStore) -> list[str]:
+    """The statements the writer connection runs from now on, as SQLite traces them."""
+    statements: list[str] = []
+    store._writer.set_trace_callback(statements.append)
+    return statements
+
+
+def test_a_batch_of_one_write_runs_no_savepoint(store: SqliteStore) -> None:
+    """A request's group commit reaches the writer as one write: its transaction is its own,
+    so it needs no savepoint (two statements more, and a sub-journal SQLite wrote to a temp
+    file on the event loop once a batch's pages passed 64 KiB)."""
+    writes = writes_of(store)
+
+    async def main() -> int:
+        await writes(lambda: store.hit("first", 0))  # sets the writer's busy timeout once
+        statements = traced_statements(store)
+        count: int = await writes(lambda: store.hit("alone", 0))
+        store._writer.set_trace_callback(None)
+        assert statements[0] == "BEGIN IMMEDIATE"
+        assert statements[-1] == "COMMIT"
+        assert not [s for s in statements if "SAVEPOINT" in s.upper()]
+        assert len(statements) == 3  # BEGIN, the hit's one upsert, COMMIT
+        return count
+
+    count, _ = run(main)
+    assert count == 1
+
+
+@pytest.mark.parametrize("raised", [ValueError("bad"), Fatal()], ids=["exception", "base"])
+def test_a_batch_of_one_write_that_fails_keeps_nothing_and_the_writer_goes_on(
+    store: SqliteStore, raised: BaseException
+) -> None:
+    writes = writes_of(store)
+
+    def failing() -> int:
+        store.hit("doomed", 0)
+        raise raised
+
+    async def main() -> tuple[object, int]:
+        failed = await asyncio.gather(writes(failing), return_exceptions=True)
+        return failed[0], await writes(lambda: store.hit("after", 0))
+
+    (failed, after), _ = run(main)
+    assert failed is raised
+    assert after == 1
+    assert store.hit("doomed", 0) == 1  # rolled back with its transaction
+    assert store._write_lock.acquire(blocking=False)  # and the lock went with it
+    store._write_lock.release()
+    assert store._group_writer.batches == 2

@@ -2,10 +2,11 @@
 
 A real `cleanair serve` (and, on PostgreSQL, the real database server) runs under strace,
 which records every socket read and write, every file write and every fsync/fdatasync with
-the file each one touched, on one clock. For a pairing redemption, a charged score and a
-plan submission, the database's write-ahead log (SQLite's `-wal` file, PostgreSQL's
-`pg_wal/`) is written while the request is handled, and a sync of it that begins after the
-last of those writes returns before the server begins writing the answer.
+the file each one touched, on one clock. For a pairing redemption, a charged score, a
+plan submission and an alert subscription, the database's write-ahead log (SQLite's `-wal`
+file, PostgreSQL's `pg_wal/`) is written while the request is handled, and a sync of it
+that begins after the last of those writes returns before the server begins writing the
+answer.
 
 The same test under the settings that trade durability away (`CLEANAIR_SQLITE_SYNCHRONOUS=
 normal`; a database with `synchronous_commit = off`) sees the answers leave before the sync:
@@ -36,6 +37,13 @@ WALK = {
     "start": {"latitude": 60.1699, "longitude": 24.9384},
     "end": {"latitude": 60.1645, "longitude": 24.9525},
     "activity_type": "walking",
+}
+#: A feed-only subscription (no webhook, so no destination rules to satisfy).
+SUBSCRIPTION = {
+    "target": {"type": "place", "lat": 60.1699, "lon": 24.9384},
+    "threshold": 3,
+    "kind": {"type": "observed"},
+    "timezone": "Europe/Helsinki",
 }
 
 
@@ -74,7 +82,8 @@ def request(
 
 
 def acknowledged_writes(server: Server, env: Mapping[str, str]) -> list[Answered]:
-    """A pairing redemption, a charged score and a plan submission, each answered 2xx."""
+    """A pairing redemption, a charged score, a plan submission and an alert subscription,
+    each answered 2xx."""
     code = pairing_code(env)
     paired = request(server, "pairing", "/v1/connections/token", {"code": code, "name": "e2e"})
     assert paired.status == 201, paired.body
@@ -83,7 +92,11 @@ def acknowledged_writes(server: Server, env: Mapping[str, str]) -> list[Answered
     assert scored.status == 200, scored.body
     planned = request(server, "plan", "/v1/routes", WALK, token)
     assert planned.status == 202, planned.body
-    return [paired, scored, planned]
+    subscribed = request(
+        server, "subscription", "/ext/v1/alerts/subscriptions", SUBSCRIPTION, token
+    )
+    assert subscribed.status == 201, subscribed.body
+    return [paired, scored, planned, subscribed]
 
 
 def watched(
@@ -100,7 +113,7 @@ def watched(
     }
 
 
-ALL_SYNCED = dict.fromkeys(("pairing", "score", "plan"), (True, True))
+ALL_SYNCED = dict.fromkeys(("pairing", "score", "plan", "subscription"), (True, True))
 
 
 def sqlite_wal(path: str) -> bool:

@@ -155,8 +155,9 @@ def observation_hour(at: datetime) -> datetime:
     """The end of the hour of observations that describes the instant `at`: observations
     average (hour_end - 1 h, hour_end], so an instant on the hour belongs to the hour ending
     then, and 08:20 to the hour ending at 09:00."""
-    floor = at.replace(minute=0, second=0, microsecond=0)
-    return floor if floor == at else floor + HOUR
+    if not (at.minute or at.second or at.microsecond):
+        return at  # on the hour (a score's sample): what `replace` would build anew
+    return at.replace(minute=0, second=0, microsecond=0) + HOUR
 
 
 def persistence(params: FusionParameters, lead: timedelta) -> float:

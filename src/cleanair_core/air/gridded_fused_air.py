@@ -5,7 +5,7 @@ source needs. The fusion itself, and the sample-by-sample path, are `cleanair_co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -163,11 +163,18 @@ class GriddedFusedAir(FusedAir):
         if not samples:
             return answers
         state = self._fresh()
-        if state is not None:
-            known = self._known_latest(state, {observation_hour(s.at) for s in samples})
-            if known is not None and not any(known.values()):
-                return answers
+        if state is not None and self._nothing_known(
+            state, {observation_hour(s.at) for s in samples}
+        ):
+            return answers
         return (await self._fused(samples, answers))[0]
+
+    def _nothing_known(self, state: _Fields, hours: Collection[datetime]) -> bool:
+        """Whether every hour's latest observations were read already and none holds any:
+        `_known_latest` found them all and each is empty, without building its dict."""
+        with self._lock:
+            latest = state.latest
+            return all(hour in latest and not latest[hour] for hour in hours)
 
     async def ready_at_times(self, timestamps: FloatArray) -> None:
         """Read what `air_at_times` needs for samples at `timestamps` and does not hold (the

@@ -10,6 +10,7 @@ clamped to 0-100. The five EEA bands Good … Very poor become Excellent … Ver
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -53,16 +54,37 @@ def clean_air_score(concentrations: Mapping[Pollutant, float | None]) -> int | N
     Unknown values (None, NaN) and pollutants outside the EEA bands (CO2, TVOC, PM1) are left
     out rather than guessed.
     """
+    # `sub_index` inlined over precomputed bands (every score and tile asks this): the band
+    # by bisection, then the same operations on the same floats, so bit for bit its value.
     worst: float | None = None
     for pollutant, value in concentrations.items():
-        if value is None or pollutant not in EEA_2024_BOUNDS or math.isnan(value):
+        if value is None:
             continue
-        index = sub_index(pollutant, value)
+        bands = _BANDS.get(pollutant)
+        if bands is None or math.isnan(value):
+            continue
+        bounds, lowers, widths = bands
+        band = bisect.bisect_left(bounds, value)
+        if band == len(bounds):
+            index = 100.0
+        else:
+            index = POINTS_PER_BAND * (band + max(0.0, value - lowers[band]) / widths[band])
         if worst is None or index > worst:
             worst = index
     if worst is None:
         return None
     return max(0, min(100, math.floor(100.0 - worst + 1e-9)))
+
+
+def _bands_of(
+    bounds: tuple[float, ...],
+) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """A pollutant's band uppers, each band's lower bound and its width (upper - lower)."""
+    lowers = (0.0, *bounds[:-1])
+    return bounds, lowers, tuple(upper - lower for upper, lower in zip(bounds, lowers, strict=True))
+
+
+_BANDS = {pollutant: _bands_of(bounds) for pollutant, bounds in EEA_2024_BOUNDS.items()}
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ the user to have more credits overall grants the month as well. It lapses at mid
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -77,11 +78,21 @@ class CreditLimits:
 
 def month_key(at: datetime) -> str:
     at = at.astimezone(UTC)
-    return f"{at.year:04d}-{at.month:02d}"
+    return _keys_of_day(at.year, at.month, at.day)[0]
 
 
 def day_key(at: datetime) -> str:
-    return at.astimezone(UTC).date().isoformat()
+    at = at.astimezone(UTC)
+    return _keys_of_day(at.year, at.month, at.day)[1]
+
+
+@functools.lru_cache(maxsize=8)
+def _keys_of_day(year: int, month: int, day: int) -> tuple[str, str, tuple[str, str]]:
+    """A UTC day's month key, day key and `window_keys`: every charge asks for them, a few
+    times each, and they change once a day (formatting them was microseconds a call)."""
+    month_of = f"{year:04d}-{month:02d}"
+    day_of = f"{month_of}-{day:02d}"
+    return month_of, day_of, window_keys(month_of, day_of)
 
 
 def grant_window(month: str) -> str:
@@ -121,7 +132,8 @@ def window_keys(month: str, day: str) -> tuple[str, str]:
 
 def windows_at(at: datetime) -> tuple[str, str]:
     """`window_keys` of the month and the day (UTC) `at` falls in."""
-    return window_keys(month_key(at), day_key(at))
+    at = at.astimezone(UTC)
+    return _keys_of_day(at.year, at.month, at.day)[2]
 
 
 def next_month_start(at: datetime) -> datetime:

@@ -90,7 +90,7 @@ def _admission(
     caller = caller_of(read.connection, token_hash, lambda: bool(read.standing))
     pending = _deferred(read, rule, caller, now) if defer_hit and scope is not None else None
     if pending is None:
-        count = cast(int, (yield _Hit(hit_of(rule, str(caller.connection_id), now))))
+        count = cast(int, (yield _Hit(hit_of(rule, caller.connection_key, now))))
         rate_limits.refuse_over(rule, count, now)
     if scope is None:
         return Admitted(caller)
@@ -185,13 +185,13 @@ def _asked(ctx: Context, token: str, rule: RateLimit | None) -> tuple[str, RateL
     applied and the instant of the request."""
     if token_environment(token) is not ctx.policy.environment:
         raise NotAuthenticated()
-    return ctx.keys.hash_token(token), rule or ctx.policy.requests, ctx.now()
+    return ctx.keys.hash_token(token), rule or ctx.request_limit, ctx.now()
 
 
 def _deferred(read: AdmissionRead, rule: RateLimit, caller: Caller, now: datetime) -> PendingHit:
     """The request's hit, left pending for its charge: RateLimited when the counter read
     leaves no room for it."""
-    hit = hit_of(rule, str(caller.connection_id), now)
+    hit = hit_of(rule, caller.connection_key, now)
     if counted_before(read.counter, hit) >= hit.limit:
         raise RateLimited(retry_after(hit, now))
     return PendingHit(hit, read.usage)

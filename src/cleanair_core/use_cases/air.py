@@ -60,8 +60,13 @@ async def score(
     sources = ctx.require_sources()
     now = ctx.now()
     # With coordinates the air asked for is known now: a remote source that holds it already
-    # answers at once, and the call is charged once answered, as on local air.
-    asked = () if point is None else (score_sample(sources.air_quality, point, now),)
+    # answers at once, and the call is charged once answered, as on local air. Local air
+    # never waits, whatever is asked (`needs_upstream`): no sample is made for it.
+    asked = (
+        (score_sample(sources.air_quality, point, now),)
+        if point is not None and not sources.local_air
+        else ()
+    )
     upstream = needs_upstream(sources, wifi_lookup=point is None, samples=asked)
     async with charged(
         ctx, caller, Billable.SCORE, upstream=upstream, client=client, pending=pending

@@ -95,7 +95,7 @@ def create_subscription(
     subscription = Subscription(
         id=uuid.uuid4(),
         owner=caller.owner.name,
-        connection_id=str(caller.connection_id),
+        connection_id=caller.connection_key,
         created_at=ctx.now(),
         target=new.target,
         index=new.index,

@@ -13,6 +13,7 @@ from cleanair_core.air.tiles.cache import TileCache
 from cleanair_core.clock import Clock
 from cleanair_core.credits.charging import HeldCharges
 from cleanair_core.credits.final_charges import GroupCommit
+from cleanair_core.credits.rate_limits import RateLimit
 from cleanair_core.errors import SourceUnavailable
 from cleanair_core.keys import TokenKeys
 from cleanair_core.metrics import NO_METRICS, Metrics
@@ -65,6 +66,12 @@ class Context:
             ),
             takes_self=True,
         ),
+    )
+
+    #: `policy.requests` (the general request limit), made once rather than per request.
+    request_limit: RateLimit = attrs.field(
+        init=False,
+        default=attrs.Factory(lambda self: self.policy.requests, takes_self=True),
     )
 
     def now(self) -> datetime:

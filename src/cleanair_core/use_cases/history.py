@@ -74,7 +74,7 @@ async def history(
         )
     sources = ctx.require_sources()
     now = ctx.now()
-    connection = str(caller.connection_id)
+    connection = caller.connection_key
     digest = request_digest(point, start, end, indexes)
     if page_token is None:
         step = max(1, int(sources.air_quality.update_interval))

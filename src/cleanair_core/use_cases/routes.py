@@ -142,7 +142,7 @@ def _submit(ctx: Context, proof: Authorized, request: AnyPlanRequest) -> uuid.UU
     plan = Plan(
         id=uuid.uuid4(),
         owner=caller.owner.name,
-        connection_id=str(caller.connection_id),
+        connection_id=caller.connection_key,
         request=request,
         status=PlanStatus.PENDING,
         created_at=ctx.now(),

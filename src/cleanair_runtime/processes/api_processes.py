@@ -2,7 +2,8 @@
 
 An API process killed for its memory (or by a `kill -9`) used to be gone for good: with all
 of them gone the command stayed up, its plan processes with it, while the port refused every
-connection. The command now starts a replacement on the same listening socket, after a
+connection. The command now starts a replacement on the same listening socket (the slot's
+own, with `SO_REUSEPORT`: connections queued on it meanwhile are answered), after a
 back-off like the plan processes' (`plan_processes.restart_delay`): one that dies again and
 again soon after it started waits longer each time, and each death is logged with why
 (its status) and when the next starts.
@@ -11,7 +12,7 @@ The first N are forked, before the command starts any thread. A replacement is a
 interpreter (`python -P -m cleanair_runtime.processes.replacement_api`), as a plan process is:
 by then the
 command runs threads (the plan processes' watchers, the metrics port), and a fork could copy
-a lock one of them held. It is handed the listening socket and the wake pipe's writing end,
+a lock one of them held. It is handed its slot's listening socket and the wake pipe's writing end,
 which the command keeps open for it, and reads the settings from the environment as the
 command did.
 """
@@ -230,8 +231,11 @@ class Spawned:
         return self.process.poll()
 
 
-def spawn(host: str, listening: socket.socket, wakeups: WakePipe | None, index: int) -> Spawned:
-    """Start a replacement API process for slot `index`, serving on `listening`."""
+def spawn(
+    host: str, listening: socket.socket, wakeups: WakePipe | None, index: int, *, shared: bool
+) -> Spawned:
+    """Start a replacement API process for slot `index`, serving on `listening`: the slot's
+    own socket, or (`shared`) the one every API process serves."""
     write = -1 if wakeups is None else wakeups.writing_end
     fds = (listening.fileno(),) if write < 0 else (listening.fileno(), write)
     return Spawned(
@@ -247,6 +251,7 @@ def spawn(host: str, listening: socket.socket, wakeups: WakePipe | None, index: 
                 str(listening.fileno()),
                 str(write),
                 str(index),
+                "shared" if shared else "own",
             ],
             pass_fds=fds,
             stdin=subprocess.DEVNULL,

@@ -1,13 +1,14 @@
-"""`cleanair serve`: the API under uvicorn, in one process or several on one listening socket.
+"""`cleanair serve`: the API under uvicorn, in one process or several on one port.
 
-With `--workers N` (N > 1) the command binds the socket itself, then forks N processes that
-each open their own deployment (database connections, plan workers, sources) and serve on
-that socket: the kernel hands each new connection to one of them. Everything they share
-(credits, rate limits, plans) is in the database, so limits hold across them. SIGTERM or
-SIGINT to the command is passed on to every process as SIGTERM, which then shuts down
-gracefully (a Ctrl-C that reached them too included); the
-command exits once they all have (non-zero if any failed). One that dies before (killed for
-its memory, say) is replaced, after a back-off (`api_processes`).
+With `--workers N` (N > 1) the command binds the port itself, one socket per API process
+with `SO_REUSEPORT` on Linux (else one they share: `shared_listening`), then forks N
+processes that each open their own deployment (database connections, plan workers, sources)
+and serve on their socket: the kernel hands each new connection to one of them. Everything
+they share (credits, rate limits, plans) is in the database, so limits hold across them.
+SIGTERM or SIGINT to the command is passed on to every process as SIGTERM, which then shuts
+down gracefully (a Ctrl-C that reached them too included); the command exits once they all
+have (non-zero if any failed). One that dies before (killed for its memory, say) is
+replaced on its slot's socket, after a back-off (`api_processes`).
 
 With metrics on (`CLEANAIR_METRICS=on`), the command makes a private directory for
 prometheus_client's multiprocess mode before anything imports it, so that every process
@@ -63,7 +64,13 @@ from cleanair_runtime.processes.plan_processes import (
     die_with,
     plans_in_processes,
 )
-from cleanair_runtime.processes.shared_listening import LISTEN_QUEUE, served_listening
+from cleanair_runtime.processes.shared_listening import (
+    LISTEN_QUEUE,
+    Listening,
+    bound_socket,
+    served_listening,
+    slot_sockets,
+)
 from cleanair_runtime.terminal import cannot_listen, escape_nonprintable
 
 log = logging.getLogger("cleanair")
@@ -86,7 +93,7 @@ def serve(
     # Bound here, not by uvicorn: a port in use is then one line and exit 1, where uvicorn
     # logs it among its start-up lines and exits 3 ("try again" in our codes).
     try:
-        listening = listening_socket(host, port)
+        listening = slot_sockets(host, port, workers)
     except OSError as exc:  # in use, or not an address of this machine
         return cannot_listen(host, port, exc)
     try:
@@ -96,7 +103,7 @@ def serve(
         # any process is started: they all inherit it.
         raise_open_files_limit()
         if workers == 1 and not plans_in_processes(settings):
-            return _serve_alone(settings, host, port, listening, planners=None)
+            return _serve_alone(settings, host, port, listening.of_slot(0), planners=None)
         with _shared_metrics(settings):
             if workers == 1:
                 # As `_serve_processes` does: a new database and key are made here, once,
@@ -106,7 +113,9 @@ def serve(
                 # through one and hands the other to the plan process it starts again.
                 with _wake_pipe(settings) as wakeups:
                     planners = PlanProcesses.start(1, wakeups)
-                    return _serve_alone(settings, host, port, listening, planners, wakeups)
+                    return _serve_alone(
+                        settings, host, port, listening.of_slot(0), planners, wakeups
+                    )
             return _serve_processes(settings, host, listening, workers)
     finally:
         listening.close()
@@ -190,21 +199,23 @@ def _metrics_port(settings: Settings) -> Callable[[], None] | None:
     return serve_metrics(settings.metrics_host, settings.metrics_port)
 
 
-def _serve_processes(settings: Settings, host: str, listening: socket.socket, workers: int) -> int:
-    """`serve` with `workers` > 1: `listening` shared by forked processes."""
+def _serve_processes(settings: Settings, host: str, listening: Listening, workers: int) -> int:
+    """`serve` with `workers` > 1: forked processes, each serving its slot of `listening`."""
     # Open (and close) the deployment here first: a bad database or key is then one clear
     # error from this command, not N from its processes. Nothing stays open across the fork.
     open_deployment(settings, with_sources=False).close()
-    port = listening.getsockname()[1]
-    _banner(settings, host, port, workers=workers)
+    _banner(settings, host, listening.port, workers=workers)
     with _wake_pipe(settings) as wakeups:
         children = _fork_serving(settings, host, listening, workers, wakeups)
-        # The command keeps the listening socket and both ends of the wake pipe: it hands
-        # them to an API process it starts in place of one that died (`api_processes`).
+        # The command keeps the listening sockets and both ends of the wake pipe: it hands
+        # them to an API process it starts in place of one that died (`api_processes`), and
+        # a slot's queue outlives its process (`shared_listening`).
         planners = PlanProcesses.start(workers if plans_in_processes(settings) else 0, wakeups)
         api = ApiProcesses(
             [Forked(pid) for pid in children],
-            lambda index: spawn(host, listening, wakeups, index),
+            lambda index: spawn(
+                host, listening.of_slot(index), wakeups, index, shared=not listening.per_slot
+            ),
             forget=_forget_metrics if settings.metrics_enabled else lambda pid: None,
         )
         return _supervise(settings, api, planners, listening, wakeups)
@@ -213,12 +224,11 @@ def _serve_processes(settings: Settings, host: str, listening: socket.socket, wo
 def _fork_serving(
     settings: Settings,
     host: str,
-    listening: socket.socket,
+    listening: Listening,
     workers: int,
     wakeups: WakePipe | None,
 ) -> list[int]:
-    """Fork `workers` API processes serving on `listening`; their pids."""
-    port = listening.getsockname()[1]
+    """Fork `workers` API processes, each serving its slot of `listening`; their pids."""
     children: list[int] = []
     command = os.getpid()
     for index in range(workers):
@@ -232,6 +242,8 @@ def _fork_serving(
             # hold the port a restarted command then fails to bind.
             die_with(command, signal.SIGTERM)
             try:
+                # Held here, another slot's socket would outlive a stop of the command.
+                listening.close_others(index)
                 if wakeups is not None:
                     wakeups.keep_writing_end()
                 # One process polls the live observations: they are stored for all, and N
@@ -239,13 +251,13 @@ def _fork_serving(
                 status = _serve(
                     settings,
                     host,
-                    port,
-                    listening,
+                    listening.port,
+                    listening.of_slot(index),
                     announce=False,
                     polls_observations=index == 0,
                     plans_here=not plans_in_processes(settings),
                     wakeups=wakeups,
-                    shared_with_others=True,
+                    shared_with_others=not listening.per_slot,
                 )
             except KeyboardInterrupt:  # stopped before it was serving (still opening, say)
                 status = 0
@@ -262,7 +274,7 @@ def _supervise(
     settings: Settings,
     api: ApiProcesses,
     planners: PlanProcesses,
-    listening: socket.socket,
+    listening: Listening,
     wakeups: WakePipe | None,
 ) -> int:
     """Replace API processes that die, pass a stop on to them and the plan processes, and
@@ -333,9 +345,11 @@ def serve_on(
     polls_observations: bool,
     plans_here: bool,
     wakeups: WakePipe | None,
+    shared_with_others: bool,
 ) -> int:
-    """One API process of `--workers N` on the command's `listening` socket: the replacement
-    of one that died (`replacement_api.main`). Its exit status."""
+    """One API process of `--workers N` on the command's `listening` socket (its slot's, or
+    the one all share when `shared_with_others`): the replacement of one that died
+    (`replacement_api.main`). Its exit status."""
     return _serve(
         settings,
         host,
@@ -345,7 +359,7 @@ def serve_on(
         polls_observations=polls_observations,
         plans_here=plans_here,
         wakeups=wakeups,
-        shared_with_others=True,
+        shared_with_others=shared_with_others,
     )
 
 
@@ -354,24 +368,9 @@ def _interrupted(signum: int, _: FrameType | None) -> None:
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket listening on `host:port`, to share with forked serving processes.
-
-    Made with the protocol number IPPROTO_TCP, as asyncio's own listeners are: asyncio sets
-    TCP_NODELAY on accepted connections only for such sockets (`socket.create_server` gives
-    protocol 0), and without it every small response waits ~40 ms for a delayed ACK."""
-    family, kind, protocol, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-    )[0]
-    sock = socket.socket(family, kind, protocol)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(LISTEN_QUEUE)
-    except BaseException:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
+    """A TCP socket listening on `host:port`, as `serve` makes for one process (or for
+    forked ones sharing it): see `shared_listening.bound_socket`."""
+    return bound_socket(host, port)
 
 
 def _alert_loops(core: CleanAir, settings: Settings) -> Callable[[], Coroutine[Any, Any, None]]:

@@ -37,25 +37,23 @@ _ADMISSION = (
 
 
 class SqliteAdmission(SqliteConnections):
-    """The token's connection and what its request is checked against, in one statement."""
+    """The token's connection and what its request is checked against, in one statement
+    (on the writer connection when it is idle: `SqliteDatabase._read_rows`)."""
 
     def admission(self, token_hash: str, rate_limit: str, at: datetime) -> AdmissionRead:
         month, day = windows_at(at)
-        row = (
-            self._read()
-            .execute(
-                _ADMISSION,
-                {
-                    "hash": token_hash,
-                    "rule": rate_limit,
-                    "mw": month,
-                    "dw": day,
-                    "gw": grant_window(month_key(at)),
-                    "gdw": day_grant_window(day_key(at)),
-                },
-            )
-            .fetchone()
+        rows = self._read_rows(
+            _ADMISSION,
+            {
+                "hash": token_hash,
+                "rule": rate_limit,
+                "mw": month,
+                "dw": day,
+                "gw": grant_window(month_key(at)),
+                "gdw": day_grant_window(day_key(at)),
+            },
         )
+        row = rows[0] if rows else None
         if row is None:
             return AdmissionRead(None)
         standing, start, count, month_used, day_used, granted, day_granted = row[8:]

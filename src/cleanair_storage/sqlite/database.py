@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, ParamSpec, Self, TypeVar, get_args
+from typing import Any, Literal, ParamSpec, Self, TypeVar, get_args
 
 from cleanair_core.errors import DuplicateEntry, StoreUnavailable
 from cleanair_core.offload import Offload, WouldBlock, waiting_allowed
@@ -456,6 +456,31 @@ class SqliteDatabase:
         # In WAL mode a unit of work holding the write lock is not kept waiting, short of a
         # recovery after a crash: that one waits as SQLite's busy handler does.
         self._writer_waits(round(self._busy_timeout * 1000))
+
+    def _read_rows(self, sql: str, parameters: dict[str, object]) -> list[Any]:
+        """The rows of one read, on the writer connection when it is idle, else on this
+        thread's reader; either way committed rows only.
+
+        In WAL mode a connection drops its whole page cache whenever it starts a read after
+        another connection committed, and every charged request commits: a reader re-read
+        each page of every read (about 1.4 pread a score, the admission read 75 µs against
+        40 µs with its pages cached). The writer made those commits itself, so its cache
+        stays. It is idle when the write lock is free here and it holds no transaction: a
+        group batch holds the lock from its BEGIN until its COMMIT returned, so nothing
+        uncommitted is ever read. SQLite busy on the writer (its busy timeout may be 0):
+        read on the reader instead, which waits as it always did."""
+        if not self._in_transaction() and self._write_lock.acquire(blocking=False):
+            try:
+                if not self._writer.in_transaction:
+                    # fetchall: the statement runs to its end and is reset, so no read
+                    # transaction stays open on the writer.
+                    return self._writer.execute(sql, parameters).fetchall()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+            finally:
+                self._write_lock.release()
+        return self._read().execute(sql, parameters).fetchall()
 
     def _read(self) -> sqlite3.Connection:
         if self._in_transaction():  # a unit of work reads what it has written

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import threading
 import weakref
 from collections.abc import Callable
@@ -170,6 +171,9 @@ class GroupWriter:
                 lambda task: self._finish(loop, queue, batch, _outcomes_of(task, len(batch)))
             )
             return
+        if len(works) == 1:
+            self._begin_alone(loop, queue, batch)
+            return
         try:
             with self._unit.joined():
                 outcomes = _each_in_savepoint(works, self._unit.execute)
@@ -182,6 +186,26 @@ class GroupWriter:
 
         def committed(failed: BaseException | None) -> None:
             self._finish(loop, queue, batch, outcomes if failed is None else [failed] * len(batch))
+
+        self._committer.hand(lambda: self._unit.end(True), loop, committed)
+
+    def _begin_alone(
+        self, loop: asyncio.AbstractEventLoop, queue: _Queue, batch: list[_Write]
+    ) -> None:
+        """A batch of one write (a request path's whole group commit, most often): the
+        transaction is the write's own, so one that fails is undone by a ROLLBACK here rather
+        than a savepoint's three statements and the sub-journal SQLite keeps for it."""
+        try:
+            with self._unit.joined():
+                outcome: object = _Result(batch[0].work())
+        except BaseException as exc:  # undone whole; the caller hears what the write raised
+            with contextlib.suppress(Exception):
+                self._unit.end(False)
+            self._finish(loop, queue, batch, [exc])
+            return
+
+        def committed(failed: BaseException | None) -> None:
+            self._finish(loop, queue, batch, [outcome if failed is None else failed])
 
         self._committer.hand(lambda: self._unit.end(True), loop, committed)
 
@@ -236,13 +260,17 @@ def _each_in_savepoint(
 
 class _Committer:
     """One daemon thread that runs one job at a time (a COMMIT) and calls back into the loop
-    that handed it over once it returned: one hand-over and one wake-up a batch."""
+    that handed it over once it returned: one hand-over and one wake-up a batch.
+
+    The jobs go through a `queue.SimpleQueue`: its put and its blocking get are C, so neither
+    thread runs Python to hand a job over. A `threading.Condition` ran some forty lines of
+    Python a batch (a lock made per wait, notify's bookkeeping), in the committer thread
+    while it held the GIL the loop thread was waiting for."""
 
     def __init__(self) -> None:
-        self._ready = threading.Condition(threading.Lock())
-        self._jobs: list[_Job] = []
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._starting = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._stopped = False
 
     def hand(
         self,
@@ -251,31 +279,26 @@ class _Committer:
         then: Callable[[BaseException | None], None],
     ) -> None:
         """Run `job` on the thread, then `then(what it raised, or None)` on `loop`."""
-        with self._ready:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name=GROUP_WRITER_THREAD, daemon=True
-                )
-                self._thread.start()
-            self._jobs.append((job, loop, then))
-            self._ready.notify()
+        if self._thread is None:
+            with self._starting:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name=GROUP_WRITER_THREAD, daemon=True
+                    )
+                    self._thread.start()
+        self._jobs.put((job, loop, then))
 
     def stop(self) -> None:
-        with self._ready:
-            self._stopped = True
+        """End the thread once the jobs handed over before have run."""
+        with self._starting:
             thread = self._thread
-            self._ready.notify()
         if thread is not None:
+            self._jobs.put(None)
             thread.join()
 
     def _run(self) -> None:
-        while True:
-            with self._ready:
-                while not self._jobs and not self._stopped:
-                    self._ready.wait()
-                if not self._jobs:
-                    return  # stopped, nothing left
-                job, loop, then = self._jobs.pop(0)
+        while (handed := self._jobs.get()) is not None:
+            job, loop, then = handed
             failed: BaseException | None = None
             try:
                 job()
