@@ -62,6 +62,10 @@
 26. A charged score in process, no HTTP: admission and `CleanAir.score` as the middleware and
    the controller call them, 8 at once, CPU µs a score on the in-memory store (the core's own
    cost), SQLite and PostgreSQL, against the point's air alone (`bench/score_core.py`).
+27. The served app in process, no sockets (`bench/http_layer.py`): a score's CPU against the
+   bare endpoint's, best and median of alternating rounds, and the Python calls of each by
+   package (Litestar's pipeline, our HTTP layer, the core, the store): counts, so the machine's
+   load does not change them.
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -90,6 +94,7 @@ from bench import (
     floors,
     fusion,
     heatmap_tiles,
+    http_layer,
     loaded,
     planning,
     point_air,
@@ -406,6 +411,7 @@ async def main() -> None:
     served_loop.main()
     await point_air.main()
     await score_core.main([])
+    await http_layer.main()
 
 
 if __name__ == "__main__":

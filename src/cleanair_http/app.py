@@ -11,21 +11,19 @@ from litestar import Litestar
 from litestar.config.compression import CompressionConfig
 from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
-from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, ControllerRouterHandler, Middleware
 
 from cleanair_core.routes.plans import PlanWakeups
 from cleanair_core.service import CleanAir
 from cleanair_http.access_log import AccessLog
 from cleanair_http.app_settings import AppSettings, HttpSettings
-from cleanair_http.auth import BearerAuthMiddleware
+from cleanair_http.auth import bearer_auth
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import enrich_route, forecast_day, score_point
 from cleanair_http.controllers.alert_events import ROUTE_HANDLERS as ALERT_FEED
 from cleanair_http.controllers.alerts import ROUTE_HANDLERS as ALERTS
 from cleanair_http.controllers.connections import redeem_pairing_code
 from cleanair_http.controllers.explore import ROUTE_HANDLERS as EXPLORER
-from cleanair_http.controllers.explore import SKIP_COMPRESSION
 from cleanair_http.controllers.extension import ROUTE_HANDLERS as EXTENSION
 from cleanair_http.controllers.health import METRICS_PATH, PROBE_PATHS, live, ready
 from cleanair_http.controllers.history import ROUTE_HANDLERS as HISTORY
@@ -33,6 +31,7 @@ from cleanair_http.controllers.home import home_page
 from cleanair_http.controllers.quota import read_quota
 from cleanair_http.controllers.routes import poll_plan, submit_plan
 from cleanair_http.controllers.tiles import ROUTE_HANDLERS as TILES
+from cleanair_http.encoded import SKIP_COMPRESSION
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker
@@ -145,7 +144,7 @@ def create_app(
             watch_disconnects,
             # Before the bearer middleware, so its 401s and 429s are counted too.
             *middleware,
-            DefineMiddleware(BearerAuthMiddleware, exclude=["^/schema"]),
+            bearer_auth(core),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
         # Every malformed JSON body is a 422, including those msgspec does not call malformed.

@@ -14,13 +14,12 @@ wherever it sits (RFC 8259 requires JSON text to be UTF-8).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import msgspec
 from litestar import Request
-from litestar.exceptions import SerializationException
+from litestar.exceptions import ClientException, SerializationException
+from litestar.types import Empty
 
 from cleanair_core.errors import Unprocessable, Violation
 from cleanair_http.violations import MALFORMED, violations_of
@@ -28,15 +27,16 @@ from cleanair_http.violations import MALFORMED, violations_of
 #: Everything a decoder raises for a body that is not the JSON asked for. Litestar wraps
 #: `msgspec.DecodeError` (and so `ValidationError`) in `SerializationException`.
 _MALFORMED = (msgspec.DecodeError, SerializationException, UnicodeDecodeError, RecursionError)
+#: A strict decoder per body struct, made at its first body: `msgspec.json.decode(body,
+#: type=...)` prepares one for every call.
+_DECODERS: dict[type[msgspec.Struct], msgspec.json.Decoder[Any]] = {}
 
 
-@contextmanager
-def _malformed_is_unprocessable(body: bytes, kind: Any) -> Iterator[None]:
-    try:
-        yield
-    except _MALFORMED:
-        # `from None`: the messages quote the input, and the chain would only be logged.
-        raise Unprocessable(violations=_violations(body, kind)) from None
+def _decoder(kind: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        decoder = _DECODERS[kind] = msgspec.json.Decoder(kind)
+    return decoder
 
 
 def _violations(body: bytes, kind: Any) -> list[Violation]:
@@ -64,11 +64,36 @@ class JsonBodyRequest(Request[Any, Any, Any]):
         field = self.route_handler.parsed_data_field
         kind = None if field is None else field.annotation
         body = await self.body()
-        with _malformed_is_unprocessable(body, kind):
+        try:
             _check_utf8(body)
             if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
-                return msgspec.json.decode(body, type=kind)
+                return _decoder(kind).decode(body)
             return await super().json()
+        except _MALFORMED:
+            # `from None`: the messages quote the input, and the chain would only be logged.
+            raise Unprocessable(violations=_violations(body, kind)) from None
+
+    @property
+    def content_length(self) -> int | None:
+        """The `Content-Length` header's value, read from the raw headers: Litestar's parses
+        every header of the request into a multidict for it, which nothing else on a JSON
+        route's path needs (about 2 % of a served score's CPU)."""
+        cached = self._content_length
+        if cached is not Empty:
+            return cached
+        header = next(
+            (
+                value.decode("latin-1")
+                for name, value in self.scope["headers"]
+                if name.lower() == b"content-length"
+            ),
+            None,
+        )
+        try:
+            length = self._content_length = int(header) if header is not None else None
+        except ValueError:
+            raise ClientException(f"Invalid content-length: {header!r}") from None
+        return length
 
 
 def _check_utf8(body: bytes) -> None:

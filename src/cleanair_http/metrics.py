@@ -233,12 +233,10 @@ def count_requests(app: ASGIApp) -> ASGIApp:
     ids), method and status, with their latency: from the start of the request to its last
     body message.
 
-    Litestar's exception handling is inside it, so an error raised by the middleware after it
-    (the bearer middleware's 401s and 429s) is counted as the response it becomes."""
-    # Litestar puts the same wrapper between a route's handler and its middleware.
-    from litestar._asgi.utils import wrap_in_exception_handler
-
-    handled = wrap_in_exception_handler(app)
+    The middleware after it answers its own refusals (the bearer middleware's 401s and 429s),
+    and Litestar's exception handling is around each route's handler, so every error is
+    counted as the response it becomes, with no exception handling of its own (which cost a
+    served score about 1 % of its CPU)."""
     recorder = request_recorder()
 
     async def counted(scope: Scope, receive: Receive, send: Send) -> None:
@@ -258,7 +256,7 @@ def count_requests(app: ASGIApp) -> ASGIApp:
 
         recorder.started(method, path)
         try:
-            await handled(scope, receive, send_and_time)
+            await app(scope, receive, send_and_time)
         finally:
             recorder.answered(method, path, status, ended - started)
 

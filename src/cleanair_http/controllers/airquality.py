@@ -18,6 +18,7 @@ from cleanair_core.routes.enrichment import Waypoint
 from cleanair_http import responses, schemas
 from cleanair_http.auth import authorization_of, core_of, pending_hit_of, requires
 from cleanair_http.client_address import client_address
+from cleanair_http.encoded import SKIP_COMPRESSION, EncodedJson
 from cleanair_http.openapi import SECURITY, error_responses
 
 AQ_READ = requires(Scope.AQ_READ, charged=True)
@@ -48,7 +49,10 @@ def client_label_of(raw: str | None) -> str | None:
 @post(
     "/v1/airquality/score",
     status_code=200,
-    opt=AQ_READ,
+    # Its answers, two integers or an error's envelope, are all far below gzip's minimum
+    # size: skipping the compression middleware spares reading the request's headers for it.
+    opt={**AQ_READ, SKIP_COMPRESSION: True},
+    response_class=EncodedJson,
     security=SECURITY,
     summary="Score a point",
     tags=["air quality"],

@@ -31,6 +31,7 @@ from cleanair_core.errors import NotFound, Unprocessable
 from cleanair_core.geo import Point
 from cleanair_core.routes.network import StreetNetwork
 from cleanair_http.client_address import client_address
+from cleanair_http.encoded import SKIP_COMPRESSION
 from cleanair_http.explore.air_layers import AIR_LAYERS_JSON
 from cleanair_http.explore.air_source import AirSource, air_source
 from cleanair_http.explore.tiles import (
@@ -49,8 +50,6 @@ NETWORKS_PATH = "/explore/networks"
 AIR_SOURCE_PATH = "/explore/air-source"
 AIR_LAYERS_PATH = "/explore/air-layers"
 ASSETS_PATH = "/explore/assets"
-#: The route option that keeps the app's gzip off an answer (`app.COMPRESSION`).
-SKIP_COMPRESSION = "skip_compression"
 
 #: The page may load and call only its own origin (images also from the `blob:` URLs it makes
 #: itself: the air tiles it fetched with its token); nothing may frame it.

@@ -18,7 +18,7 @@ from cleanair_core.errors import Unprocessable, Violation
 from cleanair_http import extension_schemas as ext
 from cleanair_http import tile_schemas
 from cleanair_http.auth import authorization_of, core_of, requires
-from cleanair_http.controllers.explore import SKIP_COMPRESSION
+from cleanair_http.encoded import SKIP_COMPRESSION
 from cleanair_http.openapi import SECURITY, extension_error_responses
 
 TAG = f"extension v{ext.EXTENSION_VERSION}"
