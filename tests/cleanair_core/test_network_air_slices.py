@@ -16,8 +16,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from cleanair_core.air.street_level import GriddedStreetLevelAir, street_level_air
 from cleanair_core.routes import network_air
-from cleanair_core.routes.network import StreetNetwork
+from cleanair_core.routes.network import FloatArray, StreetNetwork
 from cleanair_core.routes.network_air import NetworkAir
 from support.networks import grid
 
@@ -25,36 +26,37 @@ HOUR = datetime(2026, 11, 24, 22, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def model() -> object:
-    from cleanair_core.air.street_level import street_level_air
+def model() -> GriddedStreetLevelAir:
     from cleanair_sources.embedded_model import EmbeddedModel
     from cleanair_sources.gazetteer import Gazetteer
     from cleanair_sources.street_increments import NetworkIncrements
 
     background = EmbeddedModel(Gazetteer.load())
-    return street_level_air(background, background, NetworkIncrements([grid(40, 50)]))
+    air = street_level_air(background, background, NetworkIncrements([grid(40, 50)]))
+    assert isinstance(air, GriddedStreetLevelAir)
+    return air
 
 
-def prepared(network: StreetNetwork, model: object) -> tuple[np.ndarray, int]:
+def prepared(network: StreetNetwork, model: GriddedStreetLevelAir) -> tuple[FloatArray, int]:
     """Every node's air for HOUR prepared whole, and the traced peak of preparing it."""
     cache = NetworkAir(whole_network_nodes=network.node_count)
     tracemalloc.start()
     try:
-        asyncio.run(cache.prepare(network, model, HOUR))  # type: ignore[arg-type]
+        asyncio.run(cache.prepare(network, model, HOUR))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     nodes = np.arange(network.node_count, dtype=np.intp)
     hour_of_node = np.zeros(network.node_count, dtype=np.intp)
-    air = asyncio.run(cache.at_nodes(network, model, nodes, [HOUR], hour_of_node))  # type: ignore[arg-type]
+    air = asyncio.run(cache.at_nodes(network, model, nodes, [HOUR], hour_of_node))
     return air, peak
 
 
 def test_node_air_in_slices_equals_one_call_bit_for_bit(
-    model: object, monkeypatch: pytest.MonkeyPatch
+    model: GriddedStreetLevelAir, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     network = grid(40, 50)
-    whole = model.air_at_hour(network.node_lat, network.node_lon, HOUR)  # type: ignore[attr-defined]
+    whole = model.air_at_hour(network.node_lat, network.node_lon, HOUR)
     for size in (1, 7, 333, 2000, 5000):
         monkeypatch.setattr(network_air, "GRIDDED_SLICE", size)
         air, _ = prepared(network, model)
@@ -63,14 +65,14 @@ def test_node_air_in_slices_equals_one_call_bit_for_bit(
     later, _ = prepared(network, model)
     assert (
         later.tobytes()
-        != model.air_at_hour(  # type: ignore[attr-defined]
+        != model.air_at_hour(
             network.node_lat, network.node_lon, HOUR + timedelta(hours=1)
         ).tobytes()
     )
 
 
 def test_preparing_four_times_the_nodes_takes_no_more_memory_at_once(
-    model: object, monkeypatch: pytest.MonkeyPatch
+    model: GriddedStreetLevelAir, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The traced peak of preparing a network is the slices', not the network's: four times
     the nodes within 1.5x (one call over all of them made it about 4x)."""
@@ -81,7 +83,7 @@ def test_preparing_four_times_the_nodes_takes_no_more_memory_at_once(
 
 
 def test_a_plan_after_the_preparation_is_the_plan_without_it(
-    model: object, monkeypatch: pytest.MonkeyPatch
+    model: GriddedStreetLevelAir, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A walk planned in the hour before, the next hours prepared in small slices, then the
     walk planned in the next hour: the same routes and doses as with nothing prepared."""
@@ -98,11 +100,11 @@ def test_a_plan_after_the_preparation_is_the_plan_without_it(
     asyncio.run(
         plan_routes(
             PlanRequest(*walk, HOUR - timedelta(minutes=8)), networks, model, network_air=cache
-        )  # type: ignore[arg-type]
+        )
     )
     for hour in (HOUR, HOUR + timedelta(hours=1)):
-        asyncio.run(cache.prepare(network, model, hour))  # type: ignore[arg-type]
+        asyncio.run(cache.prepare(network, model, hour))
     later = PlanRequest(*walk, HOUR + timedelta(minutes=3))
-    prepared_plan = asyncio.run(plan_routes(later, networks, model, network_air=cache))  # type: ignore[arg-type]
-    fresh = asyncio.run(plan_routes(later, networks, model, network_air=NetworkAir()))  # type: ignore[arg-type]
+    prepared_plan = asyncio.run(plan_routes(later, networks, model, network_air=cache))
+    fresh = asyncio.run(plan_routes(later, networks, model, network_air=NetworkAir()))
     assert prepared_plan == fresh
