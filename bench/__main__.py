@@ -60,6 +60,10 @@
 26. A charged score in process, no HTTP: admission and `CleanAir.score` as the middleware and
    the controller call them, 8 at once, CPU µs a score on the in-memory store (the core's own
    cost), SQLite and PostgreSQL, against the point's air alone (`bench/score_core.py`).
+27. A plan process's memory across an hour's turn on the generated million-node city: the
+   next two hours' node air prepared as a plan worker does ten minutes before the hour,
+   its traced peak, CPU and node air written, between walks before and after the turn, in a
+   process of its own (`bench/node_air_preparation.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -72,6 +76,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -403,6 +409,8 @@ async def main() -> None:
     served_loop.main()
     await point_air.main()
     await score_core.main([])
+    # A process of its own: its peak RSS is the preparation's, not the sections' before it.
+    subprocess.run([sys.executable, "-m", "bench.node_air_preparation"], check=True)
 
 
 if __name__ == "__main__":
