@@ -66,6 +66,10 @@
    bare endpoint's, best and median of alternating rounds, and the Python calls of each by
    package (Litestar's pipeline, our HTTP layer, the core, the store): counts, so the machine's
    load does not change them.
+28. A plan process's memory across an hour's turn on the generated million-node city: the
+   next two hours' node air prepared as a plan worker does ten minutes before the hour,
+   its traced peak, CPU and node air written, between walks before and after the turn, in a
+   process of its own (`bench/node_air_preparation.py`).
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -78,6 +82,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -412,6 +418,8 @@ async def main() -> None:
     await point_air.main()
     await score_core.main([])
     await http_layer.main()
+    # A process of its own: its peak RSS is the preparation's, not the sections' before it.
+    subprocess.run([sys.executable, "-m", "bench.node_air_preparation"], check=True)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 WHOLE_NETWORK_NODES = 20_000
 #: Nodes asked of the source per call.
 SLICE = 4096
+#: Nodes a source that computes its values (`GriddedAir`) computes at once: about 14 MiB of
+#: transient arrays (440 bytes a node).
+GRIDDED_SLICE = 32_768
 #: Default bound on the memory all network-hours take together.
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
@@ -106,13 +109,31 @@ class NetworkAir:
         hour: datetime,
         offload: Offload = inline,
     ) -> None:
-        """Compute the air at every node of `network` for `hour` ahead of the plans that
-        will ask for it (the first plan of an hour then waits on no node air)."""
+        """Compute the air at the nodes of `network` plans will ask for in `hour`, ahead of
+        them (the first plan of an hour then waits on no node air): every node of a small
+        network, of a larger one the nodes plans have reached in the hours held. Every node
+        of the million-node city was 2 x 39 MiB written and a transient 420 MiB computing it
+        (440 bytes a node), which the plan process kept as its own memory from ten minutes
+        before each hour (docs/routing.md); a plan reaching other nodes asks for them as
+        it would without preparation."""
         import numpy as np
 
-        await self._filled(
-            network, source, hour, np.arange(network.node_count, dtype=np.intp), offload
-        )
+        if network.node_count <= self.whole_network_nodes:
+            wanted = np.arange(network.node_count, dtype=np.intp)
+        else:
+            wanted = self._reached(network, source)
+        await self._filled(network, source, hour, wanted, offload)
+
+    def _reached(self, network: StreetNetwork, source: AirQualitySource) -> npt.NDArray[np.intp]:
+        """The nodes of `network` whose air from `source` is known in any hour held."""
+        import numpy as np
+
+        reached = np.zeros(network.node_count, dtype=np.bool_)
+        for (held, asked, _), (_, known) in self._hours.items():
+            if held is network and asked is source:
+                reached |= known
+        nodes: npt.NDArray[np.intp] = np.flatnonzero(reached)
+        return nodes
 
     async def _filled(
         self,
@@ -145,8 +166,19 @@ class NetworkAir:
         missing = wanted[~known[wanted]]
         if isinstance(source, GriddedAir):
             if missing.size:
-                gridded, lats, lons = source, network.node_lat[missing], network.node_lon[missing]
-                values[missing] = await offload(lambda: gridded.air_at_hour(lats, lons, hour))
+                gridded = source
+
+                def compute() -> None:
+                    # In slices: computing a node's air takes about 440 bytes for a moment,
+                    # which a whole city's nodes at once made hundreds of MiB that the
+                    # process then kept (malloc's arenas).
+                    for first in range(0, missing.size, GRIDDED_SLICE):
+                        part = missing[first : first + GRIDDED_SLICE]
+                        values[part] = gridded.air_at_hour(
+                            network.node_lat[part], network.node_lon[part], hour
+                        )
+
+                await offload(compute)
                 known[missing] = True
             return values
         # A source that waits on the network (Open-Meteo) answers samples: in slices, each a
