@@ -101,25 +101,32 @@ def request_store(store: Store) -> PostgresRequests | None:
     return PostgresRequests(store, in_thread) if isinstance(store, PostgresStore) else None
 
 
+def bench_core(database: str, key: bytes) -> tuple[Store, PostgresRequests | None, CleanAir]:
+    """The served benches' core on `database` (a SQLite path or a PostgreSQL URL): the shipped
+    sources, limits no bench reaches, the store calls and request path `cleanair serve` makes;
+    with its store and request store, which the caller closes."""
+    store, store_calls = open_store(database)
+    requests = request_store(store)
+    keys = TokenKeys(key)
+    policy = Policy(requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9))
+    core = CleanAir(
+        store,
+        keys,
+        policy,
+        sources=build_sources(Settings(), store, keys, Deployment()),
+        offload=in_thread,
+        store_calls=store_calls,
+        requests=requests,
+    )
+    return store, requests, core
+
+
 def serve(
     database: str, key: bytes, sock: socket.socket, settings: Settings, *, shared_with_others: bool
 ) -> None:
     """One serving process on `sock`; `shared_with_others`: other processes serve it too, and
     each accepts as `cleanair serve --workers N`'s API processes do."""
-    store, store_calls = open_store(database)
-    requests = request_store(store)
-    keys = TokenKeys(key)
-    policy = Policy(requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9))
-    sources = build_sources(Settings(), store, keys, Deployment())
-    core = CleanAir(
-        store,
-        keys,
-        policy,
-        sources=sources,
-        offload=in_thread,
-        store_calls=store_calls,
-        requests=requests,
-    )
+    store, requests, core = bench_core(database, key)
     app = create_app(core, settings)
     served_sock, backlog = served_listening(sock, shared_with_others=shared_with_others)
     config = uvicorn.Config(

@@ -17,12 +17,9 @@ import tempfile
 from pathlib import Path
 
 from bench.harness import SCORE_BODY
-from bench.served import beside_bare, open_store, post_request, request_store
-from cleanair_core import CleanAir, Policy, TokenKeys, generate_key
-from cleanair_core.credits.ledger import CreditLimits
+from bench.served import bench_core, beside_bare, post_request
+from cleanair_core import generate_key
 from cleanair_http.app import create_app, with_access_log
-from cleanair_http.offloading import in_thread
-from cleanair_runtime.composition.bootstrap import Deployment, build_sources
 from cleanair_runtime.composition.settings import Settings
 from cleanair_runtime.logs import configure_logging, stop_logging
 from cleanair_runtime.processes.connection_deadlines import with_deadlines
@@ -42,20 +39,7 @@ def main() -> dict[str, dict[str, float]]:
     configure_logging(settings.log_level, settings.access_log, Path(os.devnull))
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            store, store_calls = open_store(str(Path(tmp) / "bench.db"))
-            keys = TokenKeys(generate_key())
-            policy = Policy(
-                requests_per_minute=10**9, credits=CreditLimits(monthly=10**9, daily=10**9)
-            )
-            core = CleanAir(
-                store,
-                keys,
-                policy,
-                sources=build_sources(Settings(), store, keys, Deployment()),
-                offload=in_thread,
-                store_calls=store_calls,
-                requests=request_store(store),
-            )
+            store, _, core = bench_core(str(Path(tmp) / "bench.db"), generate_key())
             core.add_user("bench")
             token = core.redeem_pairing_code(core.create_pairing_code("bench"), "b", "127.0.0.1")
             app = beside_bare(with_access_log(create_app(core, settings)))
