@@ -571,6 +571,40 @@ def test_a_secret_made_while_the_token_settles_stays_and_another_token_hides_it(
     assert visit.errors == []
 
 
+def test_a_422_answered_before_the_token_rests_stays_shown(
+    browser: Browser, running: Running
+) -> None:
+    visit = open_explorer(browser, running)
+    page = visit.page
+    try:
+        page.clock.install()
+        load(visit, running)
+        # The page's timers move only as the test says: the 422 comes back before the token
+        # field's rest (300 ms) ends, as on a busy machine where that timer fires late.
+        page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=5))
+        page.fill("#token", running.token("restless"))
+        pick_place(page)
+        page.fill("#alert-timezone", "Mars/Olympus_Mons")
+        with page.expect_response(
+            lambda r: r.url.endswith(SUBSCRIPTIONS) and r.request.method == "POST"
+        ) as answered:
+            page.click("#alert-create")
+        assert answered.value.status == 422
+        said = "The alert was not created (422). Fix the fields marked."
+        expect(page.locator("#alert-error")).to_have_text(said)
+        page.clock.run_for(1_000)  # past the rest: it must not wipe the answer
+        expect(page.locator("#alert-error")).to_have_text(said)
+        expect(page.locator("#alert-error-timezone")).to_have_text(
+            "The time zone must be an IANA timezone name, e.g. Europe/Paris."
+        )
+        # The token still took effect: its (empty) list was asked for.
+        expect(page.locator("#alert-list-status")).to_have_text("None yet.")
+    finally:
+        page.context.close()
+    assert visit.foreign == []
+    assert visit.errors == []
+
+
 def test_the_panel_fits_a_phone(browser: Browser, running: Running, tmp_path: Path) -> None:
     visit = open_explorer(browser, running, 390, 844)
     page = visit.page

@@ -228,6 +228,7 @@
   }
 
   async function create() {
+    settleToken();
     clearFieldErrors();
     showError("alert-error", "");
     $("alert-status").textContent = "";
@@ -487,23 +488,34 @@
   function tokenChanged() {
     clearTimeout(tokenTimer);
     // Typing a token fires on every key: act once it rests.
-    tokenTimer = setTimeout(() => {
-      feed.run += 1;
-      Object.assign(feed, {
-        after: 0, events: [], lastPoll: 0, wait: FEED_EVERY_MS, stopped: false, busy: false,
-        catchUp: 0,
-      });
-      $("feed").replaceChildren();
-      showError("feed-error", "");
-      showError("alert-error", "");
-      $("feed-status").textContent = token() ? "" : "Pair or paste a token to see your alerts' events.";
-      if (token() !== secretFor) {
-        $("alert-status").textContent = "";
-        hideSecret();
-      }
-      loadList();
-      scheduleFeed();
-    }, 300);
+    tokenTimer = setTimeout(tokenSettled, 300);
+  }
+
+  // An action taken before the token rests is the new token's: settle it first, so that the
+  // rest's end (late on a busy machine) cannot wipe the action's answer.
+  function settleToken() {
+    if (tokenTimer === null) return;
+    clearTimeout(tokenTimer);
+    tokenSettled();
+  }
+
+  function tokenSettled() {
+    tokenTimer = null;
+    feed.run += 1;
+    Object.assign(feed, {
+      after: 0, events: [], lastPoll: 0, wait: FEED_EVERY_MS, stopped: false, busy: false,
+      catchUp: 0,
+    });
+    $("feed").replaceChildren();
+    showError("feed-error", "");
+    showError("alert-error", "");
+    $("feed-status").textContent = token() ? "" : "Pair or paste a token to see your alerts' events.";
+    if (token() !== secretFor) {
+      $("alert-status").textContent = "";
+      hideSecret();
+    }
+    loadList();
+    scheduleFeed();
   }
 
   // -- start ----------------------------------------------------------------------------------
