@@ -52,6 +52,8 @@ POSTGRES_VS_SQLITE_AIM = 0.8
 TWO_PROCESSES_AIM = 1.5
 #: Trials of `splits`.
 SPLIT_TRIALS = 40
+#: `splits`' warm-up trials at most, until both API processes have answered.
+WARM_UP_TRIALS = 200
 
 
 def load() -> str:
@@ -185,10 +187,12 @@ async def splits() -> collections.Counter[tuple[int, ...]]:
         await wait_until_listening(port)
         pids = serving_processes(server.pid)
         # Both serving before any trial counts: one still starting would take none (on a
-        # shared socket) or answer late (its own).
-        await asyncio.sleep(2)
-        for _ in range(5):
-            await split_trial(port, pids)
+        # shared socket). Warm-up trials until each has answered one (at most WARM_UP_TRIALS).
+        for _ in range(WARM_UP_TRIALS):
+            if 0 not in await split_trial(port, pids):
+                break
+        else:
+            raise SystemExit("splits: one API process answered no connection in the warm-up")
         seen: collections.Counter[tuple[int, ...]] = collections.Counter()
         for _ in range(SPLIT_TRIALS):
             seen[await split_trial(port, pids)] += 1
