@@ -9,6 +9,7 @@ and leave the same scope for the access log and the request counter."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,12 +22,13 @@ from litestar.config.cors import CORSConfig
 from litestar.datastructures import ResponseHeader, State
 from litestar.routes import HTTPRoute
 from litestar.testing import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from cleanair_core import CleanAir, ManualClock, Policy, TokenKeys, generate_key
 from cleanair_core.access.connections import Caller
 from cleanair_core.credits.ledger import CreditLimits
 from cleanair_core.ports import Sources
-from cleanair_http.app import create_app
+from cleanair_http.app import create_app, with_access_log
 from cleanair_http.auth import bearer_auth
 from cleanair_http.bodies import JsonBodyRequest
 from cleanair_http.controllers.airquality import score_point
@@ -63,12 +65,42 @@ def roomy_core(tmp_path: Any) -> Iterator[CleanAir]:
 
 
 @pytest.fixture
-def served(roomy_core: CleanAir) -> Iterator[tuple[TestClient[Any], str]]:
-    """The app (CORS on for one origin, so both sides of that rule are reachable) and a
-    paired token."""
-    app = create_app(roomy_core, Settings(plan_workers=0, cors_allow_origins=(ORIGIN,)))
-    with TestClient(app) as client:
+def app(roomy_core: CleanAir) -> LeanScoreApp:
+    """The app, CORS on for one origin, so both sides of that rule are reachable."""
+    made = create_app(roomy_core, Settings(plan_workers=0, cors_allow_origins=(ORIGIN,)))
+    assert isinstance(made, LeanScoreApp)
+    assert made.score_route is not None
+    return made
+
+
+@pytest.fixture
+def served(roomy_core: CleanAir, app: LeanScoreApp) -> Iterator[tuple[TestClient[Any], str]]:
+    """The app as served (behind the access log), and a paired token."""
+    with TestClient(with_access_log(app)) as client:
         yield client, pair(roomy_core, client)
+
+
+def counted(client: TestClient[Any]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The request counter's requests and latency counts by labels, but the scrape's own."""
+    scraped = client.get("/metrics").text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(scraped)
+        for sample in family.samples
+        if sample.name in ("cleanair_requests_total", "cleanair_request_duration_seconds_count")
+        and sample.labels.get("path") != "/metrics"
+    }
+
+
+def logged(caplog: pytest.LogCaptureFixture) -> list[tuple[Any, ...]]:
+    """The access log's lines since the last call, but their durations."""
+    lines = [
+        (r.method, r.path, r.status, r.connection)  # type: ignore[attr-defined]
+        for r in caplog.records
+        if r.name == "cleanair.access" and r.path != "/metrics"  # type: ignore[attr-defined]
+    ]
+    caplog.clear()
+    return lines
 
 
 class Paths:
@@ -140,30 +172,40 @@ KINDS: dict[str, tuple[str, str, bytes, dict[str, str], str]] = {
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_of_request_is_served_by_the_path_meant_for_it(
-    served: tuple[TestClient[Any], str], monkeypatch: pytest.MonkeyPatch, kind: str
+    app: LeanScoreApp,
+    served: tuple[TestClient[Any], str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="cleanair.access")
     client, token = served
     method, path, body, headers, expected = KINDS[kind]
+    sent = {"authorization": f"Bearer {token}", **headers}
+    before = counted(client)
+    logged(caplog)
     paths = Paths(monkeypatch)
-    own = client.request(
-        method, path, content=body, headers={"authorization": f"Bearer {token}", **headers}
-    )
+    own = client.request(method, path, content=body, headers=sent)
     assert paths.served_by() == expected
-    # And the answer is Litestar's own.
-    app = client.app
-    assert isinstance(app, LeanScoreApp)
+    own_counts, own_lines = counted(client), logged(caplog)
+    # And the answer, its access-log line and its count are Litestar's own.
     app.score_route, route = None, app.score_route
     try:
-        alone = client.request(
-            method, path, content=body, headers={"authorization": f"Bearer {token}", **headers}
-        )
+        alone = client.request(method, path, content=body, headers=sent)
     finally:
         app.score_route = route
+    alone_counts, alone_lines = counted(client), logged(caplog)
     assert (own.status_code, own.headers.multi_items(), own.content) == (
         alone.status_code,
         alone.headers.multi_items(),
         alone.content,
     )
+    assert own_lines == alone_lines
+    assert len(own_lines) == 1
+    counts = {key: own_counts[key] - before.get(key, 0) for key in own_counts}
+    assert {key: alone_counts[key] - own_counts.get(key, 0) for key in alone_counts} == counts
+    if expected != "litestar":  # what Litestar's router refuses is never counted
+        assert sum(counts.values()) == 2  # the request, and its latency
 
 
 def call(app: Any, scope: dict[str, Any], chunks: list[bytes], client: TestClient[Any]) -> Sent:
@@ -285,16 +327,15 @@ def requests(draw: st.DrawFn) -> tuple[dict[str, Any], list[bytes]]:
 )
 @given(request=requests())
 def test_every_request_answers_as_litestar_alone_answers_it(
-    served: tuple[TestClient[Any], str], request: tuple[dict[str, Any], list[bytes]]
+    app: LeanScoreApp,
+    served: tuple[TestClient[Any], str],
+    request: tuple[dict[str, Any], list[bytes]],
 ) -> None:
     client, token = served
     scope, chunks = request
     scope["headers"] = [
         (name, value.replace(b"{token}", token.encode())) for name, value in scope["headers"]
     ]
-    app = client.app
-    assert isinstance(app, LeanScoreApp)
-    assert app.score_route is not None
     route = app.score_route
     own = call(app, {**scope, "headers": list(scope["headers"])}, chunks, client)
     app.score_route = None
