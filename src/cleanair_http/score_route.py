@@ -125,7 +125,7 @@ class ScoreRoute:
         if scope["type"] != ScopeType.HTTP:
             return False
         http = cast("HTTPScope", scope)
-        if http["path"] != SCORE_PATH or http["method"] != HttpMethod.POST or http["root_path"]:
+        if http["path"] != SCORE_PATH or http["method"] != HttpMethod.POST or http.get("root_path"):
             return False
         host_seen = False
         for name, value in http["headers"]:

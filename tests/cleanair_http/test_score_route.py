@@ -313,12 +313,14 @@ def requests(draw: st.DrawFn) -> tuple[dict[str, Any], list[bytes]]:
         "client": ("127.0.0.1", 40000),
         "scheme": "http",
         "method": draw(mostly("POST", "GET", "PUT", "OPTIONS", "HEAD")),
-        "root_path": draw(mostly("", "/v1", "/api")),
+        "root_path": draw(mostly("", "/v1", "/api", None)),
         "path": draw(mostly(SCORE_PATH, SCORE_PATH + "/", "/v1/airquality//score")),
         "query_string": b"",
         "headers": headers,
     }
     scope["raw_path"] = scope["path"].encode()
+    if scope["root_path"] is None:  # optional in an ASGI scope
+        del scope["root_path"]
     return scope, chunks
 
 
