@@ -70,6 +70,10 @@
    next two hours' node air prepared as a plan worker does ten minutes before the hour,
    its traced peak, CPU and node air written, between walks before and after the turn, in a
    process of its own (`bench/node_air_preparation.py`).
+29. The score route's own path against Litestar's (`bench/score_route.py`): two bench
+   servers as `cleanair serve` serves one API process, one with the route's own path and one
+   without, server CPU a score under wrk in alternating rounds, and the Python calls of a
+   score each way by package.
 
 Sections 1 and 2 also post a 100-waypoint route to /v1/airquality/routes (100 credits each;
 the bench policy's credit limits are 10**9) and compare it with the score endpoint.
@@ -107,6 +111,7 @@ from bench import (
     postgres,
     quality,
     score_core,
+    score_route,
     served_loop,
     served_matrix,
     served_plans,
@@ -420,6 +425,7 @@ async def main() -> None:
     await http_layer.main()
     # A process of its own: its peak RSS is the preparation's, not the sections' before it.
     subprocess.run([sys.executable, "-m", "bench.node_air_preparation"], check=True)
+    await score_route.main()
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from cleanair_http.encoded import SKIP_COMPRESSION
 from cleanair_http.errors import EXCEPTION_HANDLERS, watch_disconnects
 from cleanair_http.openapi import finish_document, openapi_config
 from cleanair_http.plan_worker import PlanWorker
+from cleanair_http.score_route import LeanScoreApp, score_route
 from cleanair_http.upkeep import charge_upkeep, observation_upkeep
 
 
@@ -119,7 +120,7 @@ def create_app(
             finally:
                 group.cancel_scope.cancel()
 
-    app = Litestar(
+    app = LeanScoreApp(
         route_handlers=[
             redeem_pairing_code,
             read_quota,
@@ -167,6 +168,8 @@ def create_app(
         debug=False,
     )
     finish_document(app)
+    # The hot call's plain requests take a path of their own (`score_route`'s docstring).
+    app.score_route = score_route(app, core)
     return app
 
 

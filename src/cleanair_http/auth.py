@@ -82,7 +82,12 @@ def caller_of(connection: AnyConnection) -> Caller:
 
 def authorization_of(connection: AnyConnection) -> Authorized:
     """The proof the middleware made for a route that `requires` a scope."""
-    admitted = connection.scope.get("auth")
+    return authorization_in(connection.scope)
+
+
+def authorization_in(scope: AsgiScope) -> Authorized:
+    """`authorization_of` the request of an ASGI scope."""
+    admitted = scope.get("auth")
     if not isinstance(admitted, Admitted) or admitted.proof is None:
         raise NotAuthenticated()
     return admitted.proof
@@ -90,7 +95,12 @@ def authorization_of(connection: AnyConnection) -> Authorized:
 
 def pending_hit_of(connection: AnyConnection) -> PendingHit | None:
     """The request's rate-limit hit a charged route's call is to count with its charge."""
-    admitted = connection.scope.get("auth")
+    return pending_hit_in(connection.scope)
+
+
+def pending_hit_in(scope: AsgiScope) -> PendingHit | None:
+    """`pending_hit_of` the request of an ASGI scope."""
+    admitted = scope.get("auth")
     return admitted.pending if isinstance(admitted, Admitted) else None
 
 
@@ -133,7 +143,7 @@ def bearer_auth(core: CleanAir) -> Callable[[ASGIApp], ASGIApp]:
 
     Plain ASGI rather than Litestar's `AbstractAuthenticationMiddleware`, which built a
     connection object and parsed every header into a multidict for the one header read here:
-    about 3 % of a served score's CPU. It answers its own refusals (`_refuse`), so the
+    about 3 % of a served score's CPU. It answers its own refusals (`answer_exception`), so the
     request counter before it (`metrics.count_requests`) counts them without an exception
     handler of its own."""
 
@@ -146,7 +156,7 @@ def bearer_auth(core: CleanAir) -> Callable[[ASGIApp], ASGIApp]:
             try:
                 scope["user"], scope["auth"] = await _checked(core, _token(scope), access)
             except Exception as refused:  # answered as Litestar answers any exception
-                await _refuse(scope, receive, send, refused)
+                await answer_exception(scope, receive, send, refused)
                 return
             try:
                 await app(scope, receive, send)
@@ -168,10 +178,13 @@ def bearer_auth(core: CleanAir) -> Callable[[ASGIApp], ASGIApp]:
 _REFUSALS = ExceptionHandlerMiddleware(app=None, debug=None)  # type: ignore[arg-type]
 
 
-async def _refuse(scope: AsgiScope, receive: Receive, send: Send, refused: Exception) -> None:
+async def answer_exception(
+    scope: AsgiScope, receive: Receive, send: Send, refused: Exception
+) -> None:
     """Answer a refused request (401, 403, 429, a 503 of the store, a 500 of a bug) as the
     exception handling around the middleware would: the same steps as Litestar's
-    `ExceptionHandlerMiddleware` takes for an exception before the response started."""
+    `ExceptionHandlerMiddleware` takes for an exception before the response started (the
+    score route's own path answers its errors with it too)."""
     litestar_app = scope["litestar_app"]
     if litestar_app.logging_config and (logger := litestar_app.logger):
         _REFUSALS.handle_exception_logging(

@@ -14,7 +14,7 @@ wherever it sits (RFC 8259 requires JSON text to be UTF-8).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request
@@ -30,6 +30,7 @@ _MALFORMED = (msgspec.DecodeError, SerializationException, UnicodeDecodeError, R
 #: A strict decoder per body struct, made at its first body: `msgspec.json.decode(body,
 #: type=...)` prepares one for every call.
 _DECODERS: dict[type[msgspec.Struct], msgspec.json.Decoder[Any]] = {}
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 def _decoder(kind: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
@@ -64,10 +65,10 @@ class JsonBodyRequest(Request[Any, Any, Any]):
         field = self.route_handler.parsed_data_field
         kind = None if field is None else field.annotation
         body = await self.body()
+        if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+            return decode_struct(body, kind)
         try:
             _check_utf8(body)
-            if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
-                return _decoder(kind).decode(body)
             return await super().json()
         except _MALFORMED:
             # `from None`: the messages quote the input, and the chain would only be logged.
@@ -94,6 +95,18 @@ class JsonBodyRequest(Request[Any, Any, Any]):
         except ValueError:
             raise ClientException(f"Invalid content-length: {header!r}") from None
         return length
+
+
+def decode_struct(body: bytes, kind: type[S]) -> S:
+    """`body` decoded strictly into `kind`, as every JSON route's `data` is (the score
+    route's own path calls it directly); Unprocessable when it is not that JSON."""
+    try:
+        _check_utf8(body)
+        decoded: S = _decoder(kind).decode(body)
+    except _MALFORMED:
+        # `from None`: the messages quote the input, and the chain would only be logged.
+        raise Unprocessable(violations=_violations(body, kind)) from None
+    return decoded
 
 
 def _check_utf8(body: bytes) -> None:

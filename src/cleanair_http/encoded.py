@@ -40,7 +40,7 @@ SKIP_COMPRESSION = "skip_compression"
 _encoders: list[tuple[TypeEncodersMap, msgspec.json.Encoder]] = []
 
 
-def _encoder(type_encoders: TypeEncodersMap) -> msgspec.json.Encoder:
+def json_encoder(type_encoders: TypeEncodersMap) -> msgspec.json.Encoder:
     """The encoder Litestar would use with `type_encoders` (equal mappings, one encoder)."""
     for known, encoder in _encoders:
         if known == type_encoders:
@@ -84,7 +84,7 @@ class EncodedJson(Response[Any]):
             and app is None
         ):
             try:
-                body = _encoder(self.response_type_encoders).encode(self.content)
+                body = json_encoder(self.response_type_encoders).encode(self.content)
             except Exception:  # noqa: S110
                 pass  # Litestar's own path below raises what it raises for it
             else:
@@ -115,12 +115,17 @@ class _Encoded(ASGIResponse):
         self._body = body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = self._body
-        await send(
-            {
-                "type": "http.response.start",
-                "status": self._status,
-                "headers": [_JSON_TYPE, (b"content-length", str(len(body)).encode("latin-1"))],
-            }
-        )
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        await send_json(send, self._status, self._body)
+
+
+async def send_json(send: Send, status: int, body: bytes) -> None:
+    """Send `body`, encoded JSON, as `ASGIResponse` sends an answer with no other headers:
+    its start (the `content-type` header, then `content-length`), then its body."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [_JSON_TYPE, (b"content-length", str(len(body)).encode("latin-1"))],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})

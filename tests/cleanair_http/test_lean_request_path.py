@@ -1,4 +1,5 @@
-"""A served score skips the work the request path's cuts removed (issue 34): each cut leaves
+"""A served score skips the work the request path's cuts removed (issue 34), the score
+route's own path past Litestar's router and route code included: each cut leaves
 every answer as it was (`test_score_answers_exact.py`), so what shows a cut is in place is the
 code a score no longer runs. The test profiles one score request on the thread that serves it
 and names what must not run there."""
@@ -40,6 +41,18 @@ AVOIDED_CODE = {
     ("litestar/response/base.py", "ASGIResponse.__init__"): "no Litestar response objects",
     ("logging/__init__.py", "LogRecord.__init__"): (
         "the access log's record is copied from a template"
+    ),
+    # The score route's own path (`cleanair_http.score_route`).
+    ("litestar/_asgi/asgi_router.py", "ASGIRouter.__call__"): "no routing for a plain score",
+    ("litestar/routes/http.py", "HTTPRoute.handle"): "no Litestar route code",
+    ("litestar/connection/request.py", "Request.__init__"): "no Request object",
+    ("litestar/_kwargs/kwargs_model.py", "KwargsModel.to_kwargs"): "no kwargs model",
+    (
+        "litestar/_signature/model.py",
+        "SignatureModel.parse_values_from_connection_kwargs",
+    ): "no signature model",
+    ("litestar/handlers/http_handlers/base.py", "HTTPRouteHandler.to_response"): (
+        "no data handler"
     ),
 }
 #: C functions a served score must not call: each prepares a msgspec coder for one use.
@@ -100,15 +113,16 @@ def test_a_served_score_skips_what_the_cuts_removed(
     caplog.clear()
     calls = profiled_score(served, token)
     # Not vacuous: the score ran and was logged.
-    assert calls.ran("cleanair_http/controllers/airquality.py", "score_point")
+    assert calls.ran("cleanair_http/controllers/airquality.py", "score_answer")
     assert [(r.name, r.getMessage()) for r in caplog.records] == [("cleanair.access", "request")]
     ran = [why for (file, name), why in AVOIDED_CODE.items() if calls.ran(file, name)]
     ran += [why for builtin, why in AVOIDED_BUILTINS.items() if builtin in calls.builtins]
     assert ran == []
-    # Litestar's exception handling around the app and around the route's handler; the
-    # bearer middleware answers its refusals itself, so the request counter needs no third.
+    # Litestar's exception handling around the route's middlewares only: the score route's
+    # own path answers its errors itself, as the bearer middleware answers its refusals, so
+    # neither the route nor the request counter needs another.
     handling = (
         "litestar/middleware/_internal/exceptions/middleware.py",
         "ExceptionHandlerMiddleware.__call__",
     )
-    assert calls.times(*handling) == 2
+    assert calls.times(*handling) == 1

@@ -6,6 +6,7 @@ from typing import Any
 
 from litestar import Request, post
 from litestar.params import JSONBody
+from litestar.types import Scope as AsgiScope
 
 from cleanair_core.access.scopes import Scope
 from cleanair_core.air.activities import ActivityType
@@ -15,8 +16,16 @@ from cleanair_core.credits.attribution import CLIENT_LABEL, validate_client_labe
 from cleanair_core.errors import Unprocessable, Violation
 from cleanair_core.geo import Point
 from cleanair_core.routes.enrichment import Waypoint
+from cleanair_core.service import CleanAir
 from cleanair_http import responses, schemas
-from cleanair_http.auth import authorization_of, core_of, pending_hit_of, requires
+from cleanair_http.auth import (
+    authorization_in,
+    authorization_of,
+    core_of,
+    pending_hit_in,
+    pending_hit_of,
+    requires,
+)
 from cleanair_http.client_address import client_address
 from cleanair_http.encoded import SKIP_COMPRESSION, EncodedJson
 from cleanair_http.openapi import SECURITY, error_responses
@@ -70,16 +79,26 @@ async def score_point(
 ) -> schemas.ScoreResponse:
     """The Clean Air Score (0-100, 100 cleanest) at `lat`/`lon`, else at the Wi-Fi scan's
     location. 1 credit; `ttl` is the seconds until the data behind the answer next changes."""
+    # Registered for the OpenAPI document and every request the score route's own path
+    # (`cleanair_http.score_route`) leaves to Litestar; both answer with `score_answer`.
+    return await score_answer(core_of(request), request.scope, data)
+
+
+async def score_answer(
+    core: CleanAir, scope: AsgiScope, data: schemas.ScoreRequest
+) -> schemas.ScoreResponse:
+    """What the score route answers to `data`, for the request whose scope the bearer
+    middleware admitted."""
     point = point_of(data.lat, data.lon)
     client = client_label_of(data.client)
     # The scan is only turned into core values when it will be used: coordinates win.
     scan = [WifiAccessPoint(ap.mac, ap.rssi) for ap in data.wifi or ()] if point is None else []
-    result = await core_of(request).score(
-        authorization_of(request),
+    result = await core.score(
+        authorization_in(scope),
         point=point,
         wifi=scan,
         client=client,
-        pending=pending_hit_of(request),
+        pending=pending_hit_in(scope),
     )
     return responses.score(result)
 
