@@ -1,22 +1,35 @@
 """What SQLite's part of a charged request costs, counted rather than timed: the admission's
-connection parsed once per distinct row, and the WAL frames a charge's commit writes."""
+connection parsed once per distinct row, the WAL frames a charge's commit writes, and the
+ledger's leaner schema (m017) over a database written before it."""
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
 
 from cleanair_core.access.accounts import Owner, OwnerKind, User
 from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope
+from cleanair_core.credits.ledger import CreditLimits, Debit, FinalCharge, LedgerEntry
+from cleanair_core.credits.rate_limits import RateHit
+from cleanair_storage.migrations import applied_migrations, sqlite_utils_migrations
 from cleanair_storage.sqlite import SqliteStore
 from cleanair_storage.sqlite.connections import SqliteConnections
+from cleanair_storage.sqlite.database import instant
+from cleanair_storage.sqlite.ledger import SqliteLedger
 
 AT = datetime(2026, 3, 10, 12, tzinfo=UTC)
+LIMITS = CreditLimits(monthly=10**6, daily=10**6)
+#: SQLite's WAL: a file header, then per frame a header and one page (the store's 4 KiB).
+WAL_HEADER, FRAME_HEADER, PAGE = 32, 24, 4096
+#: Charges measured, each its own commit.
+CHARGES = 5
 
 
 def add_connection(store: SqliteStore) -> Connection:
@@ -68,3 +81,113 @@ def test_the_admission_parses_a_connection_row_once(
     assert after.revoked_at == revoked_at
     assert store.connection_by_token_hash(connection.token_hash) == after
     assert len(parsed) == 2
+
+
+def charge(connection: Connection, at: datetime = AT) -> FinalCharge:
+    """A served score's final charge: its debit and its rate-limit hit, written together."""
+    return FinalCharge(
+        Debit("user:alice", str(connection.id), "score", 1, at),
+        RateHit(f"requests:{connection.id}", int(at.timestamp()) // 60 * 60, 60, 10**6),
+    )
+
+
+def wal_frames(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return (wal.stat().st_size - WAL_HEADER) // (PAGE + FRAME_HEADER) if wal.exists() else 0
+
+
+def test_a_charge_commits_four_pages(tmp_path: Path) -> None:
+    """Each page a commit dirtied is a WAL frame written (and, with synchronous=FULL, synced):
+    the hit's counter, the pool's window counters, the ledger row and its (pool, month)
+    index entry. AUTOINCREMENT's sqlite_sequence row and a UNIQUE index holding every
+    debit's NULL `reverses` made it six."""
+    path = tmp_path / "cleanair.db"
+    store = SqliteStore(path)
+    try:
+        store.add_user(User("alice", False, AT))
+        connection = add_connection(store)
+        # No checkpoint may restart the WAL while it is measured.
+        store._stop.set()
+        assert store._checkpointer is not None
+        store._checkpointer.join()
+        store.settle_charges([charge(connection)], LIMITS)
+        before = wal_frames(path)
+        for _ in range(CHARGES):
+            store.settle_charges([charge(connection)], LIMITS)
+        written = wal_frames(path) - before
+    finally:
+        store.close()
+    assert written <= 4 * CHARGES, f"{written / CHARGES} frames a charge"
+
+
+def older_ledger(path: Path) -> list[LedgerEntry]:
+    """A database migrated up to before m017 (foreign keys on, as the store writes): a debit
+    refunded, a held debit, a grant; its ledger as written."""
+    with sqlite3.connect(path) as conn:
+        sqlite_utils_migrations().apply(Database(conn), stop_before="m017_lean_ledger")
+        conn.execute("PRAGMA foreign_keys = ON")
+        refunded = SqliteLedger._debit(conn, Debit("user:alice", "c1", "score", 2, AT), LIMITS)
+        SqliteLedger._refund(conn, refunded.id, AT + timedelta(seconds=1))
+        held = Debit("user:alice", "c1", "plan", 5, AT, hold_until=AT + timedelta(minutes=5))
+        SqliteLedger._debit(conn, held, LIMITS)
+        conn.execute(
+            "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, reason) "
+            "VALUES ('user:alice', '-', 'grant', 10, ?, '2026-03', '2026-03-10', 'gift')",
+            (AT.timestamp(),),
+        )
+        rows = conn.execute(
+            "SELECT id, pool, connection_id, label, amount, at, month, day, reverses, reason "
+            "FROM ledger ORDER BY id"
+        ).fetchall()
+    conn.close()
+    return [
+        LedgerEntry(r[0], r[1], r[2], r[3], r[4], instant(r[5]), r[6], r[7], r[8], r[9])
+        for r in rows
+    ]
+
+
+def test_the_lean_ledger_keeps_what_was_written_and_its_rules(tmp_path: Path) -> None:
+    path = tmp_path / "older.db"
+    written = older_ledger(path)
+    refunded, refund, held, _ = written
+    store = SqliteStore(path)
+    try:
+        assert store.schema_is_current()
+        assert store.entries("user:alice") == written
+        # ids go on from the largest, as AUTOINCREMENT's did
+        debit = store.debit(Debit("user:alice", "c1", "score", 1, AT), LIMITS)
+        assert debit.id == written[-1].id + 1
+        # a debit is reversed at most once, whoever tries
+        assert store.refund(refunded.id, AT) is None
+        with pytest.raises(sqlite3.IntegrityError):
+            store._writer.execute(
+                "INSERT INTO ledger (pool, connection_id, label, amount, at, month, day, "
+                "reverses) VALUES ('user:alice', 'c1', 'score', -2, 0, 'm', 'd', ?)",
+                (refund.reverses,),
+            )
+        # the hold came along, and its refund ends it
+        assert store.sweep_holds(AT + timedelta(hours=1), "expired") == 1
+        assert store.entries("user:alice")[-1].reverses == held.id
+        # foreign keys are enforced again once the store has migrated
+        with pytest.raises(sqlite3.IntegrityError):
+            store._writer.execute("INSERT INTO charge_holds (entry_id, until) VALUES (999, 0)")
+    finally:
+        store.close()
+
+
+def test_a_ledger_reference_to_nothing_stops_the_migration(tmp_path: Path) -> None:
+    """A row written with foreign keys off that refers to no ledger entry: the rebuild does
+    not carry it over silently; nothing of the migration is kept."""
+    path = tmp_path / "older.db"
+    written = older_ledger(path)
+    with sqlite3.connect(path) as conn:  # foreign keys off: SQLite's default
+        conn.execute("INSERT INTO charge_holds (entry_id, until) VALUES (999, 0)")
+    conn.close()
+    with pytest.raises(sqlite3.IntegrityError, match="charge_holds"):
+        SqliteStore(path)
+    with sqlite3.connect(path) as conn:
+        applied = applied_migrations(conn)
+        assert applied is not None
+        assert "m017_lean_ledger" not in applied
+        assert len(conn.execute("SELECT * FROM ledger").fetchall()) == len(written)
+    conn.close()
