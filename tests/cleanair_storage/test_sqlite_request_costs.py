@@ -4,6 +4,7 @@ ledger's leaner schema (m017) over a database written before it."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from sqlite_utils import Database
 from cleanair_core.access.accounts import Owner, OwnerKind, User
 from cleanair_core.access.connections import Connection
 from cleanair_core.access.scopes import Scope
-from cleanair_core.credits.ledger import CreditLimits, Debit, FinalCharge, LedgerEntry
+from cleanair_core.credits.ledger import CreditLimits, Debit, FinalCharge, LedgerEntry, Settlement
 from cleanair_core.credits.rate_limits import RateHit
 from cleanair_storage.migrations import applied_migrations, sqlite_utils_migrations
 from cleanair_storage.sqlite import SqliteStore
@@ -118,6 +119,34 @@ def test_a_charge_commits_four_pages(tmp_path: Path) -> None:
     finally:
         store.close()
     assert written <= 4 * CHARGES, f"{written / CHARGES} frames a charge"
+
+
+def test_a_charge_runs_four_statements_and_fetches_one_row_it_needs(store: SqliteStore) -> None:
+    """What settle_charges runs for one charge with its hit, each statement a round from
+    Python into SQLite: the hit (its count back), the pool's four windows as one row, the
+    ledger row (its id is the connection's last rowid, no RETURNING result table), and both
+    windows counted in one statement. It was five, with two rows more fetched back."""
+    connection = add_connection(store)
+    writes = store.group_writes()
+    assert writes is not None
+
+    async def settle() -> list[Settlement]:
+        # as a served request's final charge: the group writer's batch of one
+        return await writes(lambda: store.settle_charges([charge(connection)], LIMITS))
+
+    asyncio.run(settle())  # the windows exist, and the writer's busy timeout is set
+    ran: list[str] = []
+    store._writer.set_trace_callback(ran.append)
+    try:
+        [entry] = asyncio.run(settle())
+    finally:
+        store._writer.set_trace_callback(None)
+    body = [sql for sql in ran if sql not in ("BEGIN IMMEDIATE", "COMMIT")]
+    assert len(body) == 4, body
+    assert [sql for sql in body if "RETURNING" in sql] == [body[0]]
+    assert "rate_limits" in body[0]
+    assert store.entries("user:alice")[-1] == entry
+    assert store.usage("user:alice", AT).month == 2
 
 
 def older_ledger(path: Path) -> list[LedgerEntry]:
