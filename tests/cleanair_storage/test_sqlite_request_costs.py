@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlite_utils import Database
 
 from cleanair_core.access.accounts import Owner, OwnerKind, User
@@ -220,3 +222,51 @@ def test_a_ledger_reference_to_nothing_stops_the_migration(tmp_path: Path) -> No
         assert "m017_lean_ledger" not in applied
         assert len(conn.execute("SELECT * FROM ledger").fetchall()) == len(written)
     conn.close()
+
+
+LEDGER_ROWS = "SELECT * FROM ledger ORDER BY id"
+HOLD_ROWS = "SELECT * FROM charge_holds ORDER BY entry_id"
+#: A step of an older ledger's history: a debit (held or not) of an amount on a day, or a
+#: refund of the n-th debit so far (modulo), which is refused once it is reversed.
+_Step = tuple[str, int, int]
+_STEPS = st.lists(
+    st.tuples(st.sampled_from(["debit", "held", "refund"]), st.integers(1, 5), st.integers(0, 40)),
+    max_size=15,
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(_STEPS)
+def test_any_older_ledger_migrates_to_the_same_entries_and_usage(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[_Step]
+) -> None:
+    """Whatever an older ledger holds, the rebuilt one has the same entries, every pool's
+    usage is unchanged, and the next entry's id follows the largest."""
+    path = tmp_path_factory.mktemp("db") / "older.db"
+    debits: list[int] = []
+    with sqlite3.connect(path) as conn:
+        sqlite_utils_migrations().apply(Database(conn), stop_before="m017_lean_ledger")
+        conn.execute("PRAGMA foreign_keys = ON")
+        for kind, amount, offset in steps:
+            at = AT + timedelta(days=offset)
+            if kind == "refund":
+                if debits:
+                    SqliteLedger._refund(conn, debits[amount % len(debits)], at)
+                continue
+            hold = at + timedelta(minutes=5) if kind == "held" else None
+            debit = Debit("user:alice", "c1", "score", amount, at, hold_until=hold)
+            debits.append(SqliteLedger._debit(conn, debit, LIMITS).id)
+        days = [AT + timedelta(days=offset) for offset in range(0, 41, 10)]
+        usages = [SqliteLedger._usage(conn, "user:alice", at) for at in days]
+        rows = conn.execute(LEDGER_ROWS).fetchall()
+        holds = conn.execute(HOLD_ROWS).fetchall()
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        assert store._read().execute(LEDGER_ROWS).fetchall() == rows
+        assert store._read().execute(HOLD_ROWS).fetchall() == holds
+        assert [store.usage("user:alice", at) for at in days] == usages
+        largest = rows[-1][0] if rows else 0
+        assert store.debit(Debit("user:alice", "c1", "score", 1, AT), LIMITS).id == largest + 1
+    finally:
+        store.close()
