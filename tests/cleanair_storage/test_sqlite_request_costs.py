@@ -123,11 +123,12 @@ def test_a_charge_commits_four_pages(tmp_path: Path) -> None:
     assert written <= 4 * CHARGES, f"{written / CHARGES} frames a charge"
 
 
-def test_a_charge_runs_four_statements_and_fetches_one_row_it_needs(store: SqliteStore) -> None:
+def test_a_charge_runs_three_statements(store: SqliteStore) -> None:
     """What settle_charges runs for one charge with its hit, each statement a round from
-    Python into SQLite: the hit (its count back), the pool's four windows as one row, the
-    ledger row (its id is the connection's last rowid, no RETURNING result table), and both
-    windows counted in one statement. It was five, with two rows more fetched back."""
+    Python into SQLite: the hit with its pool's four windows read in its RETURNING clause,
+    the ledger row (its id is the connection's last rowid, no RETURNING result table), and
+    both windows counted in one statement. It was five: the hit, the windows read a row per
+    window, the row with RETURNING, and each window's upsert."""
     connection = add_connection(store)
     writes = store.group_writes()
     assert writes is not None
@@ -144,9 +145,10 @@ def test_a_charge_runs_four_statements_and_fetches_one_row_it_needs(store: Sqlit
     finally:
         store._writer.set_trace_callback(None)
     body = [sql for sql in ran if sql not in ("BEGIN IMMEDIATE", "COMMIT")]
-    assert len(body) == 4, body
+    assert len(body) == 3, body
     assert [sql for sql in body if "RETURNING" in sql] == [body[0]]
     assert "rate_limits" in body[0]
+    assert "credit_windows" in body[0]
     assert store.entries("user:alice")[-1] == entry
     assert store.usage("user:alice", AT).month == 2
 
