@@ -516,5 +516,51 @@ def m016_alert_retention(db: Database) -> None:
     )
 
 
+#: A charge's ledger row, without what m017 drops (see there).
+_LEAN_LEDGER = """
+    CREATE TABLE ledger_lean (
+        id INTEGER PRIMARY KEY,
+        pool TEXT NOT NULL,
+        connection_id TEXT NOT NULL,
+        label TEXT NOT NULL,
+        amount INTEGER NOT NULL,
+        at REAL NOT NULL,
+        month TEXT NOT NULL,
+        day TEXT NOT NULL,
+        reverses INTEGER REFERENCES ledger (id),
+        reason TEXT
+    )"""
+
+
+@_migration
+def m017_lean_ledger(db: Database) -> None:
+    # Every charge appends a ledger row, and its commit writes one WAL frame (a 4 KiB page,
+    # written and synced) per page it dirtied: six, of which two served nothing a charge
+    # needs. AUTOINCREMENT updated sqlite_sequence at every insert; without it a new id is
+    # still the largest plus one, the same ids, as this code never deletes a ledger row. And
+    # `reverses UNIQUE` indexed every debit's NULL; the partial index holds only refunds,
+    # keeps "a debit is reversed at most once", and serves `r.reverses = ?` lookups. SQLite
+    # rebuilds a table to change its columns: foreign keys are off for the migration
+    # (`SqliteDatabase._migrate`), and checked here before the migration is recorded.
+    db.execute(_LEAN_LEDGER)
+    db.execute(
+        "INSERT INTO ledger_lean "
+        "SELECT id, pool, connection_id, label, amount, at, month, day, reverses, reason "
+        "FROM ledger"
+    )
+    db.execute("DROP TABLE ledger")
+    db.execute("ALTER TABLE ledger_lean RENAME TO ledger")
+    db.execute("CREATE INDEX ledger_pool_month ON ledger (pool, month)")
+    db.execute(
+        "CREATE UNIQUE INDEX ledger_reverses ON ledger (reverses) WHERE reverses IS NOT NULL"
+    )
+    for child in ("ledger", "plans", "charge_holds"):
+        if db.execute(f"PRAGMA foreign_key_check({child})").fetchone() is not None:
+            # What SQLite raises for a foreign key, so callers tell it apart alike.
+            dangling = sqlite3.IntegrityError(f"a row of {child} refers to no ledger entry")
+            dangling.sqlite_errorcode = sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+            raise dangling
+
+
 def _instant(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)  # as sqlite.database.instant, which imports this

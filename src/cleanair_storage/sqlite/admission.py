@@ -13,7 +13,7 @@ from cleanair_core.credits.ledger import (
     windows_at,
 )
 from cleanair_core.ports import AdmissionRead
-from cleanair_storage.sqlite.connections import SqliteConnections
+from cleanair_storage.sqlite.connections import SqliteConnections, connection_of_row
 
 #: One statement, so one snapshot: the connection, its owner's standing, its rate-limit
 #: counter and its pool's four window counters.
@@ -58,7 +58,7 @@ class SqliteAdmission(SqliteConnections):
             return AdmissionRead(None)
         standing, start, count, month_used, day_used, granted, day_granted = row[8:]
         return AdmissionRead(
-            self._connection(row[:8]),
+            connection_of_row(row[:8]),
             None if standing is None else bool(standing),
             None if start is None else (int(start), int(count)),
             Usage(month_used or 0, day_used or 0, granted or 0, day_granted or 0),

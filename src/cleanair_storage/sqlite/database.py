@@ -257,8 +257,16 @@ class SqliteDatabase:
 
     def _migrate(self) -> None:
         # Several processes may start at once: the write lock makes one of them migrate.
-        with self._write() as conn:
-            migrate(conn)
+        # Foreign keys are off meanwhile (the pragma does nothing inside a transaction, hence
+        # around it): a migration that rebuilds a table (SQLite's way to change its columns)
+        # drops it under the rows that refer to it, and checks them itself before it is
+        # recorded (m017).
+        self._writer.execute("PRAGMA foreign_keys = OFF")
+        try:
+            with self._write() as conn:
+                migrate(conn)
+        finally:
+            self._writer.execute("PRAGMA foreign_keys = ON")
 
     def schema_is_current(self) -> bool:
         """Whether the applied migrations are exactly those this code knows. A reader's query,
