@@ -55,8 +55,9 @@
    against FULL (the default) and PostgreSQL synchronous_commit off against on, 1 and 2 API
    processes, alternating rounds (`bench/durability.py`).
 24. The event loop per served request: loop passes, callbacks, timers, tasks and `send` calls
-   of the bare endpoint and of a score under `cleanair serve`'s protocol (`bench/served_loop.py`;
-   counts, not times, so the machine's load does not blur them).
+   of the bare endpoint and of a score under `cleanair serve`'s protocol, a score on SQLite and
+   on PostgreSQL (`bench/served_loop.py`; counts, not times, so the machine's load does not
+   blur them).
 25. The air at one point in process, as a score asks for it: the embedded model, its street
    level and fusion without stations, best of 60 rounds (`bench/point_air.py`).
 26. A charged score in process, no HTTP: admission and `CleanAir.score` as the middleware and

@@ -1,8 +1,9 @@
 """What a served request costs the event loop: loop iterations, callbacks, timers, tasks and
 `send` calls per request, the bare endpoint against a score, served as `bench.served` serves
-them (uvicorn with `cleanair serve`'s protocol, access log and metrics on, SQLite).
+them (uvicorn with `cleanair serve`'s protocol, access log and metrics on), on SQLite and
+then PostgreSQL (the tests' throwaway server; `sqlite` or `postgres` for one alone).
 
-    PYTHONPATH=. .venv/bin/python -m bench.served_loop
+    PYTHONPATH=. .venv/bin/python -m bench.served_loop [sqlite|postgres]
 
 Counts, not times: they do not depend on the machine's load. Each pass of asyncio's Python
 loop costs tens of µs of CPU, so these say why a score's "event loop and sockets" share
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench.harness import SCORE_BODY
@@ -32,35 +34,52 @@ REQUESTS = 300
 BARE = b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n"
 
 
-def main() -> dict[str, dict[str, float]]:
-    """Print and return the per-request counts of the bare endpoint and of a score."""
+def main(stores: Sequence[str] = ("sqlite", "postgres")) -> dict[str, dict[str, float]]:
+    """Print and return the per-request counts of the bare endpoint and of a score on each
+    of `stores`, keyed `bare`, `score` (SQLite) and `score postgres`."""
+    figures: dict[str, dict[str, float]] = {}
+    for name in stores:
+        if name == "postgres":
+            from bench.postgres import test_server_url  # starts the server: only when asked
+
+            counts = served_counts(test_server_url())
+            figures["score postgres"] = counts["score"]
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                figures.update(served_counts(str(Path(tmp) / "bench.db")))
+    print(f"event loop per served request ({REQUESTS} on one kept-alive connection):")
+    names = list(next(iter(figures.values())))
+    print("  " + " " * 15 + "".join(f"{name:>18}" for name in names))
+    for endpoint, counts in figures.items():
+        print(f"  {endpoint:<15}" + "".join(f"{counts[name]:>18.2f}" for name in names))
+    return figures
+
+
+def served_counts(database: str) -> dict[str, dict[str, float]]:
+    """The per-request counts of the bare endpoint and of a score served on `database`."""
     settings = Settings(plan_workers=0, access_log="info", metrics="on")
     # The access log's lines go nowhere: they would bury the figures.
     configure_logging(settings.log_level, settings.access_log, Path(os.devnull))
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            store, _, core = bench_core(str(Path(tmp) / "bench.db"), generate_key())
-            core.add_user("bench")
-            token = core.redeem_pairing_code(core.create_pairing_code("bench"), "b", "127.0.0.1")
-            app = beside_bare(with_access_log(create_app(core, settings)))
-            protocol = with_deadlines(
-                settings.header_timeout, settings.body_timeout, settings.send_timeout
-            )
-            score = post_request("/v1/airquality/score", token.token, SCORE_BODY)
-            figures = {}
-            with counted_server(app, http=protocol, server_header=False) as server:
-                for name, request in (("bare", BARE), ("score", score)):
-                    figures[name] = per_request(server, request, REQUESTS)
-            store.close()
+        store, requests, core = bench_core(database, generate_key())
+        core.add_user("bench")
+        token = core.redeem_pairing_code(core.create_pairing_code("bench"), "b", "127.0.0.1")
+        app = beside_bare(with_access_log(create_app(core, settings)))
+        protocol = with_deadlines(
+            settings.header_timeout, settings.body_timeout, settings.send_timeout
+        )
+        score = post_request("/v1/airquality/score", token.token, SCORE_BODY)
+        figures: dict[str, dict[str, float]] = {}
+        with counted_server(app, http=protocol, server_header=False) as server:
+            for name, request in (("bare", BARE), ("score", score)):
+                figures[name] = per_request(server, request, REQUESTS)
+        if requests is not None:
+            requests.close()
+        store.close()
     finally:
         stop_logging()
-    print(f"event loop per served request ({REQUESTS} on one kept-alive connection):")
-    names = list(figures["bare"])
-    print("  " + " " * 6 + "".join(f"{name:>18}" for name in names))
-    for endpoint, counts in figures.items():
-        print(f"  {endpoint:<6}" + "".join(f"{counts[name]:>18.2f}" for name in names))
     return figures
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:] or ("sqlite", "postgres"))
