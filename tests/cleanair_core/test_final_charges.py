@@ -408,3 +408,32 @@ def test_a_failed_batch_fails_every_charge_in_it_and_the_next_batch_runs() -> No
     store.fail = False
     assert isinstance(asyncio.run(main())[0], LedgerEntry)
     assert store.batches == [3, 3]
+
+
+def test_a_drain_cancelled_mid_batch_cancels_its_charges_instead_of_leaving_them() -> None:
+    store = BatchesStore()
+
+    async def main() -> list[Any]:
+        started = asyncio.Event()
+
+        async def offload(work: Callable[[], Any]) -> Any:
+            started.set()
+            await asyncio.Event().wait()  # a commit that never returns: the loop shuts down
+
+        commits = GroupCommit(store, CreditLimits(1000, 100), offload)
+        first = asyncio.create_task(commits.settle(charge_of(0)))
+        await started.wait()
+        queued = asyncio.create_task(commits.settle(charge_of(1)))
+        await asyncio.sleep(0)
+        drains = [
+            task
+            for task in asyncio.all_tasks()
+            if getattr(task.get_coro(), "__qualname__", "") == "GroupCommit._drain"
+        ]
+        assert len(drains) == 1
+        drains[0].cancel()
+        async with asyncio.timeout(30):
+            return await asyncio.gather(first, queued, return_exceptions=True)
+
+    outcomes = asyncio.run(main())
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes)

@@ -108,6 +108,12 @@ class GroupCommit:
                 queue.waiting = []
                 if batch:
                     await self._settle_batch(batch)
+        except BaseException as exc:
+            # This task ends (cancelled as its loop shuts down, or the process exiting):
+            # charges queued meanwhile have no batch to go in, and must not wait for ever.
+            waiting, queue.waiting = queue.waiting, []
+            _fail([settled for _, settled in waiting], exc)
+            raise
         finally:
             queue.draining = False
 
@@ -120,10 +126,12 @@ class GroupCommit:
                 outcomes = await self._settle([build() for build in builders], self._limits)
             else:
                 outcomes = await self._offload(functools.partial(self._settle_now, builders))
-        except Exception as exc:  # the store failed: every charge of the batch hears of it
-            for _, settled in batch:
-                if not settled.done():
-                    settled.set_exception(exc)
+        except BaseException as exc:
+            # The store failed: every charge of the batch hears of it, and the next batch
+            # goes on. Anything else ends this task, but first its callers hear of it too.
+            _fail([settled for _, settled in batch], exc)
+            if not isinstance(exc, Exception):
+                raise
             return
         for (_, settled), outcome in zip(batch, outcomes, strict=True):
             if not settled.done():
@@ -131,6 +139,17 @@ class GroupCommit:
 
     def _settle_now(self, builders: list[Callable[[], FinalCharge]]) -> list[Settlement]:
         return self._ledger.settle_charges([build() for build in builders], self._limits)
+
+
+def _fail(charges: list[asyncio.Future[Settlement]], exc: BaseException) -> None:
+    """Tell every charge not settled yet that `exc` ended its batch (cancelled, if it did)."""
+    for settled in charges:
+        if settled.done():
+            continue
+        if isinstance(exc, asyncio.CancelledError):
+            settled.cancel()
+        else:
+            settled.set_exception(exc)
 
 
 class ChargeOnAnswer:
