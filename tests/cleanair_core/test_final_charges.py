@@ -413,7 +413,7 @@ def test_a_failed_batch_fails_every_charge_in_it_and_the_next_batch_runs() -> No
 def test_a_drain_cancelled_mid_batch_cancels_its_charges_instead_of_leaving_them() -> None:
     store = BatchesStore()
 
-    async def main() -> list[Any]:
+    async def main() -> tuple[object, ...]:
         started = asyncio.Event()
 
         async def offload(work: Callable[[], Any]) -> Any:
