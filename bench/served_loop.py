@@ -42,8 +42,7 @@ def main(stores: Sequence[str] = ("sqlite", "postgres")) -> dict[str, dict[str, 
         if name == "postgres":
             from bench.postgres import test_server_url  # starts the server: only when asked
 
-            counts = served_counts(test_server_url())
-            figures["score postgres"] = counts["score"]
+            figures["score postgres"] = served_counts(test_server_url())["score"]
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 figures.update(served_counts(str(Path(tmp) / "bench.db")))
