@@ -112,7 +112,13 @@ def exchange(calls: Sequence[Call], client_port: int) -> Exchange:
     reads = [c for c in on_socket if c.name in SOCKET_READS and c.result > 0]
     answers = [c for c in on_socket if c.name in SOCKET_WRITES and "HTTP/1.1 " in c.text]
     assert reads, f"no read of the request from port {client_port} was traced"
-    assert answers, f"no answer to port {client_port} was traced"
+    # Said in full when it fails (seen once on a loaded CI machine): what the port's socket
+    # did, and every answer traced with the descriptor strace named it by.
+    assert answers, (
+        f"no answer to port {client_port} was traced; on its socket: "
+        f"{[(c.pid, c.name, c.result) for c in on_socket]}; answers traced: "
+        f"{[(c.pid, c.name, c.target) for c in calls if 'HTTP/1.1 ' in c.text]}"
+    )
     return Exchange(arrived=reads[0].end, answered=answers[0].start)
 
 
