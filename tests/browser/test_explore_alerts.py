@@ -542,67 +542,62 @@ def test_the_feed_polls_every_30_s_while_visible_keeps_its_cursor_and_shows_even
     assert visit.errors == []
 
 
+@pytest.fixture
+def paused(browser: Browser, running: Running) -> Iterator[Visit]:
+    """The explorer whose timers move only as the test says (`page.clock.run_for`)."""
+    visit = open_explorer(browser, running)
+    try:
+        visit.page.clock.install()
+        load(visit, running)
+        visit.page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=5))
+        yield visit
+    finally:
+        visit.page.context.close()
+    assert visit.foreign == []
+    assert visit.errors == []
+
+
 def test_a_secret_made_while_the_token_settles_stays_and_another_token_hides_it(
-    browser: Browser, running: Running
+    paused: Visit, running: Running
 ) -> None:
-    visit = open_explorer(browser, running)
-    page = visit.page
-    try:
-        page.clock.install()
-        load(visit, running)
-        # The page's timers move only as the test says: the creation's answer comes before
-        # the token field's rest (300 ms), as on a quick machine.
-        page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=5))
-        page.fill("#token", running.token("settling"))
-        pick_place(page)
-        page.fill("#alert-webhook", "https://hooks.example.com/cleanair")
+    page = paused.page
+    # The creation's answer comes before the token field's rest (300 ms), as on a quick
+    # machine.
+    page.fill("#token", running.token("settling"))
+    pick_place(page)
+    page.fill("#alert-webhook", "https://hooks.example.com/cleanair")
+    page.click("#alert-create")
+    expect(page.locator("#alert-secret-box")).to_be_visible()
+    page.clock.run_for(1_000)  # the token's change settles after the creation
+    expect(page.locator("#alert-secret-box")).to_be_visible()
+    expect(page.locator("#alert-secret")).to_contain_text("whsec_")
+    page.fill("#token", running.token("someone-else"))
+    page.clock.run_for(1_000)
+    expect(page.locator("#alert-secret-box")).to_be_hidden()
+    expect(page.locator("#alert-secret")).to_have_text("")
+
+
+def test_a_422_answered_before_the_token_rests_stays_shown(paused: Visit, running: Running) -> None:
+    page = paused.page
+    # The 422 comes back before the token field's rest (300 ms) ends, as on a busy machine
+    # where that timer fires late.
+    page.fill("#token", running.token("restless"))
+    pick_place(page)
+    page.fill("#alert-timezone", "Mars/Olympus_Mons")
+    with page.expect_response(
+        lambda r: r.url.endswith(SUBSCRIPTIONS) and r.request.method == "POST"
+    ) as answered:
         page.click("#alert-create")
-        expect(page.locator("#alert-secret-box")).to_be_visible()
-        page.clock.run_for(1_000)  # the token's change settles after the creation
-        expect(page.locator("#alert-secret-box")).to_be_visible()
-        expect(page.locator("#alert-secret")).to_contain_text("whsec_")
-        page.fill("#token", running.token("someone-else"))
-        page.clock.run_for(1_000)
-        expect(page.locator("#alert-secret-box")).to_be_hidden()
-        expect(page.locator("#alert-secret")).to_have_text("")
-    finally:
-        page.context.close()
-    assert visit.foreign == []
-    assert visit.errors == []
-
-
-def test_a_422_answered_before_the_token_rests_stays_shown(
-    browser: Browser, running: Running
-) -> None:
-    visit = open_explorer(browser, running)
-    page = visit.page
-    try:
-        page.clock.install()
-        load(visit, running)
-        # The page's timers move only as the test says: the 422 comes back before the token
-        # field's rest (300 ms) ends, as on a busy machine where that timer fires late.
-        page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=5))
-        page.fill("#token", running.token("restless"))
-        pick_place(page)
-        page.fill("#alert-timezone", "Mars/Olympus_Mons")
-        with page.expect_response(
-            lambda r: r.url.endswith(SUBSCRIPTIONS) and r.request.method == "POST"
-        ) as answered:
-            page.click("#alert-create")
-        assert answered.value.status == 422
-        said = "The alert was not created (422). Fix the fields marked."
-        expect(page.locator("#alert-error")).to_have_text(said)
-        page.clock.run_for(1_000)  # past the rest: it must not wipe the answer
-        expect(page.locator("#alert-error")).to_have_text(said)
-        expect(page.locator("#alert-error-timezone")).to_have_text(
-            "The time zone must be an IANA timezone name, e.g. Europe/Paris."
-        )
-        # The token still took effect: its (empty) list was asked for.
-        expect(page.locator("#alert-list-status")).to_have_text("None yet.")
-    finally:
-        page.context.close()
-    assert visit.foreign == []
-    assert visit.errors == []
+    assert answered.value.status == 422
+    said = "The alert was not created (422). Fix the fields marked."
+    expect(page.locator("#alert-error")).to_have_text(said)
+    page.clock.run_for(1_000)  # past the rest: it must not wipe the answer
+    expect(page.locator("#alert-error")).to_have_text(said)
+    expect(page.locator("#alert-error-timezone")).to_have_text(
+        "The time zone must be an IANA timezone name, e.g. Europe/Paris."
+    )
+    # The token still took effect: its (empty) list was asked for.
+    expect(page.locator("#alert-list-status")).to_have_text("None yet.")
 
 
 def test_the_panel_fits_a_phone(browser: Browser, running: Running, tmp_path: Path) -> None:
