@@ -11,6 +11,8 @@ pool and no store code, reached 0.44x in one run.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import sys
 import tempfile
 import threading
@@ -26,7 +28,7 @@ from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-from support.postgres import shared_server
+from support.postgres import PostgresServer, shared_server
 
 DEBITS = 3000
 LIMITS = CreditLimits(monthly=10**9, daily=10**9)
@@ -66,13 +68,42 @@ def store_debits(store: PostgresStore | SqliteStore, n: int, threads: int) -> fl
 
 
 def test_server_url() -> str:
-    """A fresh database on the tests' throwaway server (started on first use)."""
+    """A fresh database on the tests' throwaway server (started on first use). That server
+    runs without fsync or synchronous commits: fine for a figure that compares two things on
+    it, wrong for one that stands for a served deployment (`shipped_server_url`)."""
     return shared_server().database()
 
 
 def server_processes() -> list[int]:
     """The tests' throwaway server's processes: its postmaster and backends."""
     return postgres_processes(shared_server().data)
+
+
+@functools.cache
+def shipped_server() -> PostgresServer:
+    """A throwaway server as PostgreSQL ships: fsync, full-page writes and synchronous commits
+    on, so each acknowledged charge waits for its WAL to reach the disk (issue 34), as on
+    SQLite with `synchronous=FULL`. Started on first use, stopped when this process exits;
+    its files are in the system's temporary directory (on a tmpfs a sync would cost nothing,
+    and the figures would say nothing)."""
+    server = PostgresServer(durable=True)
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    atexit.register(server.stop)
+    return server
+
+
+def shipped_server_url() -> str:
+    """A fresh database on `shipped_server`: the served figures' PostgreSQL."""
+    return shipped_server().database()
+
+
+def shipped_server_processes() -> list[int]:
+    """`shipped_server`'s processes: its postmaster and backends."""
+    return postgres_processes(shipped_server().data)
 
 
 def main() -> None:

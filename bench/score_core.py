@@ -7,8 +7,9 @@ read), then `CleanAir.score` at the bench's point with the shipped sources (embe
 Helsinki's street level, fusion without stations) and its final charge. The stores: the
 tests' in-memory one (`memory`: next to no cost and no batching, so the figure is the core's
 own), a SQLite file with the shipped `synchronous=FULL` (its group commit included), and
-PostgreSQL's request path on the event loop (the tests' throwaway server, started on first
-use). `CONCURRENT` tasks score at once, as the served bench's keep-alive connections do.
+PostgreSQL's request path on the event loop (a throwaway server with fsync and synchronous
+commits on, as PostgreSQL ships, started on first use: `postgres.shipped_server`).
+`CONCURRENT` tasks score at once, as the served bench's keep-alive connections do.
 
 Figures: this process's CPU time (all its threads: the committer's sync included, not
 PostgreSQL's processes) per score, best of `ROUNDS` rounds; and the point's air alone
@@ -126,7 +127,7 @@ async def figures(databases: list[str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         for name in databases:
             url = {"sqlite": str(Path(tmp) / "bench.db"), "memory": "memory"}.get(name) or (
-                postgres.test_server_url()
+                postgres.shipped_server_url()
             )
             core, token, close = open_core(url)
             try:

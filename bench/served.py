@@ -19,6 +19,8 @@ share one database: a SQLite file, or the PostgreSQL database given.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import os
 import signal
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -280,47 +282,29 @@ def post_request(path: str, token: str, body: bytes) -> bytes:
     ).encode() + body
 
 
-async def served(
-    database: str = "sqlite",
-    processes: int = 1,
-    only: tuple[str, ...] | None = None,
-    *,
-    access_log: str = "info",
-    metrics: str = "on",
-    cpu: dict[str, float] | None = None,
-    client: str = "python",
-    shares: dict[str, Shares] | None = None,
-    database_processes: Callable[[], list[int]] | None = None,
-    splits: dict[str, list[list[int]]] | None = None,
-) -> dict[str, Stats]:
-    """Each request's figures against one bench server (see `bench/served.py`), with the
-    shipped access log and metrics unless told; `only` limits the requests measured. `cpu`,
-    when given, gets each request's server CPU time (µs a request, median round): the
-    serving processes' user and system time, which the client on the same machine does not
-    blur as it does throughput. `client`: this process's asyncio client (`python`) or `wrk`
-    (`bench/wrk.py`). `shares`, when given, gets each request's CPU seconds over its rounds
-    by who spent them (`client`, `api`, and `database`: the processes `database_processes`
-    names) and the rounds' wall seconds. `splits`, when given, gets each request's rounds'
-    keep-alive connections by serving process (`wrk.connections_by_process`)."""
-    # The access log goes to a file, as a service manager's journal takes it: not the terminal.
-    log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the server has ended)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench.served", database, str(processes), access_log, metrics],
-        stdout=subprocess.PIPE,
-        stderr=log_file,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        ready = server.stdout.readline().split()
-        if not ready or ready[0] != "READY":
-            raise SystemExit("the bench server did not start")
-        port, token = int(ready[1]), ready[2]
-        await wait_until_listening(port)
+class BenchServer:
+    """A running bench server (`python -m bench.served ...`): its port, token and serving
+    processes, and each request's figures over the rounds measured on it so far."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen[str],
+        port: int,
+        token: str,
+        *,
+        client: str = "python",
+        database_processes: Callable[[], list[int]] | None = None,
+    ) -> None:
+        self.process = process
+        self.port = port
+        self.client = client
+        self.database_processes = database_processes
+        self.serving = serving_processes(process.pid)
+        self.processes = len(self.serving)
         auth = {"authorization": f"Bearer {token}"}
         post = {**auth, "content-type": "application/json"}
         # Each request: its bytes, how many to send per round, and wrk's path and script.
-        requests = {
+        self.requests = {
             "bare": (
                 b"GET /bare HTTP/1.1\r\nhost: bench\r\n\r\n",
                 SERVED_REQUESTS,
@@ -349,73 +333,149 @@ async def served(
                 lua_script("POST", post, route_body()),
             ),
         }
-        if only is not None:
-            requests = {name: request for name, request in requests.items() if name in only}
-        runs: dict[str, list[Stats]] = {name: [] for name in requests}
-        spent: dict[str, list[float]] = {name: [] for name in requests}
-        wanted = cpu is not None or shares is not None or splits is not None
-        serving = serving_processes(server.pid) if wanted else []
-        split_of: dict[str, list[list[int]]] = {name: [] for name in requests}
+        #: Each request's rounds: requests a second, p50 and p99 µs.
+        self.rounds: dict[str, list[Stats]] = collections.defaultdict(list)
+        #: Each request's serving processes' CPU µs a request, by round.
+        self.spent: dict[str, list[float]] = collections.defaultdict(list)
+        #: Each request's CPU seconds by who spent them over its rounds, and their wall time.
+        self.shares: dict[str, Shares] = collections.defaultdict(
+            lambda: dict.fromkeys(("client", "api", "database", "wall"), 0.0)
+        )
+        #: Each request's rounds' keep-alive connections by serving process, when sampled.
+        self.splits: dict[str, list[list[int]]] = collections.defaultdict(list)
 
-        async def split_once_open(into: list[list[int]]) -> None:
-            # Sampled while the round runs, once all its connections are served.
-            while sum(split := connections_by_process(port, serving)) < CONNECTIONS:
-                await asyncio.sleep(0.02)
-            into.append(split)
-
-        spent_by: dict[str, Shares] = {
-            name: dict.fromkeys(("client", "api", "database", "wall"), 0.0) for name in requests
-        }
-
-        async def one_round(
-            request: bytes, n: int, path: str, script: str
-        ) -> tuple[Stats, int, float]:
-            if client == "wrk":
-                url = f"http://127.0.0.1:{port}{path}"
-                r, done, client_cpu = await asyncio.to_thread(wrk_round, url, script, CONNECTIONS)
-            else:
-                started = time.process_time()
-                r, done = await served_round(port, request, n), n
-                client_cpu = time.process_time() - started
-            return (r[0], r[1], r[2]), done, client_cpu
-
-        for request, n, path, script in requests.values():
-            if client == "wrk":
-                url = f"http://127.0.0.1:{port}{path}"
+    async def warm_up(self, names: tuple[str, ...]) -> None:
+        """A short round of each of `names`, not recorded."""
+        for name in names:
+            request, n, path, script = self.requests[name]
+            if self.client == "wrk":
+                url = f"http://127.0.0.1:{self.port}{path}"
                 await asyncio.to_thread(wrk_round, url, script, CONNECTIONS, 1)
             else:
-                await served_round(port, request, n // 3)
-        for _ in range(SERVED_ROUNDS):
-            for name, (request, n, path, script) in requests.items():
-                before = cpu_seconds(serving)
-                pg = database_processes() if database_processes is not None else []
-                pg_before, wall = cpu_of(pg), time.perf_counter()
-                sampler = None
-                if splits is not None:
-                    sampler = asyncio.create_task(split_once_open(split_of[name]))
-                stats, done, client_cpu = await one_round(request, n, path, script)
-                wall = time.perf_counter() - wall
-                if sampler is not None and not sampler.done():
-                    sampler.cancel()  # never all open at once: no split for this round
-                api = cpu_seconds(serving) - before
-                spent[name].append(api / done * 1e6)
-                runs[name].append(stats)
-                by = spent_by[name]
-                by["client"] += client_cpu
-                by["api"] += api
-                by["database"] += cpu_of(pg) - pg_before
-                by["wall"] += wall
-        if cpu is not None:
-            cpu.update({name: sorted(v)[len(v) // 2] for name, v in spent.items()})
-        if shares is not None:
-            shares.update(spent_by)
-        if splits is not None:
-            splits.update(split_of)
-        return {name: median_round(rounds) for name, rounds in runs.items()}
+                await served_round(self.port, request, n // 3)
+
+    async def measure(self, name: str, *, split: bool = False) -> None:
+        """One round of `name`, recorded; `split`: sample its connections by process."""
+        request, n, path, script = self.requests[name]
+        before = cpu_seconds(self.serving)
+        pg = self.database_processes() if self.database_processes is not None else []
+        pg_before, wall = cpu_of(pg), time.perf_counter()
+        sampler = None
+        if split:
+            sampler = asyncio.create_task(self._split_once_open(self.splits[name]))
+        if self.client == "wrk":
+            url = f"http://127.0.0.1:{self.port}{path}"
+            r, done, client_cpu = await asyncio.to_thread(wrk_round, url, script, CONNECTIONS)
+        else:
+            started = time.process_time()
+            r, done = await served_round(self.port, request, n), n
+            client_cpu = time.process_time() - started
+        wall = time.perf_counter() - wall
+        if sampler is not None and not sampler.done():
+            sampler.cancel()  # never all open at once: no split for this round
+        api = cpu_seconds(self.serving) - before
+        self.spent[name].append(api / done * 1e6)
+        self.rounds[name].append((r[0], r[1], r[2]))
+        by = self.shares[name]
+        by["client"] += client_cpu
+        by["api"] += api
+        by["database"] += cpu_of(pg) - pg_before
+        by["wall"] += wall
+
+    async def _split_once_open(self, into: list[list[int]]) -> None:
+        # Sampled while the round runs, once all its connections are served.
+        while sum(split := connections_by_process(self.port, self.serving)) < CONNECTIONS:
+            await asyncio.sleep(0.02)
+        into.append(split)
+
+    def median(self, name: str) -> Stats:
+        """`name`'s median round."""
+        return median_round(self.rounds[name])
+
+    def cpu(self, name: str) -> float:
+        """`name`'s median round's serving CPU µs a request."""
+        spent = sorted(self.spent[name])
+        return spent[len(spent) // 2]
+
+
+@contextlib.asynccontextmanager
+async def bench_server(
+    database: str = "sqlite",
+    processes: int = 1,
+    *,
+    access_log: str = "info",
+    metrics: str = "on",
+    client: str = "python",
+    database_processes: Callable[[], list[int]] | None = None,
+) -> AsyncIterator[BenchServer]:
+    """A bench server (see the module) on `database` with `processes` serving processes,
+    listening; stopped at the end. `client`: how its rounds are sent, this process's asyncio
+    client (`python`) or `wrk` (`bench/wrk.py`); `database_processes` names the database's
+    processes, whose CPU its shares count."""
+    # The access log goes to a file, as a service manager's journal takes it: not the terminal.
+    log_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the server has ended)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.served", database, str(processes), access_log, metrics],
+        stdout=subprocess.PIPE,
+        stderr=log_file,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        ready = server.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            raise SystemExit("the bench server did not start")
+        port, token = int(ready[1]), ready[2]
+        await wait_until_listening(port)
+        yield BenchServer(server, port, token, client=client, database_processes=database_processes)
     finally:
         server.terminate()
         server.wait(timeout=10)
         log_file.close()
+
+
+async def served(
+    database: str = "sqlite",
+    processes: int = 1,
+    only: tuple[str, ...] | None = None,
+    *,
+    access_log: str = "info",
+    metrics: str = "on",
+    cpu: dict[str, float] | None = None,
+    client: str = "python",
+    shares: dict[str, Shares] | None = None,
+    database_processes: Callable[[], list[int]] | None = None,
+    splits: dict[str, list[list[int]]] | None = None,
+) -> dict[str, Stats]:
+    """Each request's figures against one bench server (see `bench/served.py`), with the
+    shipped access log and metrics unless told; `only` limits the requests measured. `cpu`,
+    when given, gets each request's server CPU time (µs a request, median round): the
+    serving processes' user and system time, which the client on the same machine does not
+    blur as it does throughput. `client`: this process's asyncio client (`python`) or `wrk`
+    (`bench/wrk.py`). `shares`, when given, gets each request's CPU seconds over its rounds
+    by who spent them (`client`, `api`, and `database`: the processes `database_processes`
+    names) and the rounds' wall seconds. `splits`, when given, gets each request's rounds'
+    keep-alive connections by serving process (`wrk.connections_by_process`)."""
+    async with bench_server(
+        database,
+        processes,
+        access_log=access_log,
+        metrics=metrics,
+        client=client,
+        database_processes=database_processes,
+    ) as server:
+        names = tuple(name for name in server.requests if only is None or name in only)
+        await server.warm_up(names)
+        for _ in range(SERVED_ROUNDS):
+            for name in names:
+                await server.measure(name, split=splits is not None)
+        if cpu is not None:
+            cpu.update({name: server.cpu(name) for name in names})
+        if shares is not None:
+            shares.update({name: server.shares[name] for name in names})
+        if splits is not None:
+            splits.update({name: server.splits[name] for name in names})
+        return {name: server.median(name) for name in names}
 
 
 if __name__ == "__main__":

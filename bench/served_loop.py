@@ -1,7 +1,8 @@
 """What a served request costs the event loop: loop iterations, callbacks, timers, tasks and
 `send` calls per request, the bare endpoint against a score, served as `bench.served` serves
 them (uvicorn with `cleanair serve`'s protocol, access log and metrics on), on SQLite and
-then PostgreSQL (the tests' throwaway server; `sqlite` or `postgres` for one alone).
+then PostgreSQL (a throwaway server with fsync and synchronous commits on, as PostgreSQL
+ships: `bench.postgres.shipped_server`; `sqlite` or `postgres` for one alone).
 
     PYTHONPATH=. .venv/bin/python -m bench.served_loop [sqlite|postgres]
 
@@ -40,9 +41,9 @@ def main(stores: Sequence[str] = ("sqlite", "postgres")) -> dict[str, dict[str, 
     figures: dict[str, dict[str, float]] = {}
     for name in stores:
         if name == "postgres":
-            from bench.postgres import test_server_url  # starts the server: only when asked
+            from bench.postgres import shipped_server_url  # starts the server: only when asked
 
-            figures["score postgres"] = served_counts(test_server_url())["score"]
+            figures["score postgres"] = served_counts(shipped_server_url())["score"]
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 figures.update(served_counts(str(Path(tmp) / "bench.db")))
