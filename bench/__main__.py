@@ -8,7 +8,9 @@
    in this process keeps 8 connections busy (`bench/served.py`). This is what a caller sees,
    HTTP included. The served matrix (`bench/served_matrix.py`, runnable alone): SQLite and
    PostgreSQL with 1 and 2 API processes, each against the bare endpoint, PostgreSQL against
-   SQLite and 2 processes against 1, with the serving processes' CPU time a request; then
+   SQLite and 2 processes against 1, with the serving processes' CPU time a request (its
+   servers side by side, taking turns; PostgreSQL with fsync and synchronous commits on, as
+   it ships: `bench.postgres.shipped_server`); then
    PostgreSQL's 1 and 2 processes driven by each client, the Python one and wrk (far less
    CPU a request; `make bench` installs it), with how the CPU divides between the client, the
    API processes and PostgreSQL (`python -m bench.served_matrix clients`, `bench/wrk.py`);
