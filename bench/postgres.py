@@ -11,7 +11,6 @@ pool and no store code, reached 0.44x in one run.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from cleanair_storage.postgres import PostgresStore
 from cleanair_storage.sqlite import SqliteStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-from support.postgres import PostgresServer, shared_server
+from support.postgres import PostgresServer, shared_server, started_until_exit
 
 DEBITS = 3000
 LIMITS = CreditLimits(monthly=10**9, daily=10**9)
@@ -86,14 +85,7 @@ def shipped_server() -> PostgresServer:
     SQLite with `synchronous=FULL`. Started on first use, stopped when this process exits;
     its files are in the system's temporary directory (on a tmpfs a sync would cost nothing,
     and the figures would say nothing)."""
-    server = PostgresServer(durable=True)
-    try:
-        server.start()
-    except BaseException:
-        server.stop()
-        raise
-    atexit.register(server.stop)
-    return server
+    return started_until_exit(PostgresServer(durable=True))
 
 
 def shipped_server_url() -> str:

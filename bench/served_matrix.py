@@ -41,7 +41,6 @@ import asyncio
 import collections
 import contextlib
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -51,8 +50,6 @@ from bench.served import (
     BenchServer,
     Stats,
     bench_server,
-    serving_processes,
-    wait_until_listening,
 )
 from bench.wrk import (
     WRK_HOW,
@@ -230,20 +227,8 @@ async def split_trial(port: int, pids: list[int]) -> tuple[int, ...]:
 async def splits() -> collections.Counter[tuple[int, ...]]:
     """How `CONNECTIONS` connections opened together divide between 2 API processes, over
     `SPLIT_TRIALS` trials (a SQLite bench server, no access log, no metrics)."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench.served", "sqlite", "2", "off", "off"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        ready = server.stdout.readline().split()
-        if not ready or ready[0] != "READY":
-            raise SystemExit("the bench server did not start")
-        port = int(ready[1])
-        await wait_until_listening(port)
-        pids = serving_processes(server.pid)
+    async with bench_server("sqlite", 2, access_log="off", metrics="off") as server:
+        port, pids = server.port, server.serving
         # Both serving before any trial counts: one still starting would take none (on a
         # shared socket). Warm-up trials until each has answered one (at most WARM_UP_TRIALS).
         for _ in range(WARM_UP_TRIALS):
@@ -254,9 +239,6 @@ async def splits() -> collections.Counter[tuple[int, ...]]:
         seen: collections.Counter[tuple[int, ...]] = collections.Counter()
         for _ in range(SPLIT_TRIALS):
             seen[await split_trial(port, pids)] += 1
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     print(
         f"{CONNECTIONS} connections opened together, 2 API processes, {SPLIT_TRIALS} trials: "
         + ", ".join(f"{'-'.join(map(str, split))} {n}x" for split, n in sorted(seen.items()))

@@ -197,12 +197,17 @@ def shared_server() -> PostgresServer:
     process exits (the pytest fixture and the hypothesis state machines share it)."""
     global _shared
     if _shared is None:
-        server = PostgresServer()
-        try:
-            server.start()
-        except BaseException:
-            server.stop()
-            raise
-        atexit.register(server.stop)
-        _shared = server
+        _shared = started_until_exit(PostgresServer())
     return _shared
+
+
+def started_until_exit(server: PostgresServer) -> PostgresServer:
+    """`server`, started (its files removed if it fails to), and stopped when this process
+    exits."""
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    atexit.register(server.stop)
+    return server
