@@ -700,6 +700,34 @@ def test_a_final_charge_sees_the_days_grants(store: Store) -> None:
     assert store.usage(POOL, T0) == Usage(month=13, day=13, day_granted=3)
 
 
+@pytest.mark.parametrize(
+    "before",
+    [
+        datetime(2026, 3, 10, 23, 59, 59, 900_000, tzinfo=UTC),  # midnight within a month
+        datetime(2026, 3, 31, 23, 59, 59, 900_000, tzinfo=UTC),  # and at a month's end
+    ],
+)
+def test_a_batch_across_midnight_counts_each_charge_in_its_own_windows(
+    store: Store, before: datetime
+) -> None:
+    # One pool's charges on either side of midnight, interleaved (a batch is sorted by pool
+    # only): each day's burst sees its own day's charges, each month its own month's.
+    after = before + timedelta(milliseconds=200)
+
+    def at(when: datetime, amount: int) -> FinalCharge:
+        return FinalCharge(Debit(POOL, "c1", "score", amount, when))
+
+    settled = store.settle_charges(
+        [at(before, 6), at(after, 7), at(before, 3), at(after, 4), at(before, 2)], LIMITS
+    )
+    kinds = [type(s) for s in settled]
+    assert kinds == [LedgerEntry, LedgerEntry, LedgerEntry, CreditsExhausted, CreditsExhausted]
+    same_month = before.month == after.month
+    assert store.usage(POOL, before) == Usage(month=16 if same_month else 9, day=9)
+    assert store.usage(POOL, after) == Usage(month=16 if same_month else 7, day=7)
+    assert [e.amount for e in store.entries(POOL)] == [6, 7, 3]
+
+
 def test_a_final_charge_with_a_hold_is_refused_by_the_core() -> None:
     with pytest.raises(ValueError, match="never held"):
         FinalCharge(Debit(POOL, "c1", "score", 1, T0, hold_until=T0))

@@ -11,6 +11,14 @@ nothing debited; else the debit is checked against the locked counters and, when
 appended and counted. Batches take pools in one order (the caller sorts the batch by pool)
 and a connection's counter only while holding its pool's counters, so two batches never
 wait for each other in a circle.
+
+A run of charges on the same windows (one pool, one month, one day: a busy client's batch)
+locks and reads them once and writes their sum once, when the run ends: its charges are
+checked against the usage read plus the debits before them, held in the function's
+variables. Per charge, only its rate-limit hit and its ledger row are statements: two
+rather than eight, and about a fifth less of the backend's CPU for a batch of three (issue
+34). A run ends whenever the next charge's windows differ, so charges on either side of
+midnight, in any order, each see their own day's counter.
 """
 
 from __future__ import annotations
@@ -29,27 +37,48 @@ DECLARE
     counted INTEGER;
     mw TEXT;
     dw TEXT;
+    -- The run's windows (locked), their usage with its debits so far, and the sum of those
+    -- debits, written when the run ends.
+    held_pool TEXT;
+    held_mw TEXT;
+    held_dw TEXT;
+    mu BIGINT;
+    du BIGINT;
+    g BIGINT;
+    gd BIGINT;
+    added BIGINT := 0;
 BEGIN
     FOR i IN 1 .. coalesce(array_length(pools, 1), 0) LOOP
         n := i;
         entry := NULL;
-        month_used := NULL;
-        day_used := NULL;
-        granted := NULL;
-        day_granted := NULL;
         mw := 'm' || months[i];
         dw := 'd' || days[i];
-        INSERT INTO credit_windows (pool, "window", used)
-            VALUES (pools[i], mw, 0), (pools[i], dw, 0)
-            ON CONFLICT (pool, "window") DO NOTHING;
-        SELECT w.used INTO month_used FROM credit_windows w
-            WHERE w.pool = pools[i] AND w."window" = mw FOR UPDATE;
-        SELECT w.used INTO day_used FROM credit_windows w
-            WHERE w.pool = pools[i] AND w."window" = dw FOR UPDATE;
-        SELECT coalesce(max(w.used), 0) INTO granted FROM credit_windows w
-            WHERE w.pool = pools[i] AND w."window" = 'g' || months[i];
-        SELECT coalesce(max(w.used), 0) INTO day_granted FROM credit_windows w
-            WHERE w.pool = pools[i] AND w."window" = 'gd' || days[i];
+        IF held_pool IS NULL OR held_pool <> pools[i] OR held_mw <> mw OR held_dw <> dw THEN
+            -- A new run: the last one's sum is written before these windows are read.
+            IF added > 0 THEN
+                UPDATE credit_windows SET used = used + added
+                    WHERE pool = held_pool AND "window" IN (held_mw, held_dw);
+            END IF;
+            added := 0;
+            INSERT INTO credit_windows (pool, "window", used)
+                VALUES (pools[i], mw, 0), (pools[i], dw, 0)
+                ON CONFLICT (pool, "window") DO NOTHING;
+            SELECT w.used INTO mu FROM credit_windows w
+                WHERE w.pool = pools[i] AND w."window" = mw FOR UPDATE;
+            SELECT w.used INTO du FROM credit_windows w
+                WHERE w.pool = pools[i] AND w."window" = dw FOR UPDATE;
+            SELECT coalesce(max(w.used), 0) INTO g FROM credit_windows w
+                WHERE w.pool = pools[i] AND w."window" = 'g' || months[i];
+            SELECT coalesce(max(w.used), 0) INTO gd FROM credit_windows w
+                WHERE w.pool = pools[i] AND w."window" = 'gd' || days[i];
+            held_pool := pools[i];
+            held_mw := mw;
+            held_dw := dw;
+        END IF;
+        month_used := mu;
+        day_used := du;
+        granted := g;
+        day_granted := gd;
         IF hit_keys[i] IS NOT NULL THEN
             INSERT INTO rate_limits AS r (key, window_start, count)
                 VALUES (hit_keys[i], hit_starts[i], 1)
@@ -70,17 +99,21 @@ BEGIN
                 CONTINUE;
             END IF;
         END IF;
-        IF month_used + amounts[i] <= monthly + granted
-                AND day_used + amounts[i] <= daily + day_granted THEN
+        IF mu + amounts[i] <= monthly + g AND du + amounts[i] <= daily + gd THEN
             INSERT INTO ledger (pool, connection_id, label, amount, at, month, day)
                 VALUES (pools[i], connections[i], labels[i], amounts[i], ats[i], months[i],
                         days[i])
                 RETURNING id INTO entry;
-            UPDATE credit_windows SET used = used + amounts[i]
-                WHERE pool = pools[i] AND "window" IN (mw, dw);
+            mu := mu + amounts[i];
+            du := du + amounts[i];
+            added := added + amounts[i];
         END IF;
         RETURN NEXT;
     END LOOP;
+    IF added > 0 THEN
+        UPDATE credit_windows SET used = used + added
+            WHERE pool = held_pool AND "window" IN (held_mw, held_dw);
+    END IF;
 END
 $$
 """
