@@ -21,7 +21,8 @@ The four servers of the matrix (and the two of each client in `clients`) are all
 first and measured side by side: each round sends bare and then score rounds to each server
 in turn, so the ratios between configurations (PostgreSQL against SQLite, 2 processes against
 1) are of one window too, not of servers measured minutes apart on a machine whose speed
-drifts. Idle, a server costs nothing.
+drifts. A server waiting for its turn spends next to no CPU (its processes sleep), though
+the others' syncs and checkpoints can land in its rounds, hence five rounds each.
 
 Per configuration: requests a second of the bare endpoint and of a score, their ratio, the
 serving processes' CPU time a request; then PostgreSQL against SQLite (1 process: the aim of
