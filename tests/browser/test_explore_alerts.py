@@ -203,6 +203,15 @@ def sent_body(page: Page, action: Any) -> dict[str, Any]:
     return body
 
 
+def create_answered(page: Page) -> int:
+    """Click Create; the status the subscription's POST was answered with."""
+    with page.expect_response(
+        lambda r: r.url.endswith(SUBSCRIPTIONS) and r.request.method == "POST"
+    ) as answered:
+        page.click("#alert-create")
+    return answered.value.status
+
+
 def test_a_place_alert_is_created_listed_its_secret_shown_once_and_deleted(
     visit: Visit, running: Running, tmp_path: Path
 ) -> None:
@@ -362,11 +371,7 @@ def test_a_422_is_shown_next_to_the_fields_it_names_without_the_values(
     pick_place(page)
     page.fill("#alert-timezone", "Mars/Olympus_Mons")
     page.fill("#alert-webhook", "http://hooks.example.com/x?token=hunter2")
-    with page.expect_response(
-        lambda r: r.url.endswith(SUBSCRIPTIONS) and r.request.method == "POST"
-    ) as answered:
-        page.click("#alert-create")
-    assert answered.value.status == 422
+    assert create_answered(page) == 422
     expect(page.locator("#alert-error-timezone")).to_have_text(
         "The time zone must be an IANA timezone name, e.g. Europe/Paris."
     )
@@ -584,11 +589,7 @@ def test_a_422_answered_before_the_token_rests_stays_shown(paused: Visit, runnin
     page.fill("#token", running.token("restless"))
     pick_place(page)
     page.fill("#alert-timezone", "Mars/Olympus_Mons")
-    with page.expect_response(
-        lambda r: r.url.endswith(SUBSCRIPTIONS) and r.request.method == "POST"
-    ) as answered:
-        page.click("#alert-create")
-    assert answered.value.status == 422
+    assert create_answered(page) == 422
     said = "The alert was not created (422). Fix the fields marked."
     expect(page.locator("#alert-error")).to_have_text(said)
     page.clock.run_for(1_000)  # past the rest: it must not wipe the answer
